@@ -1,0 +1,5 @@
+import sys
+
+from lidarmt.cli import main
+
+sys.exit(main())

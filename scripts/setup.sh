@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Create .venv and install lidarmt with everything it needs, on a fresh machine.
+# Idempotent: a second run only re-installs the project itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+
+# open3d (the simulator's ray caster) needs these shared libraries at import time.
+need=()
+for pkg in libusb-1.0-0 libgl1 libegl1 libgomp1; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if ((${#need[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing Debian packages: ${need[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  elif command -v sudo >/dev/null; then
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "setup: warning: missing Debian packages ${need[*]} (open3d will not import; install them as root)" >&2
+  fi
+fi
+
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+# The CPU wheel of torch first: a bare 'torch' requirement would pull several GB of CUDA packages.
+"$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+"$VENV/bin/python" -m pip install -q -e ".[sim,dev]"
+touch "$VENV/.installed"
+echo "setup: ready ($("$VENV/bin/python" -c 'import lidarmt, torch; print("lidarmt", lidarmt.__version__, "torch", torch.__version__)'))"
