@@ -1,0 +1,24 @@
+"""The perception protocol: what the fuzzer and the benchmarks test.
+
+Any object with ``name`` and ``detect(frame, roi) -> Obstacles`` is a perception module. ``detect`` gets a frame
+(points in the sensor frame, pose) and the frame's region of interest, and returns the obstacles it reports; it
+must not modify the frame. Implementations are found by name through :mod:`lidarmt.perception.registry`
+(built-ins, the entry-point group ``lidarmt.perception``, or ``module:callable``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from lidarmt.types import Frame, Obstacles, Roi
+
+
+@runtime_checkable
+class Perception(Protocol):
+    """A LiDAR obstacle perception module under test."""
+
+    name: str
+
+    def detect(self, frame: Frame, roi: Roi) -> Obstacles:
+        """Obstacles of one frame; points outside ``roi`` may be used as context but never reported."""
+        ...
