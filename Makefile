@@ -12,7 +12,10 @@ $(STAMP): pyproject.toml scripts/setup.sh
 
 ## demo: simulate the demo recording and map (once), then run the main job on it
 demo: $(STAMP)
-	$(BIN)/python -m lidarmt.demo
+	@test -f bags/demo.bag -a -f hdmaps/demo/base_map.bin || \
+	  $(BIN)/lidarmt simulate --seed $(SEED) --frames $(FRAMES) --out bags/demo.bag --map-out hdmaps/demo
+	$(BIN)/lidarmt info bags/demo.bag
+	$(BIN)/lidarmt fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000 --out runs/demo --force
 
 ## test: the test suite (CI runs exactly this)
 test: $(STAMP)
