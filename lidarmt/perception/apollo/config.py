@@ -1,0 +1,155 @@
+"""Configuration of the Apollo LiDAR obstacle perception pipeline, as ``cnnseg.conf`` sets it.
+
+Defaults follow Apollo 2.5/3.0 (``model/cnn_segmentation/cnnseg.conf``): a 640x640 grid over +-60 m, heights in
+(-5, 5) m, objectness 0.5, confidence 0.1, height_thresh 0.5, min_pts_num 3, ``use_full_cloud`` and
+``use_all_grids_for_clustering`` both **true** (the two flags that let points outside the ROI change obstacles
+inside it). ``ApolloConfig.apollo_2_0()`` gives the 512x512 model of the paper's 2018 checkout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from lidarmt.perception.apollo.errors import ConfigError
+
+#: Where ``lidarmt train`` ships the default weights of each grid size.
+WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640.pt", 512: WEIGHTS_DIR / "cnnseg512.pt"}
+
+MODES = ("exact", "fast")
+
+
+@dataclass(frozen=True, slots=True)
+class ApolloConfig:
+    """Every constant of the cnnseg stage; each one can be overridden (``ApolloConfig().replace(...)``,
+    or ``--set key=value`` on the command line through :meth:`with_overrides`)."""
+
+    grid: int = 640  # feature_param.width == height (512 in the 2.0 era)
+    range: float = 60.0  # point_cloud_range, metres
+    min_height: float = -5.0  # strict: points with z <= min_height are skipped
+    max_height: float = 5.0  # strict: points with z >= max_height are skipped
+    objectness_thresh: float = 0.5
+    confidence_thresh: float = 0.1
+    height_thresh: float = 0.5  # < 0 disables the height cut
+    min_pts_num: int = 3
+    use_full_cloud: bool = True
+    use_all_grids: bool = True  # use_all_grids_for_clustering
+    filter_noise: bool = False  # Apollo 3.0 FilterNoise
+    filter_thresh: float = 30.0  # 3.0: cells with (1 + count) < this are dropped ...
+    enable_filter_thresh: float = 700.0  # ... from obstacles whose max (1 + count) >= this
+    mode: str = "exact"  # "exact" (fp32, deterministic) | "fast" (channels_last + bf16 where supported)
+    compile: bool = False  # torch.compile the network (fast mode)
+    threads: int = 0  # torch intra-op threads for the CNN; 0 = leave torch's setting alone
+    weights: str | None = field(default=None)  # None = the shipped weights for this grid size
+
+    def __post_init__(self) -> None:
+        if self.grid <= 0 or self.grid % 32:
+            raise ConfigError(
+                f"grid must be a positive multiple of 32 (the CNN downsamples 5 times), got {self.grid}"
+            )
+        if not self.range > 0:
+            raise ConfigError(f"range must be positive, got {self.range}")
+        if not self.min_height < self.max_height:
+            raise ConfigError(f"min_height ({self.min_height}) must be below max_height ({self.max_height})")
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.min_pts_num < 0:
+            raise ConfigError(f"min_pts_num must be >= 0, got {self.min_pts_num}")
+        if self.threads < 0:
+            raise ConfigError(f"threads must be >= 0, got {self.threads}")
+
+    # ------------------------------------------------------------------ construction helpers
+    @classmethod
+    def apollo_2_0(cls, **overrides: Any) -> ApolloConfig:
+        """The 2.0-era model (512x512 grid), as in the CACM paper's 2018-01-31 checkout."""
+        return cls(grid=512, **overrides)
+
+    @classmethod
+    def apollo_3_0(cls, **overrides: Any) -> ApolloConfig:
+        """Apollo 3.0: the 640 model plus the noise filter."""
+        return cls(grid=640, filter_noise=True, **overrides)
+
+    def replace(self, **changes: Any) -> ApolloConfig:
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ConfigError(
+                f"unknown ApolloConfig key(s) {sorted(unknown)}; known: {', '.join(self.keys())}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def with_overrides(self, items: list[str] | tuple[str, ...] | dict[str, Any]) -> ApolloConfig:
+        """A copy with ``key=value`` strings (or a dict) applied; values are parsed by the field's type.
+
+        Aliases: ``use_all_grids_for_clustering`` = ``use_all_grids``, ``min_pts`` = ``min_pts_num``,
+        ``point_cloud_range`` = ``range``, ``width``/``height`` = ``grid``.
+        """
+        pairs: dict[str, str | Any] = {}
+        if isinstance(items, dict):
+            pairs = dict(items)
+        else:
+            for item in items:
+                key, sep, value = item.partition("=")
+                if not sep or not key.strip():
+                    raise ConfigError(f"--set expects key=value, got {item!r}")
+                pairs[key.strip()] = value.strip()
+        changes: dict[str, Any] = {}
+        types = {f.name: f.type for f in fields(self)}
+        for key, raw in pairs.items():
+            name = _ALIASES.get(key, key)
+            if name not in types:
+                raise ConfigError(f"unknown setting {key!r}; known: {', '.join(self.keys())}")
+            changes[name] = _parse(name, str(types[name]), raw)
+        return self.replace(**changes)
+
+    @property
+    def inv_res(self) -> float:
+        """Cells per metre (grid / (2 range)); also Cluster2D's ``scale`` for the instance offsets."""
+        return 0.5 * self.grid / self.range
+
+    def weights_path(self) -> Path:
+        """The weights file this configuration loads."""
+        if self.weights:
+            return Path(self.weights).expanduser()
+        return DEFAULT_WEIGHTS.get(self.grid, WEIGHTS_DIR / f"cnnseg{self.grid}.pt")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_ALIASES = {
+    "use_all_grids_for_clustering": "use_all_grids",
+    "min_pts": "min_pts_num",
+    "point_cloud_range": "range",
+    "width": "grid",
+    "height": "grid",
+    "enable_filter": "filter_noise",
+}
+
+
+def _parse(name: str, type_name: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    try:
+        if type_name.startswith("bool"):
+            low = raw.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if type_name.startswith("int"):
+            return int(raw)
+        if type_name.startswith("float"):
+            return float(raw)
+        if "None" in type_name and raw.lower() in ("", "none", "null"):
+            return None
+        return raw
+    except ValueError as err:
+        raise ConfigError(f"bad value {raw!r} for {name} (expects {type_name.split(' ')[0]})") from err

@@ -1,0 +1,305 @@
+"""Apollo's cnnseg network (deploy.prototxt of Apollo 2.5/3.0) in PyTorch, and how it is run.
+
+Topology (fully convolutional; every conv has a bias and a ReLU unless said otherwise)::
+
+    data (1, 8, H, W) ─ mask = data[:, 7]
+    conv0_1 1x1 24 ─ conv0 3x3 24
+    conv1_1 3x3/2 48 ─ conv1 48                       (1/2)
+    conv2_1 /2 64 ─ conv2_2 64 ─ conv2 64             (1/4)
+    conv3_1 /2 96 ─ conv3_2 96 ─ conv3 96             (1/8)
+    conv4_1 /2 128 ─ conv4_2 128 ─ conv4 128          (1/16)
+    conv5_1 /2 192 ─ conv5 192                        (1/32)
+    deconv5_1 3x3 conv 192
+    deconv4 4x4/2 128 ─ cat[conv4, ·] ─ deconv4_1 3x3 128
+    deconv3 96 ─ cat[conv3, ·] ─ deconv3_1 96
+    deconv2 64 ─ cat[conv2, ·] ─ deconv2_1 64
+    deconv1 48 ─ cat[conv1, ·] ─ deconv1_1 48
+    deconv0 4x4/2 12, no ReLU                         (full resolution; conv0 is not skip-connected)
+    heads: category 1 | instance 2 | confidence 1 | class 5 | heading 2 | height 1
+
+Outputs: ``category_score = sigmoid(category) * mask``, ``confidence_score = sigmoid``, ``class_score =
+sigmoid`` (element-wise, not softmax), ``instance_pt``, ``heading_pt``, ``height_pt`` raw. Module names are
+Apollo's layer names, so a state_dict reads like the Caffe model (``conv0_1.weight``, ..., ``deconv0.bias``).
+
+Two execution modes (:class:`CnnRunner`): ``exact`` (fp32, deterministic algorithms, fixed threads) and ``fast``
+(channels_last, bf16 autocast where the CPU has native bf16 (AVX512-BF16 / AMX), optional ``torch.compile``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from lidarmt.perception.apollo.errors import WeightsError
+
+HEAD_NAMES = ("category_score", "instance_pt", "confidence_score", "class_score", "heading_pt", "height_pt")
+HEAD_CHANNELS = {
+    "category_pt": 1,
+    "instance_pt": 2,
+    "confidence_pt": 1,
+    "class_pt": 5,
+    "heading_pt": 2,
+    "height_pt": 1,
+}
+
+# (name, in, out, kernel, stride) of the encoder convolutions, in order
+_ENCODER = (
+    ("conv0_1", 8, 24, 1, 1),
+    ("conv0", 24, 24, 3, 1),
+    ("conv1_1", 24, 48, 3, 2),
+    ("conv1", 48, 48, 3, 1),
+    ("conv2_1", 48, 64, 3, 2),
+    ("conv2_2", 64, 64, 3, 1),
+    ("conv2", 64, 64, 3, 1),
+    ("conv3_1", 64, 96, 3, 2),
+    ("conv3_2", 96, 96, 3, 1),
+    ("conv3", 96, 96, 3, 1),
+    ("conv4_1", 96, 128, 3, 2),
+    ("conv4_2", 128, 128, 3, 1),
+    ("conv4", 128, 128, 3, 1),
+    ("conv5_1", 128, 192, 3, 2),
+    ("conv5", 192, 192, 3, 1),
+)
+# decoder: (deconv name, in, out, skip name, skip channels, fuse conv name)
+_DECODER = (
+    ("deconv4", 192, 128, "conv4", 128, "deconv4_1"),
+    ("deconv3", 128, 96, "conv3", 96, "deconv3_1"),
+    ("deconv2", 96, 64, "conv2", 64, "deconv2_1"),
+    ("deconv1", 64, 48, "conv1", 48, "deconv1_1"),
+)
+
+
+def _conv(cin: int, cout: int, k: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(cin, cout, kernel_size=k, stride=stride, padding=k // 2, bias=True)
+
+
+def _deconv(cin: int, cout: int) -> nn.ConvTranspose2d:
+    return nn.ConvTranspose2d(cin, cout, kernel_size=4, stride=2, padding=1, bias=True)
+
+
+class CnnSegNet(nn.Module):
+    """Apollo's cnnseg U-Net. ``forward(data)`` takes ``(B, 8, H, W)`` features (H, W multiples of 32) and
+    returns the dict of the six output blobs (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for name, cin, cout, k, s in _ENCODER:
+            self.add_module(name, _conv(cin, cout, k, s))
+        self.deconv5_1 = _conv(192, 192, 3)
+        for dname, cin, cout, _skip, cskip, fname in _DECODER:
+            self.add_module(dname, _deconv(cin, cout))
+            self.add_module(fname, _conv(cskip + cout, cout, 3))
+        self.deconv0 = _deconv(48, 12)
+
+    def forward_raw(self, data: torch.Tensor) -> torch.Tensor:
+        """The 12-channel ``deconv0`` blob (no activation)."""
+        relu = torch.relu
+        h = data
+        skips: dict[str, torch.Tensor] = {}
+        for name, *_ in _ENCODER:
+            h = relu(getattr(self, name)(h))
+            skips[name] = h
+        h = relu(self.deconv5_1(h))
+        for dname, _cin, _cout, skip, _cskip, fname in _DECODER:
+            h = relu(getattr(self, dname)(h))
+            h = relu(getattr(self, fname)(torch.cat([skips[skip], h], dim=1)))
+        return self.deconv0(h)
+
+    def forward(self, data: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = self.forward_raw(data)
+        mask = data[:, 7:8]
+        return {
+            "category_score": torch.sigmoid(out[:, 0:1]) * mask,
+            "instance_pt": out[:, 1:3],
+            "confidence_score": torch.sigmoid(out[:, 3:4]),
+            "class_score": torch.sigmoid(out[:, 4:9]),
+            "heading_pt": out[:, 9:11],
+            "height_pt": out[:, 11:12],
+        }
+
+
+def build_network(grid: int = 640, *, seed: int | None = None) -> CnnSegNet:
+    """A fresh (randomly initialised) cnnseg network for a ``grid`` x ``grid`` input (512 or 640; any multiple
+    of 32 works). The topology does not depend on the grid; ``grid`` is checked so a caller notices a bad size."""
+    if grid <= 0 or grid % 32:
+        raise ValueError(f"grid must be a positive multiple of 32, got {grid}")
+    if seed is not None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return CnnSegNet()
+    return CnnSegNet()
+
+
+def conv_flops(grid: int) -> int:
+    """Multiply-adds x 2 of one forward pass at ``grid`` x ``grid`` (convolutions and deconvolutions only)."""
+    net_layers: list[tuple[int, int, int, int]] = []  # (cin, cout, k, out_size)
+    size = grid
+    for _name, cin, cout, k, s in _ENCODER:
+        size //= s
+        net_layers.append((cin, cout, k, size))
+    net_layers.append((192, 192, 3, size))
+    for _d, cin, cout, _skip, cskip, _f in _DECODER:
+        size *= 2
+        # a k4 s2 transposed conv: each input pixel scatters cin x cout x 16 MACs
+        net_layers.append((cin, cout, 4, size // 2))
+        net_layers.append((cskip + cout, cout, 3, size))
+    net_layers.append((48, 12, 4, size))
+    return sum(2 * cin * cout * k * k * s * s for cin, cout, k, s in net_layers)
+
+
+# ------------------------------------------------------------------------------------------ weights
+
+
+def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
+    """Read a state_dict saved with ``torch.save`` (``weights_only=True``: no pickled code is run).
+
+    Accepts a bare state_dict or a dict holding it under ``"state_dict"`` or ``"model"`` (with metadata beside).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(
+            f"CNN weights file {p} does not exist; train weights with `lidarmt train` or pass --weights"
+        )
+    try:
+        obj = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # corrupt file, pickle with code, wrong format
+        raise WeightsError(f"cannot read CNN weights {p}: {err}") from err
+    if isinstance(obj, dict):
+        for key in ("state_dict", "model"):
+            if key in obj and isinstance(obj[key], dict):
+                obj = obj[key]
+                break
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise WeightsError(
+            f"{p} holds no state_dict of tensors; save weights with torch.save(net.state_dict(), path)"
+        )
+    return obj
+
+
+def load_network(path: str | os.PathLike[str], *, grid: int = 640) -> CnnSegNet:
+    """A network with the weights of ``path`` (see :func:`load_state_dict`)."""
+    net = build_network(grid)
+    state = load_state_dict(path)
+    # accept checkpoints from torch.compile'd / DataParallel models
+    state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
+    try:
+        net.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "mismatch"
+        raise WeightsError(
+            f"{path} does not fit Apollo's cnnseg network ({first}); was it saved from lidarmt's network?"
+        ) from err
+    return net
+
+
+# ------------------------------------------------------------------------------------------ execution
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_support() -> str:
+    """``"amx"``, ``"avx512_bf16"`` or ``""``: the CPU's native bf16 matrix support (Linux /proc/cpuinfo, else
+    torch's capability string)."""
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    if "amx_bf16" in flags:
+        return "amx"
+    if "avx512_bf16" in flags:
+        return "avx512_bf16"
+    if not flags:
+        cap = str(torch.backends.cpu.get_cpu_capability()).upper()
+        if "AMX" in cap:
+            return "amx"
+    return ""
+
+
+@contextlib.contextmanager
+def _deterministic(threads: int) -> Iterator[None]:
+    prev_det = torch.are_deterministic_algorithms_enabled()
+    prev_threads = torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(prev_det)
+        if threads:
+            torch.set_num_threads(prev_threads)
+
+
+class CnnRunner:
+    """Runs a :class:`CnnSegNet` on one feature grid in ``exact`` or ``fast`` mode.
+
+    * ``exact``: fp32, contiguous NCHW, ``torch.use_deterministic_algorithms(True)`` and a fixed thread count
+      (``threads``, 0 = torch's current) during the call: the same input gives the same bits.
+    * ``fast``: channels_last; bf16 autocast when the CPU has native bf16 (AMX or AVX512-BF16), otherwise fp32
+      channels_last; ``compile=True`` wraps the network in ``torch.compile`` (first call compiles: seconds).
+    Outputs are always float32 NumPy arrays, ``(C, H, W)`` (category, confidence, height: ``(H, W)``).
+    """
+
+    def __init__(
+        self, net: CnnSegNet, *, mode: str = "exact", compile: bool = False, threads: int = 0
+    ) -> None:
+        if mode not in ("exact", "fast"):
+            raise ValueError(f"mode must be 'exact' or 'fast', got {mode!r}")
+        self.mode = mode
+        self.threads = threads
+        self.bf16 = mode == "fast" and bool(cpu_bf16_support())
+        net = net.eval()
+        for p in net.parameters():
+            p.requires_grad_(False)
+        if mode == "fast":
+            net = net.to(memory_format=torch.channels_last)
+        self.net = net
+        self._fn: Any = net
+        if compile and mode == "fast":
+            self._fn = torch.compile(net, dynamic=False)
+        self.compiled = compile and mode == "fast"
+
+    @property
+    def precision(self) -> str:
+        return "bf16" if self.bf16 else "fp32"
+
+    def run_tensor(self, data: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Forward a ``(B, 8, H, W)`` float32 tensor; returns float32 tensors."""
+        with torch.inference_mode():
+            if self.mode == "exact":
+                with _deterministic(self.threads):
+                    out = self._fn(data.contiguous())
+            else:
+                ctx = torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+                if self.threads:
+                    prev = torch.get_num_threads()
+                    torch.set_num_threads(self.threads)
+                try:
+                    with ctx:
+                        out = self._fn(data.contiguous(memory_format=torch.channels_last))
+                finally:
+                    if self.threads:
+                        torch.set_num_threads(prev)
+        return {k: v.float() for k, v in out.items()}
+
+    def __call__(self, features: np.ndarray) -> dict[str, np.ndarray]:
+        """Forward one ``(8, H, W)`` float32 feature grid; returns the six heads as float32 NumPy arrays."""
+        data = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))[None]
+        out = self.run_tensor(data)
+        res: dict[str, np.ndarray] = {}
+        for k, v in out.items():
+            a = v[0].contiguous().numpy()
+            res[k] = a[0] if a.shape[0] == 1 else a
+        return res
