@@ -1,0 +1,33 @@
+"""Errors of the recordings layer (lidarmt.io).
+
+Every one of them is a :class:`lidarmt.errors.UserError`: the CLI prints the message as one line and exits
+non-zero. Messages name the file (and topic, frame or offset) at fault and say what to do about it.
+"""
+
+from __future__ import annotations
+
+from lidarmt.errors import InputError, OutputError
+
+
+class RecordingError(InputError):
+    """A recording is missing, of an unknown kind, truncated, corrupt or holds nothing usable."""
+
+
+class FormatError(RecordingError):
+    """The bytes of a recording do not follow its format (bad magic, truncated section, bad field layout)."""
+
+
+class TopicError(RecordingError):
+    """The asked-for topic is absent, or is not a point-cloud topic; the message lists the ones that exist."""
+
+
+class NoPointCloudError(RecordingError):
+    """The recording is readable but holds no point cloud at all."""
+
+
+class PoseError(RecordingError):
+    """A frame has no pose (world <- sensor) although one is needed, or the pose data is unusable."""
+
+
+class WriterError(OutputError):
+    """A recording cannot be written (target exists without ``overwrite=True``, bad frame, disk error)."""

@@ -1,0 +1,114 @@
+"""open_recording: one call for every recording format, chosen by looking at the path."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from lidarmt.io.base import Recording
+from lidarmt.io.errors import RecordingError
+
+_CYBER_NAME = re.compile(r"\.record(\.\d+)?$")
+
+
+def sniff(path: str | os.PathLike[str]) -> str:
+    """The format name of a recording path: ros1, ros2, cyber, pcd, kitti or npz.
+
+    Files: ``#ROSBAG V2.0`` magic (any name) → ros1; ``*.record`` / ``*.record.NNNNN`` → cyber; ``.pcd`` → pcd;
+    ``.npz`` → npz; ``.db3`` / ``.mcap`` → ros2 (its folder). Folders: ``metadata.yaml`` or ``*.db3`` / ``*.mcap``
+    → ros2; ``velodyne/`` or ``training/velodyne/`` → kitti; ``*.pcd`` → pcd; ``*.npz`` → npz.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise RecordingError(f"{p}: no such file or folder")
+    if p.is_file():
+        from lidarmt.io.ros1 import is_ros1_bag
+
+        name = p.name.lower()
+        if is_ros1_bag(p):
+            return "ros1"
+        if name.endswith(".bag"):
+            raise RecordingError(f"{p}: not a ROS1 bag (the file does not start with '#ROSBAG V2.0'); "
+                                 f"is it empty or truncated?")
+        if _CYBER_NAME.search(name):
+            return "cyber"
+        if name.endswith(".pcd"):
+            return "pcd"
+        if name.endswith(".npz"):
+            return "npz"
+        if name.endswith((".db3", ".mcap")):
+            return "ros2"
+        if name.endswith(".bin") and p.parent.name == "velodyne":
+            return "kitti"
+        from lidarmt.io.cyber import is_cyber_record
+
+        if is_cyber_record(p):
+            return "cyber"
+        raise RecordingError(
+            f"{p}: unknown recording format; expected a ROS1 .bag, a ROS2 bag folder, an Apollo .record, "
+            f"a .pcd file or folder, a KITTI folder or a lidarmt .npz frame folder"
+        )
+    if not p.is_dir():
+        raise RecordingError(f"{p}: neither a file nor a folder")
+    names = {c.name for c in p.iterdir()}
+    if "metadata.yaml" in names or any(n.endswith((".db3", ".mcap")) for n in names):
+        return "ros2"
+    if (p / "velodyne").is_dir() or (p / "training" / "velodyne").is_dir():
+        return "kitti"
+    if any(n.lower().endswith(".pcd") for n in names):
+        return "pcd"
+    if any(n.endswith(".npz") for n in names):
+        return "npz"
+    if any(_CYBER_NAME.search(n) for n in names):
+        raise RecordingError(f"{p} is a folder of Cyber records; open one .record file (each is a recording)")
+    if any(n.endswith(".bag") for n in names):
+        raise RecordingError(f"{p} is a folder of ROS1 bags; open one .bag file")
+    raise RecordingError(f"{p}: folder holds no recording (no bag, metadata.yaml, .pcd, .npz or KITTI velodyne/)")
+
+
+def open_recording(
+    path: str | os.PathLike[str],
+    *,
+    topic: str | None = None,
+    require_pose: bool = False,
+    allow_empty: bool = False,
+) -> Recording:
+    """Open a recording of any supported format (see :func:`sniff`).
+
+    ``topic`` selects the point-cloud topic or channel of a bag or record (default: Apollo's
+    ``/apollo/sensor/velodyne64/compensator/PointCloud2``, or the only cloud topic). ``require_pose=True`` makes
+    reading a frame without a pose world <- sensor raise :class:`lidarmt.io.errors.PoseError`. A recording with no
+    point clouds raises :class:`lidarmt.io.errors.NoPointCloudError` unless ``allow_empty=True`` (then it has 0
+    frames, and ``describe()`` still lists its topics).
+    """
+    fmt = sniff(path)
+    p = Path(path)
+    if fmt == "ros1":
+        from lidarmt.io.ros1 import Ros1Recording
+
+        return Ros1Recording(p, topic=topic, require_pose=require_pose, allow_empty=allow_empty)
+    if fmt == "ros2":
+        from lidarmt.io.ros2 import Ros2Recording
+
+        return Ros2Recording(p if p.is_dir() else p.parent, topic=topic, require_pose=require_pose,
+                             allow_empty=allow_empty)
+    if fmt == "cyber":
+        from lidarmt.io.cyber import CyberRecording
+
+        return CyberRecording(p, topic=topic, require_pose=require_pose, allow_empty=allow_empty)
+    if topic is not None:
+        from lidarmt.io.errors import TopicError
+
+        raise TopicError(f"{p}: a {fmt} recording has no topics; drop --topic")
+    if fmt == "pcd":
+        from lidarmt.io.pcd import PcdRecording
+
+        return PcdRecording(p, require_pose=require_pose, allow_empty=allow_empty)
+    if fmt == "kitti":
+        from lidarmt.io.kitti import KittiRecording
+
+        return KittiRecording(p, require_pose=require_pose, allow_empty=allow_empty)
+    from lidarmt.io.npzdir import NpzRecording
+
+    return NpzRecording(p, require_pose=require_pose, allow_empty=allow_empty)

@@ -1,0 +1,337 @@
+"""ROS1 bags (format 2.0) as Apollo 1.5-3.0 recorded them: read and write.
+
+Reading uses rosbags' ROS1 reader for the bag index (connections, chunk positions, per-message offsets) and then
+reads the messages itself: a chunk is decompressed once and kept while its messages are read, each PointCloud2 is
+parsed with :func:`lidarmt.io.pointcloud2.parse_ros1` and its point bytes are viewed in place, so a frame costs one
+decompression and one copy of the coordinates. ``rec[i]`` seeks to message ``i`` through the index.
+
+Writing produces Apollo's layout: the cloud on ``/apollo/sensor/velodyne64/compensator/PointCloud2`` with the 32-byte
+point (x, y, z float32 at 0/4/8, intensity uint8 at 16, timestamp float64 seconds at 24), ``/tf`` world→novatel
+at each cloud's stamp and one latched ``/tf_static`` novatel→velodyne64, LZ4-compressed chunks.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rosbags.rosbag1 import Reader, ReaderError, Writer, WriterError
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+from lidarmt.io._output import staged
+from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording, check_frame, stamp_ns
+from lidarmt.io.base import TopicInfo
+from lidarmt.io.cloud import APOLLO_LAYOUT, APOLLO_LAYOUT_RING, FieldLayout, from_points
+from lidarmt.io.errors import FormatError, RecordingError
+from lidarmt.io.errors import WriterError as LidarmtWriterError
+from lidarmt.io.pointcloud2 import POINTCLOUD2, parse_ros1, serialize_ros1
+from lidarmt.types import Frame, matrix_to_quat
+
+ROSBAG_MAGIC = b"#ROSBAG V2.0\n"
+
+TYPESTORE = get_typestore(Stores.ROS1_NOETIC)
+"""rosbags' ROS1 (Noetic) typestore plus ``tf2_msgs/msg/TFMessage``; build messages for :meth:`Ros1BagWriter.write_message`
+with ``TYPESTORE.types['sensor_msgs/msg/Image'](...)``."""
+_TF_MSGDEF = "geometry_msgs/TransformStamped[] transforms"
+TYPESTORE.register(get_types_from_msg(_TF_MSGDEF, "tf2_msgs/msg/TFMessage"))
+TYPESTORE.register(get_types_from_msg(_TF_MSGDEF, "tf/msg/tfMessage"))
+TFMESSAGE = "tf2_msgs/msg/TFMessage"
+
+
+def is_ros1_bag(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(ROSBAG_MAGIC)) == ROSBAG_MAGIC
+    except OSError:
+        return False
+
+
+def ros_msgtype(name: str) -> str:
+    """``pkg/Name`` -> ``pkg/msg/Name`` (rosbags' spelling); other names unchanged."""
+    parts = name.split("/")
+    return f"{parts[0]}/msg/{parts[1]}" if len(parts) == 2 else name
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+_HDR_LEN = struct.Struct("<I")
+
+
+def _record_at(buf: memoryview, pos: int) -> tuple[dict[bytes, bytes], memoryview, int]:
+    """(header fields, data, next position) of the bag record at ``pos`` of a decompressed chunk."""
+    (hlen,) = _HDR_LEN.unpack_from(buf, pos)
+    pos += 4
+    end = pos + hlen
+    fields: dict[bytes, bytes] = {}
+    while pos < end:
+        (flen,) = _HDR_LEN.unpack_from(buf, pos)
+        item = bytes(buf[pos + 4 : pos + 4 + flen])
+        k, _, v = item.partition(b"=")
+        fields[k] = v
+        pos += 4 + flen
+    (dlen,) = _HDR_LEN.unpack_from(buf, end)
+    start = end + 4
+    if start + dlen > len(buf):
+        raise FormatError(f"a message record runs past its chunk ({start + dlen} > {len(buf)} bytes)")
+    return fields, buf[start : start + dlen], start + dlen
+
+
+class Ros1Recording(BagRecording):
+    """A ROS1 bag: frames from one PointCloud2 topic, poses from /tf and /tf_static."""
+
+    format = "ros1"
+    parse = staticmethod(parse_ros1)
+
+    def _open_bag(self) -> None:
+        path = self.path
+        if not path.exists():
+            raise RecordingError(f"{path}: no such file")
+        if path.is_dir():
+            raise RecordingError(f"{path} is a folder; a ROS1 bag is a single .bag file")
+        if not is_ros1_bag(path):
+            raise FormatError(f"{path}: not a ROS1 bag (the file does not start with '#ROSBAG V2.0')")
+        self._reader = Reader(path)
+        try:
+            self._reader.open()
+        except (ReaderError, AssertionError, struct.error, KeyError, ValueError, OSError) as err:
+            hint = "; it may be truncated or still being recorded: try `rosbag reindex` on a copy"
+            raise FormatError(f"{path}: unreadable ROS1 bag ({err}){hint}") from err
+        self._bio = self._reader.bio
+        self._chunk_pos = -1
+        self._chunk: memoryview = memoryview(b"")
+        self._entries: list[Any] = []
+
+    def topics(self) -> list[TopicInfo]:
+        counts: dict[str, TopicInfo] = {}
+        for c in self._reader.connections:
+            n = len(self._reader.indexes.get(c.id, ()))
+            if c.topic in counts:
+                counts[c.topic].count += n
+            else:
+                counts[c.topic] = TopicInfo(c.topic, c.msgtype, n)
+        return sorted(counts.values(), key=lambda t: t.name)
+
+    def _select(self, topic: str | None) -> None:
+        if topic is None:
+            self._entries = []
+            return
+        conns = [c for c in self._reader.connections if c.topic == topic]
+        entries = [e for c in conns for e in self._reader.indexes.get(c.id, ())]
+        self._entries = sorted(entries)
+
+    def _count(self) -> int:
+        return len(self._entries)
+
+    def _load_chunk(self, chunk_pos: int) -> memoryview:
+        if chunk_pos != self._chunk_pos:
+            ch = self._reader.chunks[chunk_pos]
+            self._bio.seek(ch.datapos)
+            raw = self._bio.read(ch.datasize)
+            if len(raw) != ch.datasize:
+                raise FormatError(f"{self.path}: chunk at byte {chunk_pos} is truncated")
+            try:
+                self._chunk = memoryview(ch.decompressor(raw))
+            except Exception as err:  # lz4/bz2 errors have no common base class
+                raise FormatError(f"{self.path}: chunk at byte {chunk_pos} does not decompress ({err})") from err
+            self._chunk_pos = chunk_pos
+        return self._chunk
+
+    def _raw(self, i: int) -> memoryview:
+        e = self._entries[i]
+        buf = self._load_chunk(e.chunk_pos)
+        pos = e.offset
+        try:
+            while True:
+                fields, data, pos = _record_at(buf, pos)
+                op = fields.get(b"op", b"\0")[0]
+                if op == 0x02:
+                    return data
+                if op != 0x07:  # only connection records may precede a message in a chunk
+                    raise FormatError(f"expected message data, found record op {op:#x}")
+        except (struct.error, IndexError) as err:
+            raise FormatError(f"{self.path}: message {i} of {self.topic} is truncated ({err})") from err
+        except FormatError as err:
+            raise FormatError(f"{self.path}: message {i} of {self.topic}: {err}") from err
+
+    def _iter_raw(self) -> Iterator[memoryview]:
+        for i in range(len(self._entries)):
+            yield self._raw(i)
+
+    def _tf_messages(self) -> Iterator[tuple[bool, object]]:
+        conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES]
+        for c in conns:
+            static = c.topic.rstrip("/").endswith("tf_static")
+            try:
+                for _conn, _t, raw in self._reader.messages(connections=[c]):
+                    yield static, TYPESTORE.deserialize_ros1(raw, TFMESSAGE)
+            except (ReaderError, AssertionError, struct.error, ValueError, IndexError) as err:
+                raise FormatError(f"{self.path}: unreadable {c.topic} message ({err})") from err
+
+    def close(self) -> None:
+        r = getattr(self, "_reader", None)
+        if r is not None and r.bio is not None:
+            r.close()
+        self._chunk = memoryview(b"")
+        super().close()
+
+
+# ----------------------------------------------------------------------------------------------- writing
+
+
+def _tf_message(typestore, parent: str, child: str, stamp_ns_: int, m: np.ndarray, *, ros2: bool = False):
+    T = typestore.types
+    qx, qy, qz, qw = matrix_to_quat(m[:3, :3])
+    sec, nsec = divmod(int(stamp_ns_), 1_000_000_000)
+    time = T["builtin_interfaces/msg/Time"](sec=sec, nanosec=nsec)
+    hdr = (T["std_msgs/msg/Header"](stamp=time, frame_id=parent) if ros2
+           else T["std_msgs/msg/Header"](seq=0, stamp=time, frame_id=parent))
+    tr = T["geometry_msgs/msg/Transform"](
+        translation=T["geometry_msgs/msg/Vector3"](x=float(m[0, 3]), y=float(m[1, 3]), z=float(m[2, 3])),
+        rotation=T["geometry_msgs/msg/Quaternion"](x=qx, y=qy, z=qz, w=qw),
+    )
+    ts = T["geometry_msgs/msg/TransformStamped"](header=hdr, child_frame_id=child, transform=tr)
+    return T[TFMESSAGE](transforms=[ts])
+
+
+def cloud_records(frame: Frame, layout: FieldLayout | None = None) -> tuple[FieldLayout, np.ndarray]:
+    """The point records of a frame in Apollo's 32-byte layout (with ``ring`` in the padding when present)."""
+    if layout is None:
+        layout = APOLLO_LAYOUT_RING if "ring" in (frame.points.dtype.names or ()) else APOLLO_LAYOUT
+    return layout, from_points(frame.points, layout, stamp=frame.stamp)
+
+
+class Ros1BagWriter:
+    """Write frames to a ROS1 bag in Apollo's layout (see the module docstring). Use as a context manager.
+
+    ``novatel_from_sensor`` is the static extrinsic T(novatel <- sensor) written to /tf_static (identity by
+    default); each frame's pose T(world <- sensor) becomes a /tf world→novatel = pose · inv(extrinsic) at the
+    frame's stamp, so a reader recovers the pose exactly. Frames without a pose get no /tf. The bag appears at
+    ``path`` only when the writer is closed without error; an existing file is replaced only with
+    ``overwrite=True``.
+    """
+
+    typestore = TYPESTORE
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        topic: str = APOLLO_POINTCLOUD_TOPIC,
+        novatel_from_sensor: np.ndarray | None = None,
+        world_frame: str = "world",
+        novatel_frame: str = "novatel",
+        overwrite: bool = False,
+        chunk_threshold: int = 1 << 20,
+    ) -> None:
+        self.path = Path(path)
+        self.topic = topic
+        self.world_frame = world_frame
+        self.novatel_frame = novatel_frame
+        ext = np.eye(4) if novatel_from_sensor is None else np.asarray(novatel_from_sensor, dtype=np.float64)
+        if ext.shape != (4, 4) or not np.all(np.isfinite(ext)):
+            raise LidarmtWriterError(f"novatel_from_sensor must be a finite 4x4 matrix, got shape {ext.shape}")
+        self.novatel_from_sensor = ext
+        self._sensor_from_novatel = np.linalg.inv(ext)
+        self._stage = staged(self.path, overwrite=overwrite)
+        self._tmp = self._stage.__enter__()
+        self._writer = Writer(self._tmp)
+        self._writer.set_compression(Writer.CompressionFormat.LZ4)
+        self._writer.chunk_threshold = chunk_threshold
+        self._writer.open()
+        self._conns: dict[str, Any] = {}
+        self._static_children: set[str] = set()
+        self._seq = 0
+        self.frames_written = 0
+        self._closed = False
+
+    def _conn(self, topic: str, msgtype: str, *, latching: int | None = None):
+        c = self._conns.get(topic)
+        if c is None:
+            try:
+                c = self._writer.add_connection(topic, msgtype, typestore=self.typestore, latching=latching)
+            except (WriterError, KeyError) as err:
+                raise LidarmtWriterError(f"{self.path}: cannot add topic {topic} of type {msgtype} ({err})") from err
+            self._conns[topic] = c
+        elif c.msgtype != msgtype:
+            raise LidarmtWriterError(f"{self.path}: topic {topic} already has type {c.msgtype}, not {msgtype}")
+        return c
+
+    def write(self, frame: Frame) -> None:
+        """Write one frame: its PointCloud2 and, when it has a pose, a /tf world→novatel at its stamp."""
+        check_frame(frame)
+        t_ns = stamp_ns(frame.stamp)
+        frame_id = frame.frame_id or "velodyne64"
+        if frame_id not in self._static_children:
+            msg = _tf_message(self.typestore, self.novatel_frame, frame_id, t_ns, self.novatel_from_sensor)
+            self._write(self._conn("/tf_static", TFMESSAGE, latching=1), t_ns,
+                        self.typestore.serialize_ros1(msg, TFMESSAGE))
+            self._static_children.add(frame_id)
+        if frame.pose is not None:
+            world_from_novatel = frame.pose @ self._sensor_from_novatel
+            msg = _tf_message(self.typestore, self.world_frame, self.novatel_frame, t_ns, world_from_novatel)
+            self._write(self._conn("/tf", TFMESSAGE), t_ns, self.typestore.serialize_ros1(msg, TFMESSAGE))
+        layout, rec = cloud_records(frame)
+        raw = serialize_ros1(stamp_ns=t_ns, frame_id=frame_id, layout=layout, data=rec, width=len(rec),
+                             seq=self._seq)
+        self._write(self._conn(self.topic, POINTCLOUD2), t_ns, raw)
+        self._seq += 1
+        self.frames_written += 1
+
+    def write_message(self, topic: str, msgtype: str, msg: object, stamp_ns: int) -> None:
+        """Write any message built with :data:`TYPESTORE` (e.g. ``sensor_msgs/msg/Image``) at ``stamp_ns``."""
+        msgtype = ros_msgtype(msgtype)
+        conn = self._conn(topic, msgtype)
+        try:
+            raw = self.typestore.serialize_ros1(msg, msgtype)
+        except Exception as err:  # rosbags raises assorted errors for a message of the wrong shape
+            raise LidarmtWriterError(f"{self.path}: cannot serialise a {msgtype} for {topic} ({err})") from err
+        self._write(conn, int(stamp_ns), raw)
+
+    def _write(self, conn, t_ns: int, raw: bytes) -> None:
+        if self._closed:
+            raise LidarmtWriterError(f"{self.path}: writer is closed")
+        self._writer.write(conn, int(t_ns), raw)
+
+    def close(self) -> None:
+        """Finish the bag and move it into place."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+        except BaseException as err:
+            self._stage.__exit__(type(err), err, err.__traceback__)
+            raise
+        self._stage.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Discard everything written; the target is left as it was."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+        finally:
+            err = LidarmtWriterError("aborted")
+            self._stage.__exit__(type(err), err, None)  # removes the temporary bag
+
+    def __enter__(self) -> Ros1BagWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_ros1_bag(path: str | os.PathLike[str], frames, **kw) -> int:
+    """Write an iterable of frames to a ROS1 bag (see :class:`Ros1BagWriter`); returns the number written."""
+    with Ros1BagWriter(path, **kw) as w:
+        for f in frames:
+            w.write(f)
+        return w.frames_written
