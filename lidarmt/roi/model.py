@@ -26,6 +26,15 @@ class EdgeType(enum.IntEnum):
 class BoundaryEdge:
     type: EdgeType
     points: np.ndarray  # (N, 2|3) polyline (the line_segment points of the edge's curve)
+    # Point indices (> 0) at which a new CurveSegment of the curve starts; empty for a one-segment curve.
+    # Apollo downsamples each line_segment on its own, so the pieces are kept apart (added by the roi helper).
+    breaks: list[int] = field(default_factory=list)
+
+    def pieces(self) -> list[np.ndarray]:
+        """The polyline split into its curve segments (one array when ``breaks`` is empty)."""
+        if not self.breaks:
+            return [self.points]
+        return list(np.split(self.points, self.breaks))
 
 
 @dataclass(slots=True)
