@@ -1,0 +1,126 @@
+"""Data augmentation for training CNN-seg on simulated frames so that it transfers to real sweeps.
+
+Every transform acts on a labelled :class:`~lidarmt.types.Frame` (points, boxes and per-point labels together)
+and returns a new frame; the input is never modified. Randomness comes only from the ``numpy.random.Generator``
+passed in, so a training sample is reproducible from (seed, step).
+
+The simulator's sweeps are cleaner than a real HDL-64E's: every ray returns, intensities follow a simple model,
+and the sensor sits at exactly one height. The default :class:`AugmentConfig` therefore rotates the scene about
+z, mirrors it left/right, scales and jitters intensities, drops points at random and more of them far away
+(real returns thin out with range and on dark surfaces), jitters the points slightly and moves the whole scene
+up or down a little (sensor mounting height differs between vehicles: KITTI's HDL-64E is at 1.73 m).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from lidarmt.types import Frame, Labels
+
+
+@dataclass(frozen=True, slots=True)
+class AugmentConfig:
+    """Probabilities and ranges of the random transforms (set a probability to 0 to turn one off)."""
+
+    rotate_max: float = np.pi  # rotation about z, uniform in [-rotate_max, rotate_max] radians
+    flip_y_prob: float = 0.5  # mirror y -> -y
+    intensity_scale: tuple[float, float] = (0.5, 1.6)  # global multiplicative factor
+    intensity_jitter: float = 6.0  # per-point additive Gaussian sigma, in 0..255 units
+    intensity_replace_prob: float = 0.2  # chance to redraw all intensities from a skewed distribution
+    dropout: tuple[float, float] = (0.0, 0.3)  # fraction of points dropped uniformly at random
+    range_dropout_prob: float = 0.5  # chance to apply range-dependent dropout
+    range_dropout_max: float = 0.6  # drop probability reached at 60 m (grows with (r/60)^2)
+    xyz_jitter: float = 0.01  # per-point Gaussian sigma, metres
+    z_shift: float = 0.2  # whole-scene z offset, uniform in [-z_shift, z_shift] metres
+
+
+def _subset(frame: Frame, keep: np.ndarray) -> Frame:
+    labels = frame.labels.select(keep) if frame.labels is not None else None
+    return replace(frame, points=frame.points[keep], labels=labels)
+
+
+def rotate_z(frame: Frame, angle: float) -> Frame:
+    """The frame rotated by ``angle`` radians about the sensor's z axis (points and boxes)."""
+    c, s = np.cos(angle), np.sin(angle)
+    pts = frame.points.copy()
+    x, y = frame.points["x"].astype(np.float64), frame.points["y"].astype(np.float64)
+    pts["x"] = c * x - s * y
+    pts["y"] = s * x + c * y
+    labels = frame.labels
+    if labels is not None:
+        b = labels.boxes.copy()
+        bx, by = b["cx"].copy(), b["cy"].copy()
+        b["cx"] = c * bx - s * by
+        b["cy"] = s * bx + c * by
+        b["yaw"] = np.arctan2(np.sin(b["yaw"] + angle), np.cos(b["yaw"] + angle))
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+    return replace(frame, points=pts, labels=labels)
+
+
+def flip_y(frame: Frame) -> Frame:
+    """The frame mirrored left/right (y -> -y; yaw -> -yaw)."""
+    pts = frame.points.copy()
+    pts["y"] = -pts["y"]
+    labels = frame.labels
+    if labels is not None:
+        b = labels.boxes.copy()
+        b["cy"] = -b["cy"]
+        b["yaw"] = -b["yaw"]
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+    return replace(frame, points=pts, labels=labels)
+
+
+def shift_z(frame: Frame, dz: float) -> Frame:
+    """The frame with every point and box moved by ``dz`` metres along z."""
+    pts = frame.points.copy()
+    pts["z"] = pts["z"] + np.float32(dz)
+    labels = frame.labels
+    if labels is not None:
+        b = labels.boxes.copy()
+        b["cz"] = b["cz"] + dz
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+    return replace(frame, points=pts, labels=labels)
+
+
+def augment_frame(frame: Frame, rng: np.random.Generator, config: AugmentConfig | None = None) -> Frame:
+    """A randomly transformed copy of a labelled frame (see :class:`AugmentConfig`)."""
+    cfg = config or AugmentConfig()
+    out = frame
+    if cfg.rotate_max > 0:
+        out = rotate_z(out, float(rng.uniform(-cfg.rotate_max, cfg.rotate_max)))
+    if rng.random() < cfg.flip_y_prob:
+        out = flip_y(out)
+    if cfg.z_shift > 0:
+        out = shift_z(out, float(rng.uniform(-cfg.z_shift, cfg.z_shift)))
+
+    n = len(out.points)
+    keep = np.ones(n, dtype=bool)
+    lo, hi = cfg.dropout
+    if hi > 0:
+        keep &= rng.random(n) >= rng.uniform(lo, hi)
+    if cfg.range_dropout_prob > 0 and rng.random() < cfg.range_dropout_prob:
+        r = np.hypot(out.points["x"], out.points["y"]).astype(np.float64)
+        p = rng.uniform(0.0, cfg.range_dropout_max) * np.clip(r / 60.0, 0.0, 1.0) ** 2
+        keep &= rng.random(n) >= p
+    if not keep.all():
+        out = _subset(out, keep)
+    if out is frame:
+        out = replace(out, points=out.points.copy())
+    pts = out.points
+    m = len(pts)
+    if cfg.xyz_jitter > 0 and m:
+        for k in ("x", "y", "z"):
+            pts[k] = pts[k] + rng.normal(0.0, cfg.xyz_jitter, m).astype(np.float32)
+
+    inten = pts["intensity"].astype(np.float64)
+    if cfg.intensity_replace_prob > 0 and rng.random() < cfg.intensity_replace_prob:
+        # Real sensors return mostly dark values with a long bright tail (retro-reflectors, plates, signs).
+        inten = rng.gamma(1.5, rng.uniform(5.0, 25.0), m)
+    lo, hi = cfg.intensity_scale
+    inten = inten * rng.uniform(lo, hi)
+    if cfg.intensity_jitter > 0:
+        inten = inten + rng.normal(0.0, cfg.intensity_jitter, m)
+    pts["intensity"] = np.clip(inten, 0.0, 255.0).astype(np.float32)
+    return out

@@ -1,0 +1,383 @@
+"""Training Apollo's CNN-seg network on labelled frames (the simulator's dataset mode), since Apollo's weights
+are not public.
+
+One training step draws ``batch`` samples. A sample is: a frame picked at random, randomly augmented
+(:mod:`lidarmt.perception.apollo.augment`), turned into Apollo's 8 feature channels on the full grid
+(:func:`~lidarmt.perception.apollo.features.compute_features`) and into per-cell targets
+(:func:`~lidarmt.perception.apollo.targets.build_targets`), then cropped to a ``crop`` x ``crop`` window (most
+windows are placed on an object, the rest anywhere near the sensor). The crop keeps the network's compute small
+while the position-dependent channels (direction, distance) stay those of the full grid.
+
+Losses are computed on the raw 12-channel ``deconv0`` blob (logits, for numerically stable BCE), one per head
+(see :func:`apollo_losses`). bf16 autocast runs the network where the CPU has native bf16 (AMX / AVX512-BF16);
+losses are in fp32. AdamW with a linear warm-up and cosine decay.
+
+Everything random derives from ``seed``: the network's initialisation and, for each step, a generator seeded
+with ``(seed, step)``, so a run resumed from a checkpoint draws the same samples as an uninterrupted one.
+Threaded CPU kernels (oneDNN convolutions, reductions) are not bit-deterministic, so two runs with the same
+seed agree only up to floating-point noise that grows over training.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt.errors import ArgumentError, InputError
+from lidarmt.perception.apollo.augment import AugmentConfig, augment_frame
+from lidarmt.perception.apollo.targets import NUM_CLASSES, Targets, build_targets
+from lidarmt.types import Frame
+
+#: Slices of the 12-channel deconv0 blob (apollo-lop-facts.md §3.3).
+CATEGORY, INSTANCE, CONFIDENCE, CLASS, HEADING, HEIGHT = (
+    slice(0, 1), slice(1, 3), slice(3, 4), slice(4, 9), slice(9, 11), slice(11, 12),
+)  # fmt: skip
+
+
+class TrainingError(InputError):
+    """The training data cannot be used (no frames, frames without labels)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LossWeights:
+    """Weight of each head's loss in the total, and the per-cell weighting of objects."""
+
+    category: float = 1.0
+    instance: float = 1.0
+    confidence: float = 0.5
+    classify: float = 1.0
+    heading: float = 0.1
+    height: float = 0.5
+    #: objectness BCE: weight of an object cell relative to a background cell
+    positive: float = 3.0
+    #: per-class cell weights (unknown, small vehicle, big vehicle, non-motor, pedestrian): small objects
+    #: have few cells, so they get more weight per cell
+    class_cells: tuple[float, float, float, float, float] = (1.0, 1.0, 0.5, 3.0, 4.0)
+    #: smooth-L1 transition of the regressions, metres
+    beta: float = 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """Everything that determines a training run (written into the checkpoint and the model card)."""
+
+    data: tuple[str, ...]
+    out: str
+    seed: int = 0
+    steps: int = 1500
+    grid: int = 640
+    range: float = 60.0
+    crop: int = 256
+    batch: int = 4
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    warmup: int = 100
+    object_crop_prob: float = 0.75  # fraction of crops placed on an object
+    near_range: float = 40.0  # other crops are centred within +-near_range metres of the sensor
+    augment: bool = True
+    bf16: bool = True
+    threads: int = 2
+    checkpoint_minutes: float = 3.0
+    max_minutes: float | None = None  # stop early (with a checkpoint) after this much wall time
+    loss: LossWeights = field(default_factory=LossWeights)
+
+    def __post_init__(self) -> None:
+        if self.crop % 32 or self.crop <= 0 or self.crop > self.grid:
+            raise ArgumentError(f"crop must be a positive multiple of 32 and at most the grid ({self.grid}), got {self.crop}")
+        if self.batch < 1 or self.steps < 1:
+            raise ArgumentError(f"batch and steps must be >= 1, got batch={self.batch}, steps={self.steps}")
+        if not self.lr > 0:
+            raise ArgumentError(f"lr must be positive, got {self.lr}")
+
+
+# ------------------------------------------------------------------------------------------ data
+
+
+def list_frames(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """The .npz frames of the given folders (recursively) and files, sorted; an error if there are none."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(sorted(p.rglob("*.npz")))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise TrainingError(f"training data {p} does not exist; generate it with "
+                                f"`lidarmt simulate --dataset {p} --frames 400 --seed 1`")
+    if not out:
+        raise TrainingError(f"no .npz frames under {', '.join(map(str, paths))}; generate them with "
+                            "`lidarmt simulate --dataset DIR --frames N --seed S`")
+    return out
+
+
+@dataclass(slots=True)
+class Sample:
+    """One cropped training sample: features (8, S, S) float32 and the matching targets."""
+
+    features: np.ndarray
+    targets: Targets
+
+
+def make_sample(
+    frame: Frame,
+    rng: np.random.Generator,
+    *,
+    grid: int = 640,
+    range_: float = 60.0,
+    crop: int = 256,
+    augment: AugmentConfig | None = None,
+    object_crop_prob: float = 0.75,
+    near_range: float = 40.0,
+) -> Sample:
+    """Augment (if ``augment``), featurise and crop one labelled frame."""
+    from lidarmt.perception.apollo.features import compute_features
+
+    if augment is not None:
+        frame = augment_frame(frame, rng, augment)
+    feats = compute_features(frame.points, grid=grid, range=range_)
+    tg = build_targets(frame, grid=grid, range_=range_)
+    # Apollo's mask is the feature generator's non-empty channel: use it so the two agree exactly.
+    tg.nonempty = feats[7] > 0.5
+    tg.objectness &= tg.nonempty
+    scale = grid / (2.0 * range_)
+    half = crop // 2
+    obj_cells = np.flatnonzero(tg.objectness)
+    if len(obj_cells) and rng.random() < object_crop_prob:
+        c = int(obj_cells[rng.integers(len(obj_cells))])
+        r_c, c_c = c // grid, c % grid
+        jitter = int(crop * 0.35)
+        r_c += int(rng.integers(-jitter, jitter + 1))
+        c_c += int(rng.integers(-jitter, jitter + 1))
+    else:
+        x, y = rng.uniform(-near_range, near_range, 2)
+        r_c, c_c = int((range_ - x) * scale), int((range_ - y) * scale)
+    r0 = int(np.clip(r_c - half, 0, grid - crop))
+    c0 = int(np.clip(c_c - half, 0, grid - crop))
+    f = np.ascontiguousarray(feats[:, r0 : r0 + crop, c0 : c0 + crop])
+    t = tg.crop(r0, c0, crop)
+    t = Targets(*(np.ascontiguousarray(getattr(t, f.name)) for f in fields(Targets)))
+    return Sample(f, t)
+
+
+def collate(samples: Sequence[Sample]) -> dict[str, Any]:
+    """Stack samples into torch tensors (features and every target)."""
+    import torch
+
+    def st(name: str, dtype: Any = None) -> Any:
+        a = np.stack([getattr(s.targets, name) for s in samples])
+        return torch.from_numpy(a if dtype is None else a.astype(dtype))
+
+    return {
+        "features": torch.from_numpy(np.stack([s.features for s in samples])),
+        "nonempty": st("nonempty"),
+        "objectness": st("objectness"),
+        "ignore": st("ignore"),
+        "instance": st("instance"),
+        "height": st("height"),
+        "heading": st("heading"),
+        "cls": st("cls", np.int64),
+    }
+
+
+# ------------------------------------------------------------------------------------------ losses
+
+
+def apollo_losses(raw: Any, batch: dict[str, Any], weights: LossWeights | None = None) -> dict[str, Any]:
+    """Per-head losses on the raw (B, 12, H, W) deconv0 blob; returns a dict of scalar tensors incl. ``total``.
+
+    * ``category``: BCE-with-logits on non-empty, non-ignored cells; object cells weigh ``positive`` x their
+      class weight, background cells 1; normalised by the total weight (empty cells carry no signal, as
+      Apollo multiplies the objectness by the non-empty mask).
+    * ``confidence``: plain BCE on the same cells, target = objectness.
+    * ``instance``, ``height``, ``heading``: smooth-L1 on object cells (class-weighted mean).
+    * ``classify``: BCE over the 5 sigmoid channels against the one-hot MetaType, on object cells.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    w = weights or LossWeights()
+    raw = raw.float()
+    valid = batch["nonempty"] & ~batch["ignore"]
+    obj = batch["objectness"] & valid
+    cls = batch["cls"].clamp(min=0)
+    cw_table = torch.tensor(w.class_cells, dtype=torch.float32)
+    cell_w = torch.where(obj, cw_table[cls], torch.zeros((), dtype=torch.float32))  # (B, H, W)
+    vf = valid.float()
+    of = obj.float()
+
+    cat_logit = raw[:, CATEGORY][:, 0]
+    bce_cat = F.binary_cross_entropy_with_logits(cat_logit, of, reduction="none")
+    wcat = vf * torch.where(obj, w.positive * cell_w, torch.ones((), dtype=torch.float32))
+    l_cat = (bce_cat * wcat).sum() / wcat.sum().clamp(min=1.0)
+
+    conf_logit = raw[:, CONFIDENCE][:, 0]
+    l_conf = (F.binary_cross_entropy_with_logits(conf_logit, of, reduction="none") * vf).sum() / vf.sum().clamp(min=1.0)
+
+    denom = cell_w.sum().clamp(min=1e-6)
+    l_inst = (F.smooth_l1_loss(raw[:, INSTANCE], batch["instance"], reduction="none", beta=w.beta).sum(1) * cell_w).sum() / denom
+    l_height = (F.smooth_l1_loss(raw[:, HEIGHT][:, 0], batch["height"], reduction="none", beta=w.beta) * cell_w).sum() / denom
+    l_head = (F.smooth_l1_loss(raw[:, HEADING], batch["heading"], reduction="none", beta=w.beta).sum(1) * cell_w).sum() / denom
+    onehot = F.one_hot(cls, NUM_CLASSES).permute(0, 3, 1, 2).float()
+    l_cls = (F.binary_cross_entropy_with_logits(raw[:, CLASS], onehot, reduction="none").sum(1) * cell_w).sum() / denom
+
+    total = (w.category * l_cat + w.confidence * l_conf + w.instance * l_inst + w.height * l_height
+             + w.heading * l_head + w.classify * l_cls)
+    return {"total": total, "category": l_cat, "confidence": l_conf, "instance": l_inst, "height": l_height,
+            "heading": l_head, "classify": l_cls}
+
+
+# ------------------------------------------------------------------------------------------ training
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to ``lr`` over ``warmup`` steps, then cosine decay to 2 % of it at ``steps``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (0.02 + 0.98 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, t))))
+
+
+def _load_frame(path: Path) -> Frame:
+    from lidarmt.io.npz import load_frame_npz
+
+    frame = load_frame_npz(path)
+    if frame.labels is None or frame.labels.point_instance is None:
+        raise TrainingError(f"{path} has no per-point instance labels; train on the simulator's dataset frames")
+    return frame
+
+
+def export_weights(state: dict[str, Any], path: str | os.PathLike[str], *, meta: dict[str, Any]) -> None:
+    """Write the shipped weights: ``{"state_dict": fp32 tensors, "meta": {...}}``, loadable with
+    ``torch.load(weights_only=True)`` (and by :func:`lidarmt.perception.apollo.network.load_state_dict`)."""
+    import torch
+
+    from lidarmt._atomic import atomic_path
+
+    sd = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in state.items()}
+    with atomic_path(path) as tmp:
+        torch.save({"state_dict": sd, "meta": json.loads(json.dumps(meta))}, tmp)
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    resume: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Train (or resume) and write ``<out>/last.pt`` (checkpoint with optimizer) and ``<out>/cnnseg{grid}.pt``
+    (weights only) every ``checkpoint_minutes`` and at the end; also ``<out>/log.jsonl`` (one line per logged
+    step). Returns a summary (steps done, wall time, mean losses of the last 100 steps)."""
+    import torch
+
+    from lidarmt._atomic import atomic_path
+    from lidarmt.perception.apollo.network import build_network, cpu_bf16_support
+
+    paths = list_frames(cfg.data)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    net = build_network(cfg.grid, seed=cfg.seed)
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    start = 0
+    elapsed_before = 0.0
+    ckpt_path = out / "last.pt"
+    weights_path = out / f"cnnseg{cfg.grid}.pt"
+    log_path = out / "log.jsonl"
+    if resume and ckpt_path.is_file():
+        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        net.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        start = int(ck["step"])
+        elapsed_before = float(ck.get("elapsed", 0.0))
+        log(f"resumed from {ckpt_path} at step {start}")
+    elif log_path.exists():
+        log_path.unlink()
+    net = net.to(memory_format=torch.channels_last).train()
+    use_bf16 = cfg.bf16 and bool(cpu_bf16_support())
+    aug = AugmentConfig() if cfg.augment else None
+    cfg_dict = asdict(cfg)
+    log(f"training on {len(paths)} frames, {cfg.steps} steps of {cfg.batch} x {cfg.crop}^2 crops, "
+        f"{'bf16 autocast' if use_bf16 else 'fp32'}, {torch.get_num_threads()} threads")
+
+    history: list[dict[str, float]] = []
+    t0 = time.perf_counter()
+    last_ckpt = t0
+    step = start
+
+    def meta(done: int) -> dict[str, Any]:
+        tail = history[-100:]
+        means = {k: float(np.mean([h[k] for h in tail])) for k in tail[0]} if tail else {}
+        return {"config": cfg_dict, "steps_done": done, "frames": len(paths),
+                "wall_seconds": round(elapsed_before + time.perf_counter() - t0, 1),
+                "final_losses_mean_last_100": means, "precision": "bf16-autocast" if use_bf16 else "fp32",
+                "torch": torch.__version__}
+
+    def checkpoint(done: int) -> None:
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": done,
+                        "elapsed": elapsed_before + time.perf_counter() - t0}, tmp)
+        export_weights(net.state_dict(), weights_path, meta=meta(done))
+
+    stopped_early = False
+    with open(log_path, "a", encoding="utf-8") as logf:
+        for step in range(start, cfg.steps):
+            rng = np.random.default_rng([cfg.seed, step])
+            t_data = time.perf_counter()
+            samples = []
+            for _ in range(cfg.batch):
+                frame = _load_frame(paths[int(rng.integers(len(paths)))])
+                samples.append(make_sample(frame, rng, grid=cfg.grid, range_=cfg.range, crop=cfg.crop, augment=aug,
+                                           object_crop_prob=cfg.object_crop_prob, near_range=cfg.near_range))
+            batch = collate(samples)
+            t_net = time.perf_counter()
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, cfg)
+            x = batch["features"].contiguous(memory_format=torch.channels_last)
+            if use_bf16:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    raw = net.forward_raw(x)
+            else:
+                raw = net.forward_raw(x)
+            losses = apollo_losses(raw, batch, cfg.loss)
+            opt.zero_grad(set_to_none=True)
+            losses["total"].backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+            opt.step()
+            t_end = time.perf_counter()
+            rec = {k: float(v.detach()) for k, v in losses.items()}
+            if not math.isfinite(rec["total"]):
+                raise FloatingPointError(f"loss became {rec['total']} at step {step}; lower --lr")
+            history.append(rec)
+            logf.write(json.dumps({"step": step + 1, "lr": lr_at(step, cfg), "data_s": round(t_net - t_data, 3),
+                                   "net_s": round(t_end - t_net, 3), **{k: round(v, 5) for k, v in rec.items()}}) + "\n")
+            logf.flush()
+            if (step + 1) % 20 == 0 or step == start:
+                tail = history[-20:]
+                msg = " ".join(f"{k}={np.mean([h[k] for h in tail]):.4f}" for k in rec)
+                log(f"step {step + 1}/{cfg.steps} lr={lr_at(step, cfg):.2e} {msg} "
+                    f"({t_net - t_data:.2f}s data, {t_end - t_net:.2f}s net)")
+            now = time.perf_counter()
+            if now - last_ckpt > cfg.checkpoint_minutes * 60:
+                checkpoint(step + 1)
+                last_ckpt = now
+            if cfg.max_minutes is not None and elapsed_before + now - t0 > cfg.max_minutes * 60:
+                stopped_early = step + 1 < cfg.steps
+                step += 1
+                break
+        else:
+            step = cfg.steps
+    done = max(step, start)
+    checkpoint(done)
+    summary = meta(done)
+    summary["stopped_early"] = stopped_early
+    log(f"wrote {weights_path} after {done} steps ({summary['wall_seconds']:.0f} s)")
+    return summary
