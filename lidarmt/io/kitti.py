@@ -1,0 +1,173 @@
+"""KITTI object-benchmark folders: ``velodyne/*.bin`` with ``label_2`` boxes, ``calib`` and ``road_label``.
+
+* ``velodyne/<id>.bin``: float32 x, y, z, reflectance (0..1) per point; intensity = reflectance x 255.
+* ``label_2/<id>.txt``: camera-frame boxes (type, truncation, occlusion, alpha, 2D box, h w l, x y z of the
+  bottom centre in the rectified camera frame, rotation_y). They become sensor-frame :data:`BOX_DTYPE` rows:
+  centre = inv(R0_rect · Tr_velo_to_cam) · (x, y - h/2, z) (the camera's y points down, so the mid-height is
+  h/2 above the bottom), length l, width w, height h, yaw = -rotation_y - π/2. Types map to Apollo's meta types:
+  Car/Van → SMALLMOT, Truck/Tram → BIGMOT, Cyclist → NONMOT, Pedestrian/Person_sitting → PEDESTRIAN,
+  Misc → UNKNOWN; DontCare is skipped. ``instance`` is the label's line number.
+* ``calib/<id>.txt``: ``R0_rect`` (3x3) and ``Tr_velo_to_cam`` (3x4).
+* ``road_label/<id>.label``: one uint32 per point, SemanticKITTI class id in the low 16 bits →
+  ``Labels.point_semantic`` (aligned with the points after non-finite ones are dropped).
+
+KITTI object frames have no world pose: ``frame.pose`` is None and ``describe()`` says
+"none (identity assumed)"; stamps are 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from lidarmt.io.base import Recording, RecordingInfo
+from lidarmt.io.errors import FormatError, NoPointCloudError, RecordingError
+from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, make_points
+
+KITTI_META: dict[str, MetaType | None] = {
+    "Car": MetaType.SMALLMOT,
+    "Van": MetaType.SMALLMOT,
+    "Truck": MetaType.BIGMOT,
+    "Tram": MetaType.BIGMOT,
+    "Cyclist": MetaType.NONMOT,
+    "Pedestrian": MetaType.PEDESTRIAN,
+    "Person_sitting": MetaType.PEDESTRIAN,
+    "Misc": MetaType.UNKNOWN,
+    "DontCare": None,
+}
+
+
+def read_calib(path: Path) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise RecordingError(f"{path}: unreadable calibration ({err.strerror or err})") from err
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        key, _, rest = line.partition(":")
+        try:
+            out[key.strip()] = np.array([float(v) for v in rest.split()], dtype=np.float64)
+        except ValueError as err:
+            raise FormatError(f"{path}: bad number in {key.strip()}") from err
+    return out
+
+
+def velo_to_rect(calib: dict[str, np.ndarray], where: str) -> np.ndarray:
+    """4x4 T(rectified camera <- velodyne) = R0_rect · Tr_velo_to_cam."""
+    try:
+        r0 = calib["R0_rect"].reshape(3, 3)
+        tr = calib.get("Tr_velo_to_cam", calib.get("Tr_velo_cam"))
+        tr = tr.reshape(3, 4)  # type: ignore[union-attr]
+    except (KeyError, AttributeError, ValueError) as err:
+        raise FormatError(f"{where}: calibration lacks R0_rect (3x3) or Tr_velo_to_cam (3x4)") from err
+    a = np.eye(4)
+    a[:3, :3] = r0
+    b = np.eye(4)
+    b[:3, :] = tr
+    return a @ b
+
+
+def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
+    """KITTI label_2 lines as sensor-frame boxes (BOX_DTYPE); DontCare and unknown types are skipped."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise RecordingError(f"{path}: unreadable labels ({err.strerror or err})") from err
+    velo_from_rect = np.linalg.inv(rect_from_velo)
+    rows = []
+    for k, line in enumerate(lines):
+        parts = line.split()
+        if not parts:
+            continue
+        meta = KITTI_META.get(parts[0], MetaType.UNKNOWN if parts[0] not in KITTI_META else None)
+        if meta is None:
+            continue
+        if len(parts) < 15:
+            raise FormatError(f"{path}:{k + 1}: expected 15 values in a KITTI label, got {len(parts)}")
+        try:
+            h, w, l_, x, y, z, ry = (float(v) for v in parts[8:15])
+        except ValueError as err:
+            raise FormatError(f"{path}:{k + 1}: bad number in {line!r}") from err
+        c = velo_from_rect @ np.array([x, y - h / 2.0, z, 1.0])
+        yaw = -ry - np.pi / 2.0
+        yaw = (yaw + np.pi) % (2 * np.pi) - np.pi
+        rows.append((c[0], c[1], c[2], l_, w, h, yaw, int(meta), k))
+    return np.array(rows, dtype=BOX_DTYPE)
+
+
+def read_velodyne_bin(path: Path) -> np.ndarray:
+    try:
+        raw = np.fromfile(path, dtype="<f4")
+    except OSError as err:
+        raise RecordingError(f"{path}: unreadable ({err.strerror or err})") from err
+    if raw.size % 4:
+        raise FormatError(f"{path}: size {raw.size * 4} bytes is not a whole number of 16-byte points (truncated?)")
+    return raw.reshape(-1, 4)
+
+
+class KittiRecording(Recording):
+    """A KITTI object folder (``training/`` or its parent, or a single ``velodyne/<id>.bin``)."""
+
+    format = "kitti"
+
+    def __init__(self, path, *, require_pose: bool = False, allow_empty: bool = False) -> None:
+        super().__init__(path, require_pose=require_pose)
+        p = self.path
+        if not p.exists():
+            raise RecordingError(f"{p}: no such file or folder")
+        if p.is_file():
+            self.root = p.parent.parent
+            self.files = [p]
+        else:
+            self.root = p if (p / "velodyne").is_dir() else p / "training"
+            vdir = self.root / "velodyne"
+            if not vdir.is_dir():
+                raise RecordingError(f"{p}: not a KITTI folder (no velodyne/ or training/velodyne/)")
+            self.files = sorted(vdir.glob("*.bin"))
+        if not self.files and not allow_empty:
+            raise NoPointCloudError(f"{p}: no velodyne/*.bin frames")
+
+    def _count(self) -> int:
+        return len(self.files)
+
+    def _read(self, i: int) -> Frame:
+        f = self.files[i]
+        raw = read_velodyne_bin(f)
+        pts = make_points(raw[:, :3], raw[:, 3] * np.float32(255.0))
+        finite = np.isfinite(raw).all(axis=1)
+        dropped = int(len(raw) - finite.sum())
+        sem = None
+        lab_path = self.root / "road_label" / (f.stem + ".label")
+        if lab_path.is_file():
+            lab = np.fromfile(lab_path, dtype="<u4")
+            if len(lab) != len(raw):
+                raise FormatError(f"{lab_path}: {len(lab)} labels for {len(raw)} points in {f.name}")
+            sem = (lab & 0xFFFF).astype(np.int32)
+        if dropped:
+            pts = pts[finite]
+            sem = None if sem is None else sem[finite]
+        boxes = np.zeros(0, dtype=BOX_DTYPE)
+        have_labels = False
+        label_path = self.root / "label_2" / (f.stem + ".txt")
+        calib_path = self.root / "calib" / (f.stem + ".txt")
+        if label_path.is_file() and calib_path.is_file():
+            rect_from_velo = velo_to_rect(read_calib(calib_path), str(calib_path))
+            boxes = read_label_boxes(label_path, rect_from_velo)
+            have_labels = True
+        labels = Labels(boxes, point_semantic=sem) if (have_labels or sem is not None) else None
+        return Frame(pts, None, 0.0, "velodyne64", Provenance(str(self.path), "kitti", i, None, f.name),
+                     labels=labels, dropped=dropped)
+
+    @property
+    def pose_source(self) -> str:
+        return "none (identity assumed)"
+
+    def _describe_extra(self, info: RecordingInfo) -> None:
+        n_lab = sum((self.root / "label_2" / (f.stem + ".txt")).is_file() for f in self.files)
+        n_road = sum((self.root / "road_label" / (f.stem + ".label")).is_file() for f in self.files)
+        info.extra["frames_with_boxes"] = n_lab
+        info.extra["frames_with_road_labels"] = n_road
+        info.notes.append("KITTI object frames have no world pose; identity is assumed")
