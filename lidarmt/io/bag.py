@@ -105,7 +105,7 @@ class BagRecording(Recording):
         frame_id = cloud.frame_id.lstrip("/") or "velodyne64"
         if self._cloud_frame is None:
             self._cloud_frame = frame_id
-        pose = self.tf.lookup(self.world_frame, frame_id, cloud.stamp) if self.tf.chain(frame_id)[1:] else None
+        pose = self.tf.lookup(self.world_frame, frame_id, cloud.stamp) if self.tf.has_dynamic(frame_id) else None
         return Frame(points, pose, cloud.stamp, frame_id, Provenance(str(self.path), self.format, i, self.topic),
                      dropped=dropped)
 

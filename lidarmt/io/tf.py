@@ -122,12 +122,19 @@ class TfBuffer:
             out.append(nxt)
         return out
 
+    def has_dynamic(self, source: str) -> bool:
+        """True when the chain above ``source`` has a dynamic edge (a static-only chain is a sensor mount, no pose)."""
+        c = self.chain(source)
+        return any((p, ch) not in self._static for ch, p in zip(c[:-1], c[1:], strict=True))
+
     def root(self, source: str) -> str:
         return self.chain(source)[-1]
 
     def describe_chain(self, source: str) -> str:
         c = self.chain(source)
         if len(c) == 1:
+            return "none"
+        if not self.has_dynamic(source):
             return "none"
         parts = []
         for child, parent in zip(c[:-1], c[1:], strict=True):
