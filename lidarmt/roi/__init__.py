@@ -2,8 +2,19 @@
 
 * :func:`load_map` / :func:`write_map`: Apollo ``base_map.bin`` / ``.txt`` / ``.xml`` and GeoJSON maps <-> the
   project's :class:`HDMap` model.
+* :class:`HDMapRoi`: Apollo's query (lanes within 60 m -> road-section and junction polygons) and
+  ``mask(pose) -> RoiMask``, the bitmap ROI (implements :class:`lidarmt.types.Roi`).
+* :class:`SensorPolygonRoi`: the same for GeoJSON maps drawn in sensor coordinates (no pose).
+* :class:`PointLabelRoi`: ROI from per-point road labels (real KITTI frames without a map).
+
+Example::
+
+    hd = load_map("hdmaps/demo")            # a folder with base_map.bin, or a file
+    roi = HDMapRoi(hd).mask(frame.pose)     # range 70 m, 0.25 m cells, as Apollo
+    idx = roi.indices(frame)                # points perception may report obstacles from
 """
 
+from lidarmt.roi.bitmap import PointLabelRoi, RoiMask
 from lidarmt.roi.errors import MapError, MapFormatError, MapProjectionError, RoiArgumentError
 from lidarmt.roi.mapio import load_geojson, load_map, map_from_proto, map_to_proto, maps_equal, write_map
 from lidarmt.roi.model import (
@@ -17,8 +28,15 @@ from lidarmt.roi.model import (
     Road,
     RoadSection,
 )
+from lidarmt.roi.query import HDMapRoi, SensorPolygonRoi, downsample_boundary, section_polygon
 
 __all__ = [
+    "HDMapRoi",
+    "PointLabelRoi",
+    "RoiMask",
+    "SensorPolygonRoi",
+    "downsample_boundary",
+    "section_polygon",
     "BoundaryEdge",
     "Crosswalk",
     "EdgeType",

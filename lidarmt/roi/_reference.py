@@ -1,0 +1,141 @@
+"""Plain-Python/NumPy reference of the ROI bitmap (slow; for the tests, which compare it with the numba kernels).
+
+Same rules as :mod:`lidarmt.roi._kernels` (apollo-lop-facts.md §2.4), written independently with Python lists and
+a dense boolean grid ``grid[row, col]`` (row along the major axis) instead of packed bits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+FLT_EPS = float(np.finfo(np.float32).eps)
+DBL_MIN = float(np.finfo(np.float64).tiny)
+
+
+def _c_round(v: float) -> int:
+    return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
+
+
+def scan_intervals(poly: np.ndarray, major: int, rng: float, cell: float) -> tuple[float, list[list[tuple[float, float]]]]:
+    """Apollo's scan conversion of one polygon: (x of scan 0, intervals per scan line)."""
+    op = 1 - major
+    pts = [(float(p[major]), float(p[op])) for p in poly]
+    if not pts:
+        return 0.0, []
+    lo = max(min([DBL_MAX_PY] + [p[0] for p in pts]), -rng)
+    hi = min(max([DBL_MIN] + [p[0] for p in pts]), rng)
+    first = (int((lo + rng) / cell) + 0.5) * cell - rng
+    span = (hi - first) / cell
+    if not span >= 1.0:
+        return first, []
+    scans = int(span)
+    moved = []
+    for x, y in pts:
+        d = (x - first) / cell
+        r = _c_round(d)
+        delta = d - r
+        if abs(delta) < FLT_EPS:
+            x = (r + (FLT_EPS if delta > 0 else -FLT_EPS)) * cell + first
+        moved.append((x, y))
+    table: list[list[dict]] = [[] for _ in range(scans)]
+    active: list[dict] = []
+    n = len(moved)
+    for i in range(n):
+        p, q = moved[i], moved[(i + 1) % n]
+        lo_p, hi_p = (p, q) if p[0] < q[0] else (q, p)
+        k = math.inf if abs(p[0] - q[0]) < FLT_EPS else (q[1] - p[1]) / (q[0] - p[0])
+        x0 = lo_p[0] - first
+        xid = math.ceil(x0 / cell)
+        e = {"x": xid * cell, "mx": hi_p[0] - first, "my": hi_p[1], "k": k}
+        if math.isfinite(k):
+            e["y"] = lo_p[1] + (e["x"] - x0) * k
+            if e["mx"] < e["x"]:
+                continue
+        else:
+            e["y"] = lo_p[1]
+            if e["y"] > e["my"]:
+                e["y"], e["my"] = e["my"], e["y"]
+        if xid >= scans:
+            continue
+        if xid >= 0:
+            table[xid].append(e)
+        elif math.isfinite(k):
+            d = -e["x"]
+            e["x"] += d
+            if e["x"] <= e["mx"]:
+                e["y"] += d * k
+                active.append(e)
+    out: list[list[tuple[float, float]]] = []
+    for s in range(scans):
+        ivs: list[tuple[float, float]] = []
+        changed = s == 0
+        if s > 0:
+            alive = []
+            for e in active:
+                e["x"] += cell
+                if e["x"] > e["mx"]:
+                    changed = True
+                else:
+                    e["y"] += cell * e["k"]
+                    alive.append(e)
+            active = alive if changed else active
+        for e in table[s]:
+            if math.isfinite(e["k"]):
+                active.append(e)
+                changed = True
+            else:
+                ivs.append((e["y"], e["my"]))
+        if changed:
+            active.sort(key=lambda e: e["y"])
+        for j in range(0, len(active) - 1, 2):
+            ivs.append((active[j]["y"], active[j + 1]["y"]))
+        out.append(ivs)
+    return first, out
+
+
+DBL_MAX_PY = float(np.finfo(np.float64).max)
+
+
+def reference_grid(polygons: list[np.ndarray], major: int, rng: float, cell: float, extend: float) -> np.ndarray:
+    """Dense boolean grid [row (major axis), col (other axis)] of the union of the polygons' fills."""
+    dims = int(2 * rng / cell)
+    grid = np.zeros((dims, dims + 64), dtype=bool)
+    for poly in polygons:
+        first, scans = scan_intervals(np.asarray(poly, dtype=np.float64), major, rng, cell)
+        x = first
+        for ivs in scans:
+            for y1, y2 in ivs:
+                a = max(-rng, y1 - extend)
+                b = min(rng, y2 + extend)
+                if a > b:
+                    continue
+                row = int((x + rng) / cell)
+                grid[row, int((a + rng) / cell) : int((b + rng) / cell)] = True
+            x += cell
+    return grid[:, :dims]
+
+
+def reference_major(polygons: list[np.ndarray], rng: float) -> int:
+    """0 (XMAJOR) when the clipped bounding box is narrower in x than in y, else 1 (YMAJOR)."""
+    x0, y0, x1, y1 = rng, rng, -rng, -rng
+    for poly in polygons:
+        for p in poly:
+            x0, y0 = min(x0, float(p[0])), min(y0, float(p[1]))
+            x1, y1 = max(x1, float(p[0])), max(y1, float(p[1]))
+    x0, y0, x1, y1 = max(x0, -rng), max(y0, -rng), min(x1, rng), min(y1, rng)
+    return 0 if (x1 - x0) < (y1 - y0) else 1
+
+
+def reference_contains(grid: np.ndarray, major: int, rng: float, cell: float, lx: np.ndarray, ly: np.ndarray) -> np.ndarray:
+    """Membership of local-frame points in a reference grid (IsExist + Check)."""
+    lx = np.asarray(lx, dtype=np.float64)
+    ly = np.asarray(ly, dtype=np.float64)
+    inside = (lx >= -rng) & (lx < rng) & (ly >= -rng) & (ly < rng)
+    out = np.zeros(len(lx), dtype=bool)
+    gx = ((lx[inside] + rng) / cell).astype(np.int64)
+    gy = ((ly[inside] + rng) / cell).astype(np.int64)
+    row, col = (gx, gy) if major == 0 else (gy, gx)
+    out[inside] = grid[row, col]
+    return out
