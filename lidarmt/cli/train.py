@@ -1,0 +1,71 @@
+"""``lidarmt train``: train Apollo's CNN-seg network on labelled simulator frames."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lidarmt.cli._common import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+
+
+def train(
+    data: Annotated[list[Path], typer.Option("--data", help="Folder(s) of labelled .npz frames "
+                                             "(`lidarmt simulate --dataset DIR`); repeat for several.")],
+    out: Annotated[Path, typer.Option("--out", help="Run folder: last.pt (checkpoint), cnnseg<grid>.pt, log.jsonl.")] = Path("runs/train"),
+    seed: Annotated[int, typer.Option(help="Seeds the initialisation and every sample drawn.")] = 0,
+    steps: Annotated[int, typer.Option(help="Optimizer steps (the learning-rate schedule spans them).")] = 1500,
+    grid: Annotated[int, typer.Option(help="Feature grid (640: Apollo 2.5/3.0; 512: 2.0).")] = 640,
+    crop: Annotated[int, typer.Option(help="Side of the random square crops of the grid, cells (multiple of 32).")] = 256,
+    batch: Annotated[int, typer.Option(help="Crops per step.")] = 4,
+    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
+    weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 1e-4,
+    warmup: Annotated[int, typer.Option(help="Linear warm-up steps.")] = 100,
+    threads: Annotated[int, typer.Option(help="torch intra-op threads (0: torch's default).")] = 2,
+    no_augment: Annotated[bool, typer.Option("--no-augment", help="Train without augmentation.")] = False,
+    fp32: Annotated[bool, typer.Option("--fp32", help="No bf16 autocast, even where the CPU has AMX.")] = False,
+    checkpoint_minutes: Annotated[float, typer.Option(help="Write last.pt and the weights this often.")] = 3.0,
+    max_minutes: Annotated[float | None, typer.Option(help="Stop (with a checkpoint) after this much wall time.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from <out>/last.pt if it exists.")] = False,
+    ship: Annotated[bool, typer.Option("--ship", help="Copy the final weights into the package "
+                                       "(lidarmt/perception/apollo/weights/cnnseg<grid>.pt).")] = False,
+) -> None:
+    """Train Apollo's CNN-seg network (random crops, bf16 autocast on AMX CPUs, AdamW, cosine schedule).
+
+    Deterministic given --seed up to the floating-point non-determinism of threaded CPU kernels.
+
+    Example: lidarmt train --data data/train --out runs/cnnseg640 --seed 0 --steps 1500 --ship
+    """
+    import shutil
+
+    from lidarmt.perception.apollo.config import DEFAULT_WEIGHTS
+    from lidarmt.perception.apollo.train import TrainConfig
+    from lidarmt.perception.apollo.train import train as run_training
+
+    cfg = TrainConfig(
+        data=tuple(str(p) for p in data), out=str(out), seed=seed, steps=steps, grid=grid, crop=crop, batch=batch,
+        lr=lr, weight_decay=weight_decay, warmup=warmup, augment=not no_augment, bf16=not fp32, threads=threads,
+        checkpoint_minutes=checkpoint_minutes, max_minutes=max_minutes,
+    )
+    summary = run_training(cfg, resume=resume, log=lambda m: err_console.print(m, highlight=False))
+    weights = out / f"cnnseg{grid}.pt"
+    losses = summary.get("final_losses_mean_last_100", {})
+    console.print(f"[bold]trained[/bold] {summary['steps_done']} steps in {summary['wall_seconds']:.0f} s"
+                  + (" (stopped early by --max-minutes)" if summary.get("stopped_early") else ""))
+    if losses:
+        console.print("mean losses of the last 100 steps: " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
+    console.print(f"weights: {weights}")
+    if ship:
+        dest = DEFAULT_WEIGHTS.get(grid)
+        if dest is None:
+            dest = DEFAULT_WEIGHTS[640].with_name(f"cnnseg{grid}.pt")
+        from lidarmt._atomic import atomic_path
+
+        with atomic_path(dest) as tmp:
+            shutil.copyfile(weights, tmp)
+        console.print(f"shipped: {dest}")

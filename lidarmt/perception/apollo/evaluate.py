@@ -1,0 +1,319 @@
+"""Detection quality of the Apollo pipeline: per-class precision and recall in bird's-eye view.
+
+Matching rule (stated once, used everywhere):
+
+* A ground-truth box and a detection are compared by the **rotated-rectangle BEV IoU** (shapely polygons). A
+  detection's rectangle is MinBox's box (centre, length, width, direction); a ground-truth box is its label.
+* A pair *matches* when IoU >= 0.5 for cars and >= 0.3 for pedestrians, cyclists and unknown objects (the
+  threshold of the ground truth's class; KITTI's usual 0.7/0.5 are for camera-fitted 3-D boxes, MinBox boxes are
+  hull-fitted and looser).
+* **Class-aware** (the precision/recall of a class): per frame, detections of class c are taken by decreasing
+  score; each is matched to the unmatched ground truth of class c with the highest IoU above the threshold.
+  Unmatched detections of class c are false positives, unmatched ground truths false negatives.
+* **Class-agnostic recall** ("found"): a ground truth counts as found when any detection, of any class,
+  overlaps it above its threshold (one detection per ground truth, greedy by score). It separates "not
+  detected" from "detected but classified differently".
+* Ground truth that cannot be detected is *ignored*, not counted as missed: boxes with fewer than
+  ``min_points`` points (simulated frames: points labelled with the instance; KITTI: points inside the box) or
+  whose centre is outside the ROI or the evaluated area. A detection that overlaps an ignored ground truth is
+  neither a true nor a false positive.
+* KITTI labels only cover the front camera's field of view and have no poles or signs: only detections whose
+  centre lies in that field of view (|bearing| <= ``fov_deg``/2, x > 0) count, and UNKNOWN detections are not
+  counted as false positives there (nothing of that kind is labelled).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lidarmt.types import CLASS_ORDER, Frame, MetaType, Obstacle, ObstacleClass, Obstacles, Roi
+
+IOU_THRESHOLD: dict[ObstacleClass, float] = {
+    ObstacleClass.CAR: 0.5,
+    ObstacleClass.PEDESTRIAN: 0.3,
+    ObstacleClass.CYCLIST: 0.3,
+    ObstacleClass.UNKNOWN: 0.3,
+}
+
+
+# ------------------------------------------------------------------------------------------ geometry
+
+
+def rect_corners(cx: float, cy: float, length: float, width: float, yaw: float) -> np.ndarray:
+    """(4, 2) corners of a rotated rectangle, counter-clockwise."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    hl, hw = length / 2.0, width / 2.0
+    local = np.array([[hl, hw], [-hl, hw], [-hl, -hw], [hl, -hw]])
+    rot = np.array([[c, -s], [s, c]])
+    return local @ rot.T + np.array([cx, cy])
+
+
+def box_polygon(box: Any) -> Any:
+    """Shapely polygon of a ground-truth box (a BOX_DTYPE record)."""
+    from shapely.geometry import Polygon
+
+    return Polygon(rect_corners(float(box["cx"]), float(box["cy"]), float(box["length"]), float(box["width"]),
+                                float(box["yaw"])))
+
+
+def obstacle_polygon(ob: Obstacle) -> Any:
+    """Shapely polygon of a detection's MinBox rectangle (falls back to its hull if the box is degenerate)."""
+    from shapely.geometry import Polygon
+
+    length, width = max(float(ob.length), 1e-3), max(float(ob.width), 1e-3)
+    poly = Polygon(rect_corners(float(ob.center[0]), float(ob.center[1]), length, width, ob.heading))
+    if not poly.is_valid or poly.area <= 0:
+        poly = Polygon(np.asarray(ob.polygon)[:, :2]).convex_hull
+    return poly
+
+
+def bev_iou(a: Any, b: Any) -> float:
+    """Intersection over union of two shapely polygons (0 when either is empty)."""
+    if a.is_empty or b.is_empty:
+        return 0.0
+    inter = a.intersection(b).area
+    union = a.area + b.area - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def gt_class(meta: int) -> ObstacleClass:
+    return MetaType(int(meta)).obstacle_class
+
+
+# ------------------------------------------------------------------------------------------ matching
+
+
+@dataclass(slots=True)
+class ClassCounts:
+    """True/false positives and negatives of one class, plus class-agnostic recall."""
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    found: int = 0  # ground truths overlapped by a detection of any class
+
+    @property
+    def gt(self) -> int:
+        return self.tp + self.fn
+
+    @property
+    def det(self) -> int:
+        return self.tp + self.fp
+
+    @property
+    def precision(self) -> float | None:
+        return self.tp / self.det if self.det else None
+
+    @property
+    def recall(self) -> float | None:
+        return self.tp / self.gt if self.gt else None
+
+    @property
+    def found_recall(self) -> float | None:
+        return self.found / self.gt if self.gt else None
+
+    def add(self, other: ClassCounts) -> None:
+        self.tp += other.tp
+        self.fp += other.fp
+        self.fn += other.fn
+        self.found += other.found
+
+    def to_dict(self) -> dict[str, Any]:
+        r = lambda v: None if v is None else round(v, 4)  # noqa: E731
+        return {"gt": self.gt, "det": self.det, "tp": self.tp, "fp": self.fp, "fn": self.fn,
+                "precision": r(self.precision), "recall": r(self.recall), "found": self.found,
+                "found_recall": r(self.found_recall)}
+
+
+@dataclass(slots=True)
+class GroundTruth:
+    """One ground-truth box to evaluate against: polygon, class, and whether it is ignored."""
+
+    polygon: Any
+    cls: ObstacleClass
+    ignored: bool = False
+    num_points: int = 0
+
+
+def match_frame(
+    gts: list[GroundTruth],
+    dets: list[tuple[Any, ObstacleClass, float, bool]],
+    *,
+    thresholds: dict[ObstacleClass, float] | None = None,
+) -> dict[ObstacleClass, ClassCounts]:
+    """Counts of one frame. ``dets`` are (polygon, class, score, counted) tuples; a detection that is not
+    ``counted`` (e.g. outside KITTI's camera view) can match but never becomes a false positive."""
+    thr = thresholds or IOU_THRESHOLD
+    counts = {c: ClassCounts() for c in CLASS_ORDER}
+    iou = np.zeros((len(dets), len(gts)))
+    for i, (dp, *_rest) in enumerate(dets):
+        for j, g in enumerate(gts):
+            iou[i, j] = bev_iou(dp, g.polygon)
+    order = sorted(range(len(dets)), key=lambda i: -dets[i][2])
+    gthr = np.array([thr[g.cls] for g in gts]) if gts else np.zeros(0)
+
+    # class-aware
+    taken = np.zeros(len(gts), dtype=bool)
+    for i in order:
+        _p, cls, _s, counted = dets[i]
+        cand = [(iou[i, j], j) for j in range(len(gts))
+                if not taken[j] and gts[j].cls == cls and iou[i, j] >= gthr[j]]
+        if cand:
+            _, j = max(cand)
+            taken[j] = True
+            if not gts[j].ignored:
+                counts[cls].tp += 1
+            continue
+        # overlapping an ignored box of any class, or not counted: neither TP nor FP
+        overl_ignored = any(gts[j].ignored and iou[i, j] >= gthr[j] for j in range(len(gts)))
+        if counted and not overl_ignored:
+            counts[cls].fp += 1
+    for j, g in enumerate(gts):
+        if not taken[j] and not g.ignored:
+            counts[g.cls].fn += 1
+
+    # class-agnostic
+    used = np.zeros(len(dets), dtype=bool)
+    for j, g in enumerate(gts):
+        if g.ignored:
+            continue
+        cand = [(iou[i, j], i) for i in order if not used[i] and iou[i, j] >= gthr[j]]
+        if cand:
+            _, i = max(cand)
+            used[i] = True
+            counts[g.cls].found += 1
+    return counts
+
+
+# ------------------------------------------------------------------------------------------ datasets
+
+
+@dataclass(slots=True)
+class EvalResult:
+    """Per-class counts over a set of frames, with what was evaluated and how."""
+
+    name: str
+    frames: int = 0
+    counts: dict[ObstacleClass, ClassCounts] = field(default_factory=lambda: {c: ClassCounts() for c in CLASS_ORDER})
+    detections: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, frame_counts: dict[ObstacleClass, ClassCounts]) -> None:
+        for c, v in frame_counts.items():
+            self.counts[c].add(v)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "frames": self.frames, "detections": self.detections,
+                "seconds": round(self.seconds, 2), "iou_thresholds": {c.value: t for c, t in IOU_THRESHOLD.items()},
+                "classes": {c.value: self.counts[c].to_dict() for c in CLASS_ORDER}, "notes": self.notes}
+
+
+def points_in_box(frame: Frame, box: Any) -> np.ndarray:
+    """Boolean mask of the frame's points inside a box (rotated, z within the box)."""
+    x = frame.points["x"].astype(np.float64) - float(box["cx"])
+    y = frame.points["y"].astype(np.float64) - float(box["cy"])
+    z = frame.points["z"].astype(np.float64) - float(box["cz"])
+    c, s = math.cos(float(box["yaw"])), math.sin(float(box["yaw"]))
+    u, v = x * c + y * s, -x * s + y * c
+    return (np.abs(u) <= box["length"] / 2) & (np.abs(v) <= box["width"] / 2) & (np.abs(z) <= box["height"] / 2)
+
+
+def frame_ground_truth(
+    frame: Frame,
+    roi: Roi,
+    *,
+    min_points: int = 5,
+    max_range: float = 60.0,
+    fov_deg: float | None = None,
+) -> list[GroundTruth]:
+    """The frame's boxes as :class:`GroundTruth`, with ``ignored`` set for boxes that cannot be detected.
+
+    Points per box come from ``labels.point_instance`` when present (simulator), else from the points inside
+    the box (KITTI). Only points in the ROI count. A box is ignored when it has fewer than ``min_points`` such
+    points, when its centre is outside the ROI, beyond ``max_range`` or (``fov_deg``) outside the camera view.
+    """
+    lb = frame.labels
+    if lb is None or len(lb.boxes) == 0:
+        return []
+    in_roi = np.zeros(len(frame), dtype=bool)
+    in_roi[roi.indices(frame)] = True
+    centres = np.c_[lb.boxes["cx"], lb.boxes["cy"]]
+    centre_in = roi.contains(centres) if len(centres) else np.zeros(0, dtype=bool)
+    out = []
+    for k, b in enumerate(lb.boxes):
+        if lb.point_instance is not None and int(b["instance"]) >= 0:
+            members = lb.point_instance == b["instance"]
+        else:
+            members = points_in_box(frame, b)
+        n = int(np.count_nonzero(members & in_roi))
+        ignored = n < min_points or not bool(centre_in[k]) or max(abs(b["cx"]), abs(b["cy"])) >= max_range
+        if fov_deg is not None and not in_fov(float(b["cx"]), float(b["cy"]), fov_deg):
+            ignored = True
+        out.append(GroundTruth(box_polygon(b), gt_class(int(b["meta"])), ignored, n))
+    return out
+
+
+def in_fov(x: float, y: float, fov_deg: float) -> bool:
+    """Whether a sensor-frame position lies in a forward field of view of ``fov_deg`` degrees."""
+    return x > 0 and abs(math.degrees(math.atan2(y, x))) <= fov_deg / 2
+
+
+def evaluate_frames(
+    name: str,
+    frames: Iterable[Frame],
+    perception: Any,
+    roi_of: Callable[[Frame], Roi],
+    *,
+    min_points: int = 5,
+    fov_deg: float | None = None,
+    count_unknown_fp: bool = True,
+    on_frame: Callable[[Frame, Obstacles, dict[ObstacleClass, ClassCounts]], None] | None = None,
+) -> EvalResult:
+    """Run ``perception.detect(frame, roi_of(frame))`` on every frame and accumulate the counts."""
+    import time
+
+    res = EvalResult(name)
+    t0 = time.perf_counter()
+    for frame in frames:
+        roi = roi_of(frame)
+        obstacles = perception.detect(frame, roi)
+        gts = frame_ground_truth(frame, roi, min_points=min_points, fov_deg=fov_deg)
+        dets = []
+        for ob in obstacles:
+            counted = fov_deg is None or in_fov(float(ob.center[0]), float(ob.center[1]), fov_deg)
+            if ob.cls == ObstacleClass.UNKNOWN and not count_unknown_fp:
+                counted = False
+            dets.append((obstacle_polygon(ob), ob.cls, float(ob.score), counted))
+        fc = match_frame(gts, dets)
+        res.add(fc)
+        res.frames += 1
+        res.detections += len(obstacles)
+        if on_frame is not None:
+            on_frame(frame, obstacles, fc)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+# ------------------------------------------------------------------------------------------ ROIs
+
+
+#: SemanticKITTI ids that make the ROI of a KITTI frame: road, parking, sidewalk.
+KITTI_ROI_IDS = (40, 44, 48)
+
+
+def kitti_roi(frame: Frame) -> Roi:
+    """ROI of a KITTI frame: its points labelled road, parking or sidewalk (``road_label``)."""
+    from lidarmt.roi.bitmap import PointLabelRoi
+
+    if frame.labels is None or frame.labels.point_semantic is None:
+        from lidarmt.errors import InputError
+
+        raise InputError(f"KITTI frame {frame.index} has no road_label file; the ROI needs its road labels")
+    sem = np.asarray(frame.labels.point_semantic).astype(np.int64) & 0xFFFF
+    return PointLabelRoi(frame, np.isin(sem, KITTI_ROI_IDS))
