@@ -1,0 +1,340 @@
+"""Cluster2D: Apollo's post-processing of the cnnseg outputs into obstacles (apollo-lop-facts.md §3.4).
+
+1. ROI points are mapped to cells with the feature formula (no height test); ``point_num`` counts them.
+2. A cell is an *object* when ``(use_all_grids or point_num > 0) and category_score >= objectness_thresh``.
+   With ``use_all_grids`` (Apollo's setting) cells holding only points outside the ROI can be objects.
+3. Every cell points at a centre cell ``round(row + instance_row * scale), round(col + instance_col * scale)``
+   (``std::round``: halves away from zero; clamped to the grid; scale = grid / (2 range)).
+4. From every untraversed object cell, follow centre pointers marking cells "in progress" until reaching a cell
+   in progress (a cycle: those cells become *centres*) or done; every visited cell gets the stop cell's parent.
+5. Centres are united with their 4-neighbour centres (union-find, union by rank, path compression).
+6. Object cells are labelled in row-major order: each new root gets the next obstacle id.
+7. Each obstacle's score and height are the float32 means of ``confidence_score`` and ``height_pt`` over **all**
+   its cells, including cells without ROI points (Apollo 3.0 FilterNoise, optional, drops low-count cells first).
+8. Class: the 5 class scores averaged over the cells; argmax (first max wins) is the meta type.
+9. Each ROI point, in order, joins its cell's obstacle if that obstacle's score >= confidence_thresh and
+   ``z <= height + height_thresh`` (unless height_thresh < 0); obstacles with >= min_pts_num points are emitted.
+
+:func:`cluster2d` runs the numba kernels; :func:`cluster2d_reference` is a literal pure-Python transcription
+(node objects, recursion-free traversal), slow, for the tests on small grids.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lidarmt.types import MetaType
+
+__all__ = ["Cluster", "ClusterOutput", "cluster2d", "cluster2d_reference", "type_probs"]
+
+
+@dataclass(slots=True)
+class Cluster:
+    """One emitted obstacle of Cluster2D: its ROI points (positions in the ROI point list), score, class."""
+
+    points: np.ndarray  # int64 positions into the ROI point arrays given to cluster2d, ascending
+    score: float
+    height: float
+    meta_probs: np.ndarray  # (5,) float32 mean class scores (UNKNOWN, SMALLMOT, BIGMOT, NONMOT, PEDESTRIAN)
+    obstacle_id: int  # Cluster2D's id (row-major order of the first cell)
+    num_cells: int
+
+    @property
+    def meta_type(self) -> MetaType:
+        return MetaType(
+            int(np.argmax(self.meta_probs))
+        )  # argmax: the first maximum wins, as std::max_element
+
+    @property
+    def type_probs(self) -> np.ndarray:
+        return type_probs(self.meta_probs)
+
+
+@dataclass(slots=True)
+class ClusterOutput:
+    """Everything Cluster2D produced for one frame (the emitted clusters plus the intermediate grids)."""
+
+    clusters: list[Cluster]
+    id_img: np.ndarray  # (H, W) int32 obstacle id of each object cell, -1 elsewhere
+    num_obstacles: int  # before the confidence / height / min_pts filters
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # (num_obstacles,)
+    heights: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    point_obstacle: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int32)
+    )  # per ROI point, -1 = none
+
+
+def type_probs(meta_probs: np.ndarray) -> np.ndarray:
+    """Apollo's 6 object-type probabilities [UNKNOWN, UNKNOWN_MOVABLE, UNKNOWN_UNMOVABLE, PEDESTRIAN, BICYCLE,
+    VEHICLE] from the 5 meta-type means: [unknown, 0, 0, pedestrian, nonmot, smallmot + bigmot]."""
+    m = np.asarray(meta_probs, dtype=np.float32)
+    return np.array([m[0], 0.0, 0.0, m[4], m[3], m[1] + m[2]], dtype=np.float32)
+
+
+def _f32(v: float) -> np.float32:
+    return np.float32(v)
+
+
+def cluster2d(
+    heads: dict[str, np.ndarray],
+    roi_x: np.ndarray,
+    roi_y: np.ndarray,
+    roi_z: np.ndarray,
+    *,
+    range: float = 60.0,  # noqa: A002
+    objectness_thresh: float = 0.5,
+    confidence_thresh: float = 0.1,
+    height_thresh: float = 0.5,
+    min_pts_num: int = 3,
+    use_all_grids: bool = True,
+    filter_noise: bool = False,
+    filter_thresh: float = 30.0,
+    enable_filter_thresh: float = 700.0,
+    log_count: np.ndarray | None = None,
+) -> ClusterOutput:
+    """Cluster2D on the CNN outputs ``heads`` (as :class:`CnnRunner` returns them: ``category_score`` (H, W),
+    ``instance_pt`` (2, H, W), ``confidence_score`` (H, W), ``class_score`` (5, H, W), ``height_pt`` (H, W))
+    for the ROI points given by their float32 coordinates (sensor frame). ``log_count`` (H, W, the feature
+    channel 2) is needed only with ``filter_noise``."""
+    from lidarmt.perception.apollo import _cluster_kernels as K
+
+    category = np.ascontiguousarray(heads["category_score"], dtype=np.float32)
+    rows, cols = category.shape
+    n = rows * cols
+    inst = np.ascontiguousarray(heads["instance_pt"], dtype=np.float32).reshape(2, n)
+    conf = np.ascontiguousarray(heads["confidence_score"], dtype=np.float32).reshape(n)
+    hgt = np.ascontiguousarray(heads["height_pt"], dtype=np.float32).reshape(n)
+    cls = np.ascontiguousarray(heads["class_score"], dtype=np.float32).reshape(5, n)
+    x = np.ascontiguousarray(roi_x, dtype=np.float32)
+    y = np.ascontiguousarray(roi_y, dtype=np.float32)
+    z = np.ascontiguousarray(roi_z, dtype=np.float32)
+    scale = _f32(0.5 * rows / range)
+    point2grid = np.empty(len(x), dtype=np.int64)
+    point_num = np.zeros(n, dtype=np.int32)
+    K.point_grid_kernel(x, y, _f32(range), scale, rows, cols, point2grid, point_num)
+    id_img = np.empty(n, dtype=np.int32)
+    num = K.cluster_kernel(
+        category.reshape(n),
+        inst[0],
+        inst[1],
+        point_num,
+        _f32(objectness_thresh),
+        bool(use_all_grids),
+        scale,
+        id_img,
+    )
+    if filter_noise and log_count is None:
+        raise ValueError("filter_noise needs log_count (feature channel 2)")
+    lc = (
+        np.ascontiguousarray(log_count, dtype=np.float32).reshape(n)
+        if filter_noise
+        else np.zeros(1, np.float32)
+    )
+    score, height, probs, _cells = K.filter_classify_kernel(
+        id_img, num, conf, hgt, cls, lc, bool(filter_noise), _f32(filter_thresh), _f32(enable_filter_thresh)
+    )
+    point_obs = np.empty(len(x), dtype=np.int32)
+    counts = K.assign_points_kernel(
+        point2grid, z, id_img, score, height, _f32(confidence_thresh), _f32(height_thresh), point_obs
+    )
+    keep = np.flatnonzero(counts >= max(min_pts_num, 1))
+    clusters: list[Cluster] = []
+    if len(keep):
+        order = np.argsort(point_obs, kind="stable")
+        starts = np.searchsorted(point_obs[order], keep, side="left")
+        for o, s in zip(keep, starts, strict=True):
+            members = order[s : s + counts[o]].astype(np.int64)
+            clusters.append(
+                Cluster(members, float(score[o]), float(height[o]), probs[o].copy(), int(o), int(_cells[o]))
+            )
+    return ClusterOutput(clusters, id_img.reshape(rows, cols), int(num), score, height, point_obs)
+
+
+# ------------------------------------------------------------------------------------------ reference
+
+
+class _Node:
+    __slots__ = (
+        "center",
+        "is_center",
+        "is_object",
+        "obstacle_id",
+        "parent",
+        "point_num",
+        "rank",
+        "traversed",
+    )
+
+    def __init__(self) -> None:
+        self.parent: _Node = self
+        self.rank = 0
+        self.traversed = 0
+        self.is_center = False
+        self.is_object = False
+        self.point_num = 0
+        self.obstacle_id = -1
+        self.center: _Node = self
+
+
+def _find(x: _Node) -> _Node:
+    path = []
+    while x.parent is not x:
+        path.append(x)
+        x = x.parent
+    for p in path:
+        p.parent = x
+    return x
+
+
+def _union(a: _Node, b: _Node) -> None:
+    a, b = _find(a), _find(b)
+    if a is b:
+        return
+    if a.rank < b.rank:
+        a.parent = b
+    elif b.rank < a.rank:
+        b.parent = a
+    else:
+        b.parent = a
+        a.rank += 1
+
+
+def _std_round(v: float) -> int:
+    return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
+
+
+def cluster2d_reference(
+    heads: dict[str, np.ndarray],
+    roi_x: np.ndarray,
+    roi_y: np.ndarray,
+    roi_z: np.ndarray,
+    *,
+    range: float = 60.0,  # noqa: A002
+    objectness_thresh: float = 0.5,
+    confidence_thresh: float = 0.1,
+    height_thresh: float = 0.5,
+    min_pts_num: int = 3,
+    use_all_grids: bool = True,
+    filter_noise: bool = False,
+    filter_thresh: float = 30.0,
+    enable_filter_thresh: float = 700.0,
+    log_count: np.ndarray | None = None,
+) -> ClusterOutput:
+    """Straight transcription of Apollo's Cluster2D with node objects (slow; for tests on small grids)."""
+    f32 = np.float32
+    category = np.asarray(heads["category_score"], dtype=f32)
+    rows, cols = category.shape
+    inst = np.asarray(heads["instance_pt"], dtype=f32)
+    conf = np.asarray(heads["confidence_score"], dtype=f32)
+    hgt = np.asarray(heads["height_pt"], dtype=f32)
+    cls = np.asarray(heads["class_score"], dtype=f32)
+    scale = f32(0.5 * rows / range)
+    nodes = [[_Node() for _ in builtins.range(cols)] for _ in builtins.range(rows)]
+    point2grid: list[int] = []
+    for px, py in zip(np.asarray(roi_x, f32), np.asarray(roi_y, f32), strict=True):
+        fr = (f32(range) - px) * scale
+        fc = (f32(range) - py) * scale
+        if 0 <= fr < rows and 0 <= fc < cols:
+            r, c = int(math.floor(fr)), int(math.floor(fc))
+            point2grid.append(r * cols + c)
+            nodes[r][c].point_num += 1
+        else:
+            point2grid.append(-1)
+    for r in builtins.range(rows):
+        for c in builtins.range(cols):
+            node = nodes[r][c]
+            node.is_object = (use_all_grids or node.point_num > 0) and category[r, c] >= f32(
+                objectness_thresh
+            )
+            cr = _std_round(float(f32(r) + inst[0, r, c] * scale))
+            cc = _std_round(float(f32(c) + inst[1, r, c] * scale))
+            node.center = nodes[min(max(cr, 0), rows - 1)][min(max(cc, 0), cols - 1)]
+    for r in builtins.range(rows):
+        for c in builtins.range(cols):
+            node = nodes[r][c]
+            if not node.is_object or node.traversed:
+                continue
+            path: list[_Node] = []
+            x = node
+            while x.traversed == 0:
+                path.append(x)
+                x.traversed = 2
+                x = x.center
+            if x.traversed == 2:
+                for y in reversed(path):
+                    if y is x:
+                        break
+                    y.is_center = True
+                x.is_center = True
+            for y in path:
+                y.traversed = 1
+                y.parent = x.parent
+    for r in builtins.range(rows):
+        for c in builtins.range(cols):
+            if not nodes[r][c].is_center:
+                continue
+            for r2 in (r - 1, r, r + 1):
+                for c2 in (c - 1, c, c + 1):
+                    if (r2 == r or c2 == c) and 0 <= r2 < rows and 0 <= c2 < cols and nodes[r2][c2].is_center:
+                        _union(nodes[r][c], nodes[r2][c2])
+    grids: list[list[int]] = []
+    id_img = np.full(rows * cols, -1, dtype=np.int32)
+    for r in builtins.range(rows):
+        for c in builtins.range(cols):
+            node = nodes[r][c]
+            if not node.is_object:
+                continue
+            root = _find(node)
+            if root.obstacle_id < 0:
+                root.obstacle_id = len(grids)
+                grids.append([])
+            id_img[r * cols + c] = root.obstacle_id
+            grids[root.obstacle_id].append(r * cols + c)
+    num = len(grids)
+    if filter_noise:
+        lc = np.asarray(log_count, dtype=f32).reshape(-1)
+        for cells in grids:
+            counts = [f32(math.exp(lc[g])) for g in cells]
+            if cells and max(counts) >= f32(enable_filter_thresh):
+                for g, v in zip(list(cells), counts, strict=True):
+                    if v < f32(filter_thresh):
+                        cells.remove(g)
+                        id_img[g] = -1
+    scores = np.zeros(num, f32)
+    heights = np.zeros(num, f32)
+    probs = np.zeros((num, 5), f32)
+    for o, cells in enumerate(grids):
+        s, h, p = f32(0), f32(0), np.zeros(5, f32)
+        for g in cells:
+            s = f32(s + conf.reshape(-1)[g])
+            h = f32(h + hgt.reshape(-1)[g])
+            for k in builtins.range(5):
+                p[k] = f32(p[k] + cls[k].reshape(-1)[g])
+        if cells:
+            n_c = f32(len(cells))
+            scores[o], heights[o] = f32(s / n_c), f32(h / n_c)
+            probs[o] = (p / n_c).astype(f32)
+    members: list[list[int]] = [[] for _ in builtins.range(num)]
+    point_obs = np.full(len(point2grid), -1, np.int32)
+    zs = np.asarray(roi_z, f32)
+    for i, g in enumerate(point2grid):
+        if g < 0:
+            continue
+        o = int(id_img[g])
+        if o < 0 or scores[o] < f32(confidence_thresh):
+            continue
+        if height_thresh < 0 or zs[i] <= f32(heights[o] + f32(height_thresh)):
+            members[o].append(i)
+            point_obs[i] = o
+    clusters = [
+        Cluster(
+            np.asarray(m, np.int64), float(scores[o]), float(heights[o]), probs[o].copy(), o, len(grids[o])
+        )
+        for o, m in enumerate(members)
+        if len(m) >= max(min_pts_num, 1)
+    ]
+    return ClusterOutput(clusters, id_img.reshape(rows, cols), num, scores, heights, point_obs)
