@@ -145,3 +145,33 @@ def test_rotation_moves_points_with_their_boxes():
         u = dx * np.cos(b["yaw"]) + dy * np.sin(b["yaw"])
         v = -dx * np.sin(b["yaw"]) + dy * np.cos(b["yaw"])
         assert np.all(np.abs(u) <= b["length"] / 2 + 1e-4) and np.all(np.abs(v) <= b["width"] / 2 + 1e-4)
+
+
+def test_perfect_heads_cluster_into_one_obstacle_per_object():
+    """Feeding the targets as CNN outputs through the project's Cluster2D recovers every object's points."""
+    cluster = pytest.importorskip("lidarmt.perception.apollo.cluster2d")
+    frame = _frame()
+    t = build_targets(frame, grid=GRID, range_=R)
+    onehot = np.zeros((5, GRID, GRID), dtype=np.float32)
+    r, c = np.nonzero(t.objectness)
+    onehot[t.cls[r, c], r, c] = 1.0
+    heads = {
+        "category_score": t.objectness.astype(np.float32),
+        "instance_pt": t.instance,
+        "confidence_score": t.objectness.astype(np.float32),
+        "class_score": onehot,
+        "height_pt": t.height,
+        "heading_pt": t.heading,
+    }
+    p = frame.points
+    out = cluster.cluster2d(heads, p["x"], p["y"], p["z"], range=R)
+    lb = frame.labels
+    assert len(out.clusters) == len(lb.boxes)
+    for cl in out.clusters:
+        inst = lb.point_instance[cl.points]
+        objs = inst[inst >= 0]
+        assert len(np.unique(objs)) == 1  # one object per cluster
+        k = int(objs[0])
+        assert np.all(np.isin(np.flatnonzero(lb.point_instance == k), cl.points))  # all of its points
+        box = lb.boxes[lb.boxes["instance"] == k][0]
+        assert cl.meta_type == box["meta"]
