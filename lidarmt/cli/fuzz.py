@@ -1,0 +1,234 @@
+"""``lidarmt fuzz``: run an MR1 campaign on a recording and write its reports and bug bundles."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="fuzz", help=FUZZ_HELP)(fuzz)
+
+
+FUZZ_HELP = """Check MR1 on a recording: adding n random points outside the HD-map ROI must not make obstacles vanish.
+
+For each sampled source frame t (perceived once), each n and each trial, the follow-up t' adds n points
+uniform in the region (disk about the sensor, or the CNN's grid) and outside the ROI, with z and intensity
+uniform between t's minimum and maximum. Verdicts go to an append-only journal (resumable with --resume);
+the run folder gets summary.json, junit.xml, report.md, charts, and a bug bundle per violation (up to
+--bundles per n), each with a 1-minimal subset of the added points (delta debugging).
+
+Exit status: 0 when the campaign ran (whatever it found); 1 with --fail-on-violation when a pair violated
+MR1 or the perception module crashed or timed out; 2 on bad input.
+"""
+
+
+def _parse_options(items: list[str]) -> dict:
+    from lidarmt.fuzz.errors import FuzzArgumentError
+
+    out: dict = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise FuzzArgumentError(f"--sut-option {item!r}: use KEY=VALUE (VALUE is JSON when it parses as JSON)")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def fuzz(
+    bag: Annotated[str, typer.Option("--bag", help="Recording: ROS1/ROS2 bag, Cyber record, PCD/KITTI/.npz folder.")],
+    map: Annotated[str, typer.Option("--map", help="HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder.")],
+    n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated (the study: 10,100,1000).")] = "10,100,1000",
+    frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every follow-up is reproducible from (seed, frame, n, trial).")] = 0,
+    sut: Annotated[str, typer.Option("--sut", help="Perception under test: a registered name or package.module:callable.")] = "apollo",
+    sut_option: Annotated[list[str], typer.Option("--sut-option", help="KEY=VALUE passed to the SUT's constructor (repeatable).")] = [],  # noqa: B006
+    mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
+    trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process).")] = 1,
+    out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/<recording name>).")] = None,
+    region: Annotated[str, typer.Option("--region", help="disk (sensor range) or grid (the CNN's ±60 m square).")] = "disk",
+    radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic (default: Apollo's velodyne64 compensator topic or the only one).")] = None,
+    roi_range: Annotated[float, typer.Option("--roi-range", help="ROI bitmap half-size in metres (Apollo 3.0: 70, 2.x: 120).")] = 70.0,
+    map_frame: Annotated[str, typer.Option("--map-frame", help="world (place the map by each frame's pose) or sensor (map drawn in the sensor frame, for recordings without poses).")] = "world",
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take; longer is a 'timeout' finding.")] = None,
+    bundles: Annotated[str, typer.Option("--bundles", help="Bug bundles per n: a number, or 'all'.")] = "10",
+    ddmin_budget: Annotated[int, typer.Option("--ddmin-budget", help="Perception calls allowed per bundle to minimise the added points (0: no minimisation).")] = 200,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out from its journal.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")] = False,
+    fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when any pair violates MR1 or the SUT crashed/timed out (for CI).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    from lidarmt.cli._common import console, err_console, progress
+    from lidarmt.fuzz.campaign import (
+        CampaignConfig,
+        bundle_id,
+        environment,
+        make_bundles,
+        parse_ns,
+        run_campaign,
+        select_bundles,
+        select_frames,
+        violating_keys,
+    )
+    from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
+    from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
+    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+    from lidarmt.fuzz.plugins import (
+        RoiSpec,
+        SourceSpec,
+        SutSpec,
+        is_callable_spec,
+        no_pose_message,
+        open_source,
+    )
+    from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
+
+    ns = parse_ns(n)
+    if region not in ("disk", "grid"):
+        raise FuzzArgumentError(f"--region {region!r}: use disk or grid")
+    size = radius if radius is not None else (HDL64E_RANGE_M if region == "disk" else CNN_HALF_RANGE_M)
+    reg = Region(region, float(size))  # type: ignore[arg-type]
+    if mode is not None and mode not in ("fast", "exact"):
+        raise FuzzArgumentError(f"--mode {mode!r}: use fast or exact")
+    if bundles == "all":
+        per_n: int | None = None
+    else:
+        try:
+            per_n = int(bundles)
+        except ValueError as err:
+            raise FuzzArgumentError(f"--bundles {bundles!r}: give a number or 'all'") from err
+        if per_n < 0:
+            raise FuzzArgumentError(f"--bundles {per_n}: give 0 or more")
+    if ddmin_budget < 0:
+        raise FuzzArgumentError(f"--ddmin-budget {ddmin_budget}: give 0 or more")
+    if workers < 1:
+        raise FuzzArgumentError(f"--workers {workers}: use at least 1")
+    if roi_range <= 0:
+        raise FuzzArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
+    if not is_callable_spec(map) and not Path(map).exists():
+        raise FuzzInputError(f"--map {map}: no such file or folder")
+    options = _parse_options(sut_option)
+    if mode is not None:
+        options["mode"] = mode
+    out = out or Path("runs") / Path(bag.rstrip("/")).name.split(".")[0]
+
+    source = SourceSpec(bag, topic)
+    rec = open_source(source)
+    chosen = select_frames(len(rec), frames, seed)
+    first = rec[chosen[0]]
+    if first.pose is None and map_frame == "world":
+        raise FuzzInputError(no_pose_message(first, map))
+    with_close = getattr(rec, "close", None)
+    if callable(with_close):
+        with_close()
+    config = CampaignConfig(source, RoiSpec(map, roi_range, map_frame), SutSpec(sut, options), ns, chosen,
+                            seed=seed, trials=trials, region=reg, timeout=timeout)
+    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+
+    bar = None if quiet else progress()
+    task = None
+    state = {"ok": 0, "viol": 0, "find": 0}
+
+    def on_start(total: int, done: int) -> None:
+        nonlocal task
+        if bar is not None:
+            bar.start()
+            task = bar.add_task("fuzz", total=total, completed=done, rate="")
+
+    import time
+
+    t_start = time.perf_counter()
+
+    def on_pair(rec_: dict) -> None:
+        if rec_["status"] != "ok":
+            state["find"] += 1
+        else:
+            state["ok"] += 1
+            v = rec_["verdict"]
+            state["viol"] += bool(v["count_violation"] or v["subset_violation"])
+        if bar is not None and task is not None:
+            done = state["ok"] + state["find"]
+            dt = time.perf_counter() - t_start
+            bar.update(task, advance=1, rate=f"{done / dt:.2f} verdicts/s, {state['viol']} violating, "
+                       f"{state['find']} crash/timeout" if dt > 0 else "")
+
+    try:
+        result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=on_pair,
+                              on_start=on_start, header_extra={"command": command, "environment": environment()})
+    except KeyboardInterrupt:
+        if bar is not None:
+            bar.stop()
+        err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
+                          "command plus --resume")
+        raise
+    finally:
+        if bar is not None:
+            bar.stop()
+
+    # bug bundles
+    viol = violating_keys(out)
+    chosen_b = select_bundles(viol, per_n)
+    bundle_infos: list[dict] = []
+    if chosen_b:
+        bbar = None if quiet else progress()
+        btask = None
+        if bbar is not None:
+            bbar.start()
+            btask = bbar.add_task("bundles", total=len(chosen_b), rate="ddmin")
+        try:
+            bundle_infos = make_bundles(
+                config, out, [k for k, _ in chosen_b], workers=workers, budget=ddmin_budget, command=command,
+                on_bundle=lambda info: bbar.update(btask, advance=1) if bbar is not None else None)
+        finally:
+            if bbar is not None:
+                bbar.stop()
+        bundle_infos = _complete_infos(out, bundle_infos)
+        order = {bundle_id(k): i for i, (k, _) in enumerate(chosen_b)}
+        bundle_infos.sort(key=lambda b: order.get(b["id"], 1 << 30))
+
+    summary = summary_dict(config.to_dict(), result.tally)
+    findings = [r for r in iter_records(out / JOURNAL_NAME) if r["status"] != "ok"]
+    findings.sort(key=lambda r: (r["n"], r["frame"], r["trial"]))
+    run_info = {"workers": workers, "ran": result.ran, "resumed_from": result.resumed,
+                "elapsed_s": round(result.elapsed, 3),
+                "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
+                "environment": environment(), "command": command, "violations": len(viol),
+                "bundles": bundle_infos}
+    paths = write_reports(out, summary, records=iter_records(out / JOURNAL_NAME), run=run_info,
+                          bundles=bundle_infos, findings=findings)
+    main, per = rich_tables(summary)
+    console.print(main)
+    console.print(per)
+    if run_info["throughput"]:
+        console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
+                      f"{workers} worker(s)); {len(viol)} violating pairs, {len(bundle_infos)} bundles")
+    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    bad = sum(r["count_relation"]["k"] + r["subset_relation"]["k"] + r["crashes"] + r["timeouts"]
+              for r in summary["by_n"])
+    if fail_on_violation and bad:
+        raise typer.Exit(1)
+
+
+def _complete_infos(out: Path, infos: list[dict]) -> list[dict]:
+    """Fill in bundles that already existed (resume) from their bundle.json."""
+    full = []
+    for b in infos:
+        if b.get("existing"):
+            try:
+                j = json.loads((out / "violations" / b["id"] / "bundle.json").read_text(encoding="utf-8"))
+                b = {k: j.get(k) for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost",
+                                           "ddmin")} | {"has_bev": True}
+            except (OSError, ValueError):
+                pass
+        full.append(b)
+    return full

@@ -1,0 +1,236 @@
+"""How a campaign finds its three inputs from plain, picklable specs (so every worker can rebuild them).
+
+* **SUT** (system under test): a registered perception name (``apollo``...) resolved by
+  :func:`lidarmt.perception.registry.get_perception`, or ``package.module:callable`` returning an object with
+  ``name`` and ``detect(frame, roi)``.
+* **ROI**: an HD-map path (any format :func:`lidarmt.roi.load_map` reads) turned into a per-frame mask by
+  ``HDMapRoi(map, range=...).mask(pose)``; or ``package.module:callable`` returning an object with
+  ``roi_for(frame) -> Roi`` (or ``mask(pose) -> Roi``). With ``map_frame="sensor"`` the map is drawn in the
+  sensor frame and the identity pose is used, for recordings without poses.
+* **Recording**: a path opened with :func:`lidarmt.io.open_recording` (random access ``rec[i]``, ``len``), or
+  a folder of ``.npz`` frames (:mod:`lidarmt.io.npz`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from lidarmt.fuzz.errors import FuzzInputError, SutError
+from lidarmt.types import Frame, Roi
+
+
+def _load_callable(spec: str, what: str) -> Callable[..., Any]:
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise SutError(f"{what} spec {spec!r} is not of the form package.module:callable")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as err:
+        raise SutError(f"{what} spec {spec!r}: cannot import module {mod_name!r} ({err})") from err
+    obj: Any = mod
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as err:
+            raise SutError(f"{what} spec {spec!r}: module {mod_name!r} has no attribute {attr!r}") from err
+    if not callable(obj):
+        raise SutError(f"{what} spec {spec!r} does not name a callable")
+    return obj
+
+
+def is_callable_spec(spec: str) -> bool:
+    """``module:callable`` (and not a Windows drive path or an existing file)."""
+    head, sep, tail = spec.partition(":")
+    return bool(sep and head and tail and "/" not in head and not Path(spec).exists() and len(head) > 1)
+
+
+# ----------------------------------------------------------------------------------------------- SUT
+
+
+@dataclass(frozen=True, slots=True)
+class SutSpec:
+    """A perception module to build: name or ``module:callable``, with keyword options."""
+
+    name: str = "apollo"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SutSpec:
+        return cls(str(d["name"]), dict(d.get("options", {})))
+
+
+def build_sut(spec: SutSpec):
+    """Build the perception module of ``spec`` (registry first, then ``module:callable``)."""
+    try:
+        registry = importlib.import_module("lidarmt.perception.registry")
+    except ImportError:
+        registry = None
+    if registry is not None and hasattr(registry, "get_perception"):
+        try:
+            sut = registry.get_perception(spec.name, **dict(spec.options))
+        except Exception as err:
+            if not is_callable_spec(spec.name) or type(err).__name__ == "DependencyError":
+                raise
+            sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
+    elif is_callable_spec(spec.name):
+        sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
+    else:
+        raise SutError(
+            f"unknown SUT {spec.name!r}: the perception registry (lidarmt.perception.registry) is not "
+            "available in this installation; pass --sut package.module:callable"
+        )
+    if not hasattr(sut, "detect"):
+        raise SutError(f"SUT {spec.name!r} built {type(sut).__name__}, which has no detect(frame, roi) method")
+    return sut
+
+
+def sut_name(sut: Any, spec: SutSpec) -> str:
+    return str(getattr(sut, "name", spec.name))
+
+
+# ----------------------------------------------------------------------------------------------- ROI
+
+
+class RoiProvider(Protocol):
+    def roi_for(self, frame: Frame) -> Roi: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RoiSpec:
+    """Where a frame's ROI comes from: a map path (or ``module:callable``), its range and frame."""
+
+    map: str
+    range: float = 70.0
+    map_frame: str = "world"  # "world": use each frame's pose; "sensor": the map is in the sensor frame
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"map": self.map, "range": self.range, "map_frame": self.map_frame}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoiSpec:
+        return cls(str(d["map"]), float(d.get("range", 70.0)), str(d.get("map_frame", "world")))
+
+
+class _HDMapProvider:
+    def __init__(self, spec: RoiSpec) -> None:
+        try:
+            roi_mod = importlib.import_module("lidarmt.roi")
+            load_map, hdmap_roi = roi_mod.load_map, roi_mod.HDMapRoi
+        except (ImportError, AttributeError) as err:
+            raise FuzzInputError(
+                f"cannot read map {spec.map}: the HD-map ROI module (lidarmt.roi.load_map, HDMapRoi) is not "
+                "available in this installation"
+            ) from err
+        self._roi = hdmap_roi(load_map(spec.map), range=spec.range)
+        self._sensor = spec.map_frame == "sensor"
+        self._map = spec.map
+
+    def roi_for(self, frame: Frame) -> Roi:
+        if self._sensor:
+            return self._roi.mask(np.eye(4))
+        if frame.pose is None:
+            raise FuzzInputError(no_pose_message(frame, self._map))
+        return self._roi.mask(frame.pose)
+
+
+class _CallableProvider:
+    def __init__(self, obj: Any, spec: RoiSpec) -> None:
+        self._obj, self._sensor = obj, spec.map_frame == "sensor"
+
+    def roi_for(self, frame: Frame) -> Roi:
+        if hasattr(self._obj, "roi_for"):
+            return self._obj.roi_for(frame)
+        pose = np.eye(4) if self._sensor or frame.pose is None else frame.pose
+        return self._obj.mask(pose)
+
+
+def no_pose_message(frame: Frame, map_path: str) -> str:
+    src = frame.provenance.source if frame.provenance else "the recording"
+    return (
+        f"{src}: frame {frame.index} has no pose (world <- sensor), so the map {map_path} cannot be placed; "
+        "record /tf or a localization topic with the cloud, or draw the map in the sensor frame (GeoJSON) and "
+        "pass --map-frame sensor"
+    )
+
+
+def build_roi_provider(spec: RoiSpec) -> RoiProvider:
+    if spec.map_frame not in ("world", "sensor"):
+        raise FuzzInputError(f"--map-frame must be 'world' or 'sensor', got {spec.map_frame!r}")
+    if is_callable_spec(spec.map):
+        return _CallableProvider(_load_callable(spec.map, "ROI")(), spec)
+    if not os.path.exists(spec.map):
+        raise FuzzInputError(f"map {spec.map}: no such file or folder")
+    return _HDMapProvider(spec)
+
+
+# ----------------------------------------------------------------------------------------------- recording
+
+
+class NpzFolder:
+    """Random access to a folder of ``.npz`` frames (sorted by name)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.files = sorted(self.path.glob("*.npz"))
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int) -> Frame:
+        from dataclasses import replace
+
+        from lidarmt.io.npz import load_frame_npz
+        from lidarmt.types import Provenance
+
+        f = load_frame_npz(self.files[i])
+        return replace(f, provenance=Provenance(str(self.path), "npz", int(i), detail=self.files[i].name))
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSpec:
+    path: str
+    topic: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "topic": self.topic}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SourceSpec:
+        return cls(str(d["path"]), d.get("topic"))
+
+
+def open_source(spec: SourceSpec):
+    """Open a recording for random access (``len(rec)``, ``rec[i] -> Frame``)."""
+    p = Path(spec.path)
+    if not p.exists():
+        raise FuzzInputError(f"recording {spec.path}: no such file or folder")
+    try:
+        open_recording = importlib.import_module("lidarmt.io").open_recording
+    except (ImportError, AttributeError):
+        open_recording = None
+    if open_recording is None:
+        if p.is_dir() and any(p.glob("*.npz")):
+            return NpzFolder(p)
+        raise FuzzInputError(
+            f"cannot read {spec.path}: the recording readers (lidarmt.io.open_recording) are not available in "
+            "this installation"
+        )
+    try:
+        rec = open_recording(spec.path, topic=spec.topic) if spec.topic else open_recording(spec.path)
+    except ImportError:  # a reader of this installation is missing; .npz folders we can read ourselves
+        if p.is_dir() and any(p.glob("*.npz")):
+            return NpzFolder(p)
+        raise
+    if not hasattr(rec, "__getitem__"):
+        raise FuzzInputError(f"{spec.path}: the reader does not allow random access to frames")
+    return rec

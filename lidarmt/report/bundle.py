@@ -1,0 +1,275 @@
+"""Bug bundles: everything needed to look at, report and replay one MR1 violation.
+
+A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``n<N>-f<frame>-t<trial>``) holding:
+
+* ``source.pcd``, ``followup.pcd`` (the follow-up holds the added points after the source points) and the
+  lossless ``source.npz``, ``followup.npz`` (what ``lidarmt replay`` reads, so the recording is not needed);
+* ``added.npy`` (the injected points) and ``minimal.npy`` (a 1-minimal subset of them that still causes the
+  violation, found by ddmin with a capped number of perception calls; ``bundle.json`` says whether
+  1-minimality was reached), with ``minimal.pcd`` (source + minimal subset);
+* ``obstacles_source.json``, ``obstacles_followup.json`` (and ``obstacles_minimal.json``);
+* ``bev.png``: source and follow-up side by side from above, the lost obstacles marked;
+* ``replay.bag``: a ROS1 bag with both frames on the original topic and /tf, to replay in a real stack;
+* ``report.md`` (ready to paste into an issue tracker) and ``bundle.json`` (SUT spec, map, recording,
+  frame index, seed tuple, verdicts: what ``lidarmt replay`` checks bit for bit).
+
+The folder is built beside its final place and renamed into it, so a bundle is either complete or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt.errors import OutputError
+from lidarmt.fuzz.ddmin import ddmin
+from lidarmt.fuzz.oracle import Verdict, judge
+from lidarmt.types import Frame, Obstacles
+
+BUNDLE_VERSION = 1
+
+
+def relation_of(verdict: Verdict) -> str:
+    """The relation a bundle is about: the study's count relation when it fails, else the subset relation."""
+    return "count" if verdict.count_violation else "subset"
+
+
+def violates(verdict: Verdict, relation: str) -> bool:
+    return verdict.count_violation if relation == "count" else verdict.subset_violation
+
+
+def lost_text(verdict: Verdict) -> str:
+    kinds: dict[str, int] = {}
+    for m in verdict.missing:
+        kinds[m.kind] = kinds.get(m.kind, 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in kinds.items()) or "none unmatched"
+
+
+def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 200, command: str = "") -> dict:
+    """Recompute pair ``key`` with evaluator ``ev``, minimise it and write its bundle to ``out_dir``."""
+    from lidarmt.fuzz.campaign import environment
+
+    frame, roi, fu, source, follow, verdict = ev.judge_key(key)
+    relation = relation_of(verdict)
+    reproduced = violates(verdict, relation)
+    extra = fu.extra
+
+    def fails(subset: np.ndarray) -> bool:
+        try:
+            o2 = ev.detect(frame.with_extra_points(extra[subset]), roi)
+        except Exception:  # a crash is another failure, not this violation
+            return False
+        return violates(judge(source, o2), relation)
+
+    dd = None
+    minimal = np.arange(len(extra), dtype=np.int64)
+    minimal_obs: Obstacles | None = None
+    if reproduced and budget > 0:
+        dd = ddmin(np.arange(len(extra)), fails, budget=budget, check_full=False)
+        minimal = dd.items
+        if dd.stopped != "empty-fails":
+            minimal_obs = ev.detect(frame.with_extra_points(extra[minimal]), roi)
+    cfg = ev.config.to_dict()
+    topic = (frame.provenance.topic if frame.provenance and frame.provenance.topic else None) or cfg["source"].get("topic")
+    info: dict[str, Any] = {
+        "version": BUNDLE_VERSION,
+        "id": out_dir.name,
+        "key": list(key),
+        "relation": relation,
+        "reproduced": reproduced,
+        "seed_tuple": list(fu.seed),
+        "frame_index": key[0],
+        "n": key[1],
+        "trial": key[2],
+        "base": fu.base,
+        "config": cfg,
+        "sut_name": str(getattr(ev.sut, "name", cfg["sut"]["name"])),
+        "topic": topic,
+        "verdict": verdict.to_dict(),
+        "n_source": len(source),
+        "n_follow": len(follow),
+        "lost": lost_text(verdict),
+        "ddmin": dd.to_dict() if dd else None,
+        "minimal_verdict": judge(source, minimal_obs).to_dict() if minimal_obs is not None else None,
+        "environment": environment(),
+        "command": command,
+    }
+    info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
+    _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict)
+    return {k: info[k] for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost", "ddmin")} | {
+        "has_bev": True}
+
+
+def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray,
+                  minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
+                  verdict: Verdict) -> None:
+    from lidarmt.io import Ros1BagWriter, save_frame_npz, write_pcd
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        save_frame_npz(tmp / "source.npz", frame)
+        save_frame_npz(tmp / "followup.npz", follow_frame)
+        write_pcd(tmp / "source.pcd", frame)
+        write_pcd(tmp / "followup.pcd", follow_frame)
+        _save_npy(tmp / "added.npy", extra)
+        _save_npy(tmp / "minimal.npy", extra[minimal])
+        write_pcd(tmp / "minimal.pcd", frame.with_extra_points(extra[minimal]))
+        _json(tmp / "obstacles_source.json", source.to_list())
+        _json(tmp / "obstacles_followup.json", follow.to_list())
+        if minimal_obs is not None:
+            _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
+        bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
+                    title=f"{info['id']}: {info['lost']}")
+        topic = info.get("topic")
+        kw = {"topic": topic} if topic else {}
+        fu2 = follow_frame.with_points(follow_frame.points)
+        fu2.stamp = frame.stamp + 0.1  # the follow-up 0.1 s after the source (one HDL-64E sweep at 10 Hz)
+        with Ros1BagWriter(tmp / "replay.bag", **kw) as w:
+            w.write(frame)
+            w.write(fu2)
+        atomic_write_text(tmp / "report.md", bundle_markdown(info, source, follow, verdict))
+        _json(tmp / "bundle.json", info)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"cannot write bundle {out_dir}: {err.strerror or err}") from err
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def _save_npy(path: Path, arr: np.ndarray) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.save(fh, arr, allow_pickle=False)
+
+
+# ----------------------------------------------------------------------------------------------- pictures
+
+
+def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Obstacles, follow: Obstacles,
+                verdict: Verdict, *, base: int, title: str = "") -> None:
+    """Source and follow-up from above, side by side; lost source obstacles are outlined in red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lost = {m.source for m in verdict.missing}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6), sharex=True, sharey=True)
+    xyz = follow_frame.xyz
+    for ax, frame_obs, label, show_added in ((axes[0], source, "source t", False),
+                                             (axes[1], follow, "follow-up t′", True)):
+        pts = xyz[:base]
+        ax.scatter(pts[:, 0], pts[:, 1], s=0.2, c="#888888", linewidths=0, rasterized=True)
+        if show_added and len(xyz) > base:
+            add = xyz[base:]
+            ax.scatter(add[:, 0], add[:, 1], s=4, c="#ff7f0e", linewidths=0, label="added points", rasterized=True)
+        for k, o in enumerate(frame_obs):
+            poly = np.asarray(o.polygon)[:, :2] if len(o.polygon) >= 3 else None
+            if poly is None:
+                continue
+            is_lost = label.startswith("source") and k in lost
+            colour = "#d62728" if is_lost else "#1f77b4"
+            ring = np.vstack([poly, poly[:1]])
+            ax.plot(ring[:, 0], ring[:, 1], color=colour, lw=2.2 if is_lost else 1.0)
+            ax.text(float(o.center[0]), float(o.center[1]), f"{k}:{o.cls.value[:3]}", fontsize=6, color=colour)
+        ax.set_title(f"{label}: {len(frame_obs)} obstacles")
+        ax.set_aspect("equal")
+        ax.set_xlabel("x (m, forward)")
+        if show_added and len(xyz) > base:
+            ax.legend(loc="upper right", fontsize=7)
+    axes[0].set_ylabel("y (m, left)")
+    lim = 70.0
+    axes[0].set_xlim(-lim, lim)
+    axes[0].set_ylim(-lim, lim)
+    fig.suptitle(title + "  (red: source obstacles lost in t′)", fontsize=9)
+    fig.tight_layout()
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------- markdown
+
+
+def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: Verdict) -> str:
+    from lidarmt.fuzz.oracle import Missing
+
+    cfg = info["config"]
+    env = info["environment"]
+    rel = ("|O| ≤ |O′| (the number of obstacles must not drop)" if info["relation"] == "count"
+           else "O ⊆ O′ (every obstacle of t must be matched in t′)")
+    dd = info.get("ddmin")
+    lines = [
+        f"# MR1 violation {info['id']}: {info['n_source']} → {info['n_follow']} obstacles after adding "
+        f"{info['n']} points outside the ROI",
+        "",
+        "**Relation.** Adding points at random *outside* the HD-map ROI must not change the obstacles perceived "
+        f"*inside* it (Zhou & Sun, CACM 62(3) 2019; Apollo issue #3341). Checked: {rel}.",
+        "",
+        "**What was seen.**",
+        "",
+        f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles "
+        f"({_counts(verdict.counts_source)})",
+        f"- follow-up (+{info['n']} points, z and intensity uniform in the frame's ranges, region "
+        f"{cfg['region']['shape']} {cfg['region']['size']:g} m): {info['n_follow']} obstacles "
+        f"({_counts(verdict.counts_follow)})",
+    ]
+    for m in verdict.missing:
+        lines.append(f"- {Missing.describe(m)}")
+    if dd:
+        lines.append(f"- a subset of **{dd['size']}** of the {info['n']} added points still causes the violation "
+                     f"({'1-minimal' if dd['one_minimal'] else 'not proven 1-minimal: ' + dd['stopped']}, "
+                     f"{dd['calls']} perception runs): `minimal.npy`, `minimal.pcd`")
+    if not info["reproduced"]:
+        lines.append("- **note**: recomputing the pair did not reproduce the violation (non-deterministic SUT?)")
+    lines += [
+        "",
+        "![bird's-eye view](bev.png)",
+        "",
+        "**Environment.**",
+        "",
+        f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}",
+        f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)",
+        f"- lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
+        f"numba {env.get('numba', '–')}, Python {env.get('python')}",
+        f"- CPU: {env.get('cpu')} ({env.get('cpus')} CPUs), {env.get('platform')}",
+        f"- seed tuple (campaign seed, frame, n, trial): {tuple(info['seed_tuple'])}",
+        "",
+        "**Reproduce.**",
+        "",
+        "```sh",
+        info["replay_command"],
+    ]
+    if info.get("command"):
+        lines.append(f"# the campaign that found it:\n{info['command']}")
+    lines += [
+        "```",
+        "",
+        "Files: `source.pcd` / `followup.pcd` (the added points follow the source points), `added.npy`, "
+        "`obstacles_source.json`, `obstacles_followup.json`, `replay.bag` (ROS1: both frames on "
+        f"`{info.get('topic') or 'the original topic'}` with /tf; the follow-up 0.1 s after the source).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _counts(counts) -> str:
+    return ", ".join(f"{v} {k.value}" for k, v in counts.items() if v) or "none"

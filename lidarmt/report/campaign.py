@@ -1,0 +1,319 @@
+"""Reports of an MR1 campaign, written atomically into its run folder.
+
+* ``summary.json``: the configuration and the totals (deterministic: a resumed campaign writes the same file
+  as an uninterrupted one; timings go to ``run.json``).
+* ``table.txt`` and the printed rich table: the study's table (n, pairs, violations, rate with a 95 % Wilson
+  interval) for |O| <= |O′| and for O ⊆ O′, with the study's published rates for reference; the per-class table.
+* ``classes.png``: the study's Figure 3, a 100 %-stacked column per class and n: the share of pairs whose
+  count of that class decreased / stayed / increased. ``rates.png``: violation rate against n with intervals.
+* ``junit.xml``: one test case per pair (violations are failures, crashes and timeouts errors), for CI.
+* ``report.md``: all of it in Markdown, with the pictures embedded and the bug bundles listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt.fuzz.tally import STUDY_RATES, Tally
+from lidarmt.report.stats import fmt_rate, rate
+from lidarmt.types import CLASS_ORDER
+
+STUDY_REF = "Zhou & Sun, CACM 62(3) 2019"
+
+
+def summary_dict(config: Mapping[str, Any], tally: Tally) -> dict[str, Any]:
+    """The deterministic summary of a campaign (what summary.json holds)."""
+    rows = []
+    for n in sorted(tally.by_n):
+        t = tally.by_n[n]
+        rows.append({
+            "n": n,
+            "pairs": t.pairs,
+            "count_relation": rate(t.count_violations, t.pairs),
+            "any_class_count_relation": rate(t.any_class_violations, t.pairs),
+            "subset_relation": rate(t.subset_violations, t.pairs),
+            "study_rate": STUDY_RATES.get(n),
+            "crashes": t.crashes,
+            "timeouts": t.timeouts,
+            "source_obstacles": t.source_obstacles,
+            "missing": t.missing,
+            "classes": {c: ct.to_dict() | {"class_violation": rate(ct.decreased, t.pairs)}
+                        for c, ct in t.classes.items()},
+        })
+    return {"relation": "MR1: obstacles inside the ROI survive n random points added outside it",
+            "config": dict(config), "pairs_expected": _expected(config), "pairs_done": tally.done,
+            "complete": tally.done >= _expected(config), "by_n": rows}
+
+
+def _expected(config: Mapping[str, Any]) -> int:
+    return len(config.get("frames", [])) * len(config.get("ns", [])) * int(config.get("trials", 1))
+
+
+# ----------------------------------------------------------------------------------------------- tables
+
+
+def rich_tables(summary: Mapping[str, Any]):
+    """The study's table and the per-class table as rich Tables."""
+    from rich.table import Table
+
+    main = Table(title="MR1 violations per n (rate with 95 % Wilson interval)",
+                 caption=f"study: the rates {STUDY_REF} published for |O| > |O′|")
+    for col in ("n", "pairs", "|O|>|O′|", "rate", "study", "O⊄O′", "rate", "crash", "t/o"):
+        main.add_column(col, justify="right", no_wrap=True)
+    for r in summary["by_n"]:
+        c, s = r["count_relation"], r["subset_relation"]
+        study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
+        main.add_row(str(r["n"]), str(r["pairs"]), str(c["k"]), fmt_rate(c["k"], c["n"]), study, str(s["k"]),
+                     fmt_rate(s["k"], s["n"]), str(r["crashes"]), str(r["timeouts"]))
+    per = Table(title="Per class: pairs where the count decreased / stayed / increased (rate of |O_c|>|O′_c|)")
+    per.add_column("n", justify="right")
+    for c in CLASS_ORDER:
+        per.add_column(c.value, justify="right", no_wrap=True)
+    for r in summary["by_n"]:
+        cells = []
+        for c in CLASS_ORDER:
+            ct = r["classes"][c.value]
+            pct = f"{100 * ct['decreased'] / r['pairs']:.1f}%" if r["pairs"] else "–"
+            cells.append(f"{ct['decreased']}/{ct['same']}/{ct['increased']} ({pct})")
+        per.add_row(str(r["n"]), *cells)
+    return main, per
+
+
+def text_table(summary: Mapping[str, Any]) -> str:
+    lines = [f"{'n':>8} {'pairs':>6} {'|O|>|O′|':>9} {'rate (95% CI)':>24} {'study':>7} {'O⊄O′':>6} "
+             f"{'rate (95% CI)':>24} {'crash':>6} {'t/o':>4}"]
+    for r in summary["by_n"]:
+        c, s = r["count_relation"], r["subset_relation"]
+        study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
+        lines.append(f"{r['n']:>8} {r['pairs']:>6} {c['k']:>9} {fmt_rate(c['k'], c['n']):>24} {study:>7} "
+                     f"{s['k']:>6} {fmt_rate(s['k'], s['n']):>24} {r['crashes']:>6} {r['timeouts']:>4}")
+    lines.append("")
+    lines.append("per class, pairs decreased/stayed/increased:")
+    lines.append(f"{'n':>8} " + " ".join(f"{c.value:>18}" for c in CLASS_ORDER))
+    for r in summary["by_n"]:
+        lines.append(f"{r['n']:>8} " + " ".join(
+            f"{'/'.join(str(r['classes'][c.value][k]) for k in ('decreased', 'same', 'increased')):>18}"
+            for c in CLASS_ORDER))
+    return "\n".join(lines) + "\n"
+
+
+def markdown_tables(summary: Mapping[str, Any]) -> str:
+    out = ["| n | pairs | \\|O\\| > \\|O′\\| | rate (95 % CI) | study | O ⊄ O′ | rate (95 % CI) | crashes | timeouts |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in summary["by_n"]:
+        c, s = r["count_relation"], r["subset_relation"]
+        study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
+        out.append(f"| {r['n']} | {r['pairs']} | {c['k']} | {fmt_rate(c['k'], c['n'])} | {study} | {s['k']} | "
+                   f"{fmt_rate(s['k'], s['n'])} | {r['crashes']} | {r['timeouts']} |")
+    out += ["", "Per class: pairs where the count of the class decreased / stayed / increased "
+            "(rate of |O_c| > |O′_c|):", "",
+            "| n | " + " | ".join(c.value for c in CLASS_ORDER) + " |", "|---:|" + "---:|" * len(CLASS_ORDER)]
+    for r in summary["by_n"]:
+        cells = []
+        for c in CLASS_ORDER:
+            ct = r["classes"][c.value]
+            cells.append(f"{ct['decreased']} / {ct['same']} / {ct['increased']} ({fmt_rate(ct['decreased'], r['pairs'])})")
+        out.append(f"| {r['n']} | " + " | ".join(cells) + " |")
+    out += ["", "How the unmatched source obstacles (O ⊄ O′) were lost:", "",
+            "| n | source obstacles | vanished | merged | reclassified | degraded |", "|---:|---:|---:|---:|---:|---:|"]
+    for r in summary["by_n"]:
+        m = r["missing"]
+        out.append(f"| {r['n']} | {r['source_obstacles']} | {m.get('vanished', 0)} | {m.get('merged', 0)} | "
+                   f"{m.get('reclassified', 0)} | {m.get('degraded', 0)} |")
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------- charts
+
+
+def _savefig(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+
+
+def class_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """The study's Figure 3: per class, a 100 %-stacked column per n (decreased / stayed / increased)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = summary["by_n"]
+    fig, axes = plt.subplots(1, len(CLASS_ORDER), figsize=(3.0 * len(CLASS_ORDER), 3.6), sharey=True)
+    colours = {"decreased": "#d62728", "same": "#bbbbbb", "increased": "#1f77b4"}
+    x = np.arange(len(rows))
+    for ax, c in zip(axes, CLASS_ORDER, strict=True):
+        bottom = np.zeros(len(rows))
+        for part in ("decreased", "same", "increased"):
+            vals = np.array([100.0 * r["classes"][c.value][part] / r["pairs"] if r["pairs"] else 0.0 for r in rows])
+            ax.bar(x, vals, bottom=bottom, color=colours[part], label=part, width=0.7)
+            for xi, (b, v) in enumerate(zip(bottom, vals, strict=True)):
+                if v >= 6:
+                    ax.text(xi, b + v / 2, f"{v:.0f}", ha="center", va="center", fontsize=7)
+            bottom += vals
+        ax.set_xticks(x, [str(r["n"]) for r in rows])
+        ax.set_xlabel("points added (n)")
+        ax.set_title(c.value)
+        ax.set_ylim(0, 100)
+    axes[0].set_ylabel("share of pairs (%)")
+    axes[-1].legend(loc="lower right", fontsize=7, title="count in t′ vs t", title_fontsize=7)
+    fig.suptitle("MR1: how each class's obstacle count changed after adding n points outside the ROI", fontsize=9)
+    fig.tight_layout()
+    _savefig(fig, Path(path))
+
+
+def rate_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """Violation rate against n for both relations, with 95 % Wilson intervals and the study's rates."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in summary["by_n"] if r["pairs"]]
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    ns = [r["n"] for r in rows]
+    for key, label, colour in (("count_relation", "|O| > |O′| (study's check)", "#d62728"),
+                               ("subset_relation", "O ⊄ O′ (strict)", "#9467bd")):
+        y = [100 * r[key]["rate"] for r in rows]
+        lo = [100 * (r[key]["rate"] - r[key]["ci_low"]) for r in rows]
+        hi = [100 * (r[key]["ci_high"] - r[key]["rate"]) for r in rows]
+        ax.errorbar(ns, y, yerr=[lo, hi], marker="o", capsize=3, label=label, color=colour)
+    ref = [(n, 100 * v) for n, v in sorted(STUDY_RATES.items())]
+    ax.plot([n for n, _ in ref], [v for _, v in ref], "k--", marker="s", label=f"study ({STUDY_REF})", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("points added outside the ROI (n)")
+    ax.set_ylabel("violating pairs (%)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    _savefig(fig, Path(path))
+
+
+# ----------------------------------------------------------------------------------------------- junit
+
+
+def write_junit(path: str | os.PathLike[str], records: Iterable[dict[str, Any]], ns: Iterable[int], *,
+                name: str = "lidarmt.mr1") -> None:
+    """JUnit XML: a test suite per n, a test case per pair; violations fail, crashes/timeouts are errors."""
+    suites: dict[int, list[str]] = {int(n): [] for n in ns}
+    stats: dict[int, list[int]] = {int(n): [0, 0, 0] for n in suites}  # tests, failures, errors
+    for rec in records:
+        n = int(rec["n"])
+        case = f'frame {rec["frame"]:06d} trial {rec["trial"]}'
+        body = ""
+        st = stats.setdefault(n, [0, 0, 0])
+        st[0] += 1
+        if rec["status"] != "ok":
+            st[2] += 1
+            body = (f"<error type={quoteattr(rec['status'])} message={quoteattr(rec.get('error', ''))}>"
+                    f"{escape(rec.get('traceback', ''))}</error>")
+        else:
+            v = rec["verdict"]
+            if v["count_violation"] or v["subset_violation"]:
+                st[1] += 1
+                ns_, nf = sum(v["counts_source"].values()), sum(v["counts_follow"].values())
+                what = "|O| > |O′|" if v["count_violation"] else "O ⊄ O′"
+                msg = f"{what}: {ns_} obstacles in t, {nf} in t′; {len(v['missing'])} source obstacle(s) unmatched"
+                detail = "\n".join(f"#{m['source']} {m['class']}: {m['kind']}" for m in v["missing"])
+                body = f"<failure type={quoteattr('MR1')} message={quoteattr(msg)}>{escape(detail)}</failure>"
+        suites.setdefault(n, []).append(
+            f'    <testcase classname={quoteattr(f"{name}.n{n}")} name={quoteattr(case)}>{body}</testcase>')
+    total = [sum(s[i] for s in stats.values()) for i in range(3)]
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuites name={quoteattr(name)} tests="{total[0]}" failures="{total[1]}" errors="{total[2]}">']
+    for n in sorted(suites):
+        t, f, e = stats.get(n, [0, 0, 0])
+        out.append(f'  <testsuite name={quoteattr(f"{name}.n{n}")} tests="{t}" failures="{f}" errors="{e}">')
+        out.extend(suites[n])
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    atomic_write_text(path, "\n".join(out) + "\n")
+
+
+# ----------------------------------------------------------------------------------------------- markdown
+
+
+def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: list[dict],
+                    findings: list[dict]) -> str:
+    cfg = summary["config"]
+    env = run.get("environment", {})
+    lines = [
+        "# MR1 fuzz campaign",
+        "",
+        "**Relation (MR1).** For a source frame t with obstacles O, the follow-up t′ adds n points at random in "
+        "the 3-D space outside t's ROI (z and intensity uniform between t's minimum and maximum); the "
+        "obstacles O′ of t′ must include O. The study checked the weaker |O| ≤ |O′| "
+        f"({STUDY_REF}: 2.7 %, 12.1 %, 33.5 % violations for n = 10, 100, 1000).",
+        "",
+        f"- recording: `{cfg['source']['path']}`" + (f" (topic `{cfg['source']['topic']}`)" if cfg['source'].get('topic') else ""),
+        f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})",
+        f"- system under test: `{cfg['sut']['name']}` {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}",
+        f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: {cfg['trials']}, "
+        f"seed: {cfg['seed']}, region: {cfg['region']['shape']} {cfg['region']['size']:g} m"
+        + (f", timeout {cfg['timeout']:g} s" if cfg.get("timeout") else ""),
+        f"- pairs judged: {summary['pairs_done']} of {summary['pairs_expected']}"
+        + ("" if summary["complete"] else " (**incomplete**: run again with --resume)"),
+        f"- environment: lidarmt {env.get('lidarmt', '?')}, numpy {env.get('numpy', '?')}, "
+        f"torch {env.get('torch', '–')}, {env.get('cpu', '?')} ({env.get('cpus', '?')} CPUs)",
+    ]
+    if run.get("throughput"):
+        lines.append(f"- throughput: {run['throughput']:.2f} verdicts/s over {run.get('ran', 0)} pairs "
+                     f"with {run.get('workers', 1)} worker(s)")
+    lines += ["", "## Violations", "", markdown_tables(summary), "![rates](rates.png)", "",
+              "## Per class (the study's Figure 3)", "", "![classes](classes.png)", ""]
+    if findings:
+        lines += ["## Crashes and timeouts of the perception module", "", "| frame | n | trial | stage | what |",
+                  "|---:|---:|---:|---|---|"]
+        for f in findings[:50]:
+            lines.append(f"| {f['frame']} | {f['n']} | {f['trial']} | {f['stage']} | {f['status']}: "
+                         f"{str(f.get('error', '')).splitlines()[0][:120] if f.get('error') else ''} |")
+        if len(findings) > 50:
+            lines.append(f"\n… and {len(findings) - 50} more in journal.jsonl")
+        lines.append("")
+    if bundles:
+        lines += ["## Bug bundles", "", "| bundle | n | frame | trial | |O| → |O′| | lost | minimal subset | |",
+                  "|---|---:|---:|---:|---|---|---|---|"]
+        for b in bundles:
+            if b.get("error"):
+                lines.append(f"| {b['id']} | | | | | | failed: {b['error'][:100]} | |")
+                continue
+            k = b.get("key", [None, None, None])
+            mini = b.get("ddmin") or {}
+            ms = (f"{mini.get('size')} point(s), {'1-minimal' if mini.get('one_minimal') else mini.get('stopped', '')}"
+                  if mini else "–")
+            lines.append(f"| [{b['id']}](violations/{b['id']}/report.md) | {k[1]} | {k[0]} | {k[2]} | "
+                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')} | {ms} | "
+                         f"![bev](violations/{b['id']}/bev.png) |" if b.get("has_bev") else
+                         f"| [{b['id']}](violations/{b['id']}/report.md) | {k[1]} | {k[0]} | {k[2]} | "
+                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')} | {ms} | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, records: Iterable[dict],
+                  run: Mapping[str, Any], bundles: list[dict], findings: list[dict]) -> dict[str, Path]:
+    """Write every report of a campaign into ``out``; returns their paths by name."""
+    out = Path(out)
+    paths = {name: out / name for name in ("summary.json", "run.json", "table.txt", "classes.png", "rates.png",
+                                           "junit.xml", "report.md")}
+    atomic_write_text(paths["summary.json"], json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(paths["run.json"], json.dumps(run, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(paths["table.txt"], text_table(summary))
+    class_chart(summary, paths["classes.png"])
+    rate_chart(summary, paths["rates.png"])
+    write_junit(paths["junit.xml"], records, summary["config"]["ns"])
+    atomic_write_text(paths["report.md"], markdown_report(summary, run=run, bundles=bundles, findings=findings))
+    return paths
