@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 
+from lidarmt.errors import InputError
 from lidarmt.io.base import Recording
 from lidarmt.io.errors import NoPointCloudError, RecordingError, WriterError
 from lidarmt.io.npz import load_frame_npz, save_frame_npz
@@ -34,7 +35,12 @@ class NpzRecording(Recording):
         return len(self.files)
 
     def _read(self, i: int) -> Frame:
-        f = load_frame_npz(self.files[i])
+        try:
+            f = load_frame_npz(self.files[i])
+        except RecordingError:
+            raise
+        except InputError as err:
+            raise RecordingError(str(err)) from err
         src = f.provenance
         f.provenance = Provenance(str(self.path), "npz", i, src.topic if src else None, self.files[i].name)
         return f
