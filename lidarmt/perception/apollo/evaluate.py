@@ -317,3 +317,41 @@ def kitti_roi(frame: Frame) -> Roi:
         raise InputError(f"KITTI frame {frame.index} has no road_label file; the ROI needs its road labels")
     sem = np.asarray(frame.labels.point_semantic).astype(np.int64) & 0xFFFF
     return PointLabelRoi(frame, np.isin(sem, KITTI_ROI_IDS))
+
+
+class GridRoi:
+    """The whole ±``range`` metre square of the CNN grid as ROI (for frames that carry neither a map nor road
+    labels: every point the CNN sees may be reported)."""
+
+    empty = False
+
+    def __init__(self, range_: float = 60.0) -> None:
+        self.range = float(range_)
+
+    def contains(self, xy: np.ndarray) -> np.ndarray:
+        if getattr(xy, "dtype", None) is not None and xy.dtype.names:
+            x, y = np.asarray(xy["x"], dtype=np.float64), np.asarray(xy["y"], dtype=np.float64)
+        else:
+            a = np.asarray(xy, dtype=np.float64).reshape(-1, np.shape(xy)[-1] if np.ndim(xy) > 1 else 2)
+            x, y = a[:, 0], a[:, 1]
+        return (np.abs(x) < self.range) & (np.abs(y) < self.range)
+
+    def indices(self, frame: Frame) -> np.ndarray:
+        return np.flatnonzero(self.contains(frame.points)).astype(np.int64)
+
+    def __repr__(self) -> str:
+        return f"GridRoi(±{self.range:g} m)"
+
+
+def sim_roi(frame: Frame) -> Roi:
+    """ROI of a simulated frame: its points labelled as drivable surface (road, parking, sidewalk; SemanticKITTI
+    ids in ``point_semantic``) when the frame has such labels, else the whole CNN grid (:class:`GridRoi`)."""
+    lb = frame.labels
+    if lb is not None and lb.point_semantic is not None:
+        from lidarmt.roi.bitmap import PointLabelRoi
+
+        sem = np.asarray(lb.point_semantic).astype(np.int64) & 0xFFFF
+        keep = np.isin(sem, KITTI_ROI_IDS)
+        if keep.any():
+            return PointLabelRoi(frame, keep)
+    return GridRoi()

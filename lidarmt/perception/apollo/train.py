@@ -151,7 +151,11 @@ def make_sample(
     half = crop // 2
     obj_cells = np.flatnonzero(tg.objectness)
     if len(obj_cells) and rng.random() < object_crop_prob:
-        c = int(obj_cells[rng.integers(len(obj_cells))])
+        # every object equally likely (a pedestrian as often as a bus), then one of its cells
+        ids = tg.obj_id.ravel()[obj_cells]
+        pick = rng.choice(np.unique(ids))
+        cells = obj_cells[ids == pick]
+        c = int(cells[rng.integers(len(cells))])
         r_c, c_c = c // grid, c % grid
         jitter = int(crop * 0.35)
         r_c += int(rng.integers(-jitter, jitter + 1))
