@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -157,8 +157,16 @@ class Recording(abc.ABC):
 
     # ------------------------------------------------------------------ summary
 
-    def describe(self, *, sample: int | None = None) -> RecordingInfo:
-        """Summarise the recording, reading every frame (or ``sample`` frames evenly spaced)."""
+    def describe(
+        self,
+        *,
+        sample: int | None = None,
+        progress: Callable[[Iterator[Frame], int], Iterator[Frame]] | None = None,
+    ) -> RecordingInfo:
+        """Summarise the recording, reading every frame (or ``sample`` frames evenly spaced).
+
+        ``progress(frames, total)`` may wrap the frame iterator (e.g. with a progress bar).
+        """
         n = len(self)
         info = RecordingInfo(str(self.path), self.format, self.topic, topics=self.topics(), frame_count=n,
                              pose_source=self.pose_source)
@@ -167,6 +175,9 @@ class Recording(abc.ABC):
             frames: Iterator[Frame] = (self._read(int(i)) for i in idx)
         else:
             frames = self._iter()
+        if progress is not None:
+            total = min(n, sample) if sample else n
+            frames = progress(frames, total)
         counts: list[int] = []
         lo = np.full(3, np.inf)
         hi = np.full(3, -np.inf)

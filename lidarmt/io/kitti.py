@@ -170,4 +170,4 @@ class KittiRecording(Recording):
         n_road = sum((self.root / "road_label" / (f.stem + ".label")).is_file() for f in self.files)
         info.extra["frames_with_boxes"] = n_lab
         info.extra["frames_with_road_labels"] = n_road
-        info.notes.append("KITTI object frames have no world pose; identity is assumed")
+        info.notes.append("pose: none (identity assumed): KITTI object frames have no world pose")
