@@ -103,14 +103,15 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "command": command,
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
-    _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict)
+    _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
+                  np.asarray(roi.indices(frame), dtype=np.int64))
     return {k: info[k] for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost", "ddmin")} | {
         "has_bev": True}
 
 
 def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray,
                   minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
-                  verdict: Verdict) -> None:
+                  verdict: Verdict, roi_indices: np.ndarray | None = None) -> None:
     from lidarmt.io import Ros1BagWriter, save_frame_npz, write_pcd
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +129,7 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
         bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
-                    title=f"{info['id']}: {info['lost']}")
+                    title=f"{info['id']}: {info['lost']}", roi_indices=roi_indices)
         topic = info.get("topic")
         kw = {"topic": topic} if topic else {}
         fu2 = follow_frame.with_points(follow_frame.points)
@@ -162,8 +163,9 @@ def _save_npy(path: Path, arr: np.ndarray) -> None:
 
 
 def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Obstacles, follow: Obstacles,
-                verdict: Verdict, *, base: int, title: str = "") -> None:
-    """Source and follow-up from above, side by side; lost source obstacles are outlined in red."""
+                verdict: Verdict, *, base: int, title: str = "", roi_indices: np.ndarray | None = None) -> None:
+    """Source and follow-up from above, side by side; lost source obstacles are outlined in red, the
+    source points inside the ROI drawn darker, the added points in orange."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,7 +177,11 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
     for ax, frame_obs, label, show_added in ((axes[0], source, "source t", False),
                                              (axes[1], follow, "follow-up t′", True)):
         pts = xyz[:base]
-        ax.scatter(pts[:, 0], pts[:, 1], s=0.2, c="#888888", linewidths=0, rasterized=True)
+        ax.scatter(pts[:, 0], pts[:, 1], s=0.2, c="#aaaaaa", linewidths=0, rasterized=True)
+        if roi_indices is not None and len(roi_indices):
+            rp = pts[roi_indices[roi_indices < base]]
+            ax.scatter(rp[:, 0], rp[:, 1], s=0.3, c="#2ca02c", linewidths=0, rasterized=True,
+                       label="source points in the ROI")
         if show_added and len(xyz) > base:
             add = xyz[base:]
             ax.scatter(add[:, 0], add[:, 1], s=4, c="#ff7f0e", linewidths=0, label="added points", rasterized=True)
@@ -191,10 +197,10 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
         ax.set_title(f"{label}: {len(frame_obs)} obstacles")
         ax.set_aspect("equal")
         ax.set_xlabel("x (m, forward)")
-        if show_added and len(xyz) > base:
-            ax.legend(loc="upper right", fontsize=7)
+        ax.legend(loc="upper right", fontsize=7, markerscale=6)
     axes[0].set_ylabel("y (m, left)")
-    lim = 70.0
+    finite = np.isfinite(xyz[:, :2]).all(axis=1)
+    lim = float(min(125.0, max(10.0, np.abs(xyz[finite, :2]).max() * 1.05))) if finite.any() else 70.0
     axes[0].set_xlim(-lim, lim)
     axes[0].set_ylim(-lim, lim)
     fig.suptitle(title + "  (red: source obstacles lost in t′)", fontsize=9)

@@ -168,9 +168,10 @@ def class_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Non
         ax.set_title(c.value)
         ax.set_ylim(0, 100)
     axes[0].set_ylabel("share of pairs (%)")
-    axes[-1].legend(loc="lower right", fontsize=7, title="count in t′ vs t", title_fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, [f"count {lb} in t′" for lb in labels], loc="lower center", ncol=3, fontsize=8)
     fig.suptitle("MR1: how each class's obstacle count changed after adding n points outside the ROI", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     _savefig(fig, Path(path))
 
 

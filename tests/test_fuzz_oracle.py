@@ -1,0 +1,81 @@
+"""The oracle: count relation per class and overall, strict subset matching and how obstacles were lost."""
+
+from __future__ import annotations
+
+import numpy as np
+from test_fuzz_support import box_obstacle
+
+from lidarmt.fuzz.oracle import judge
+from lidarmt.types import ObstacleClass, Obstacles
+
+CAR, PED, UNK = ObstacleClass.CAR, ObstacleClass.PEDESTRIAN, ObstacleClass.UNKNOWN
+
+XYZ = np.random.default_rng(0).uniform(-1, 1, size=(200, 3))
+XYZ[:50, 0] += 10  # points 0-49 around x=10
+XYZ[50:100, 0] += 20  # 50-99 around x=20
+XYZ[100:150, 0] += 30  # 100-149 around x=30
+
+
+def ob(cls, idx):
+    return box_obstacle(cls, np.asarray(idx), XYZ)
+
+
+def test_same_obstacles_no_violation():
+    o = Obstacles([ob(CAR, range(50)), ob(PED, range(50, 100))])
+    v = judge(o, Obstacles([ob(CAR, range(50)), ob(PED, range(50, 100))]))
+    assert not v.count_violation and not v.subset_violation and not v.class_violations
+    assert sorted((i, j) for i, j, _ in v.matches) == [(0, 0), (1, 1)]
+
+
+def test_vanished_counts_and_class():
+    o = Obstacles([ob(CAR, range(50)), ob(PED, range(50, 100))])
+    v = judge(o, Obstacles([ob(CAR, range(50))]))
+    assert v.count_violation and v.class_violations == [PED]
+    assert [(m.source, m.kind) for m in v.missing] == [(1, "vanished")]
+
+
+def test_merged_names_partner():
+    o = Obstacles([ob(CAR, range(50)), ob(CAR, range(50, 70))])
+    v = judge(o, Obstacles([ob(CAR, range(70))]))  # Jaccard 50/70 with #0, 20/70 with #1
+    assert v.count_violation
+    (m,) = v.missing
+    assert (m.source, m.kind, m.into, m.partner) == (1, "merged", 0, 0)
+
+
+def test_reclassified_is_a_subset_but_not_a_count_violation():
+    o = Obstacles([ob(CAR, range(50))])
+    v = judge(o, Obstacles([ob(UNK, range(50))]))
+    assert not v.count_violation and v.class_violations == [CAR] and v.subset_violation
+    assert v.missing[0].kind == "reclassified" and v.missing[0].to_cls == UNK
+
+
+def test_degraded_when_overlap_too_small_and_boxes_apart():
+    o = Obstacles([ob(CAR, range(50))])
+    left = np.sort(np.argsort(XYZ[:50, 0])[:8])  # a sliver at the obstacle's back: Jaccard 0.16, IoU small
+    v = judge(o, Obstacles([ob(CAR, left), ob(CAR, range(100, 150))]))
+    assert not v.count_violation and v.subset_violation
+    assert v.missing[0].kind == "degraded" and v.missing[0].into == 0
+
+
+def test_bev_iou_matches_when_point_indices_differ():
+    # same place, disjoint indices (e.g. re-sampled points): the boxes still match by IoU
+    o = Obstacles([ob(CAR, range(0, 50, 2))])
+    v = judge(o, Obstacles([ob(CAR, range(1, 50, 2))]))
+    assert not v.subset_violation and len(v.matches) == 1
+
+
+def test_one_to_one_assignment_and_roundtrip():
+    o = Obstacles([ob(CAR, range(50)), ob(CAR, range(50, 100))])
+    f = Obstacles([ob(CAR, range(50, 100)), ob(CAR, range(50)), ob(PED, range(100, 150))])
+    v = judge(o, f)
+    assert sorted((i, j) for i, j, _ in v.matches) == [(0, 1), (1, 0)]
+    assert not v.subset_violation and not v.count_violation
+    from lidarmt.fuzz.oracle import Verdict
+
+    assert Verdict.from_dict(v.to_dict()).to_dict() == v.to_dict()
+
+
+def test_empty_lists():
+    assert not judge(Obstacles(), Obstacles()).subset_violation
+    v = judge(Obstacles([ob(CAR, range(5))]), Obstacles())
+    assert v.count_violation and v.missing[0].kind == "vanished"
