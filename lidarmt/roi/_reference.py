@@ -18,8 +18,15 @@ def _c_round(v: float) -> int:
     return int(math.floor(v + 0.5)) if v >= 0 else -int(math.floor(-v + 0.5))
 
 
-def scan_intervals(poly: np.ndarray, major: int, rng: float, cell: float) -> tuple[float, list[list[tuple[float, float]]]]:
-    """Apollo's scan conversion of one polygon: (x of scan 0, intervals per scan line)."""
+def scan_intervals(
+    poly: np.ndarray, major: int, rng: float, cell: float, *, resort_every_scan: bool = False
+) -> tuple[float, list[list[tuple[float, float]]]]:
+    """Apollo's scan conversion of one polygon: (x of scan 0, intervals per scan line).
+
+    Apollo re-sorts the active edges only on scan lines where an edge starts or ends; between those, edges that
+    cross (only in self-intersecting polygons) keep their old order, and the pairs then differ from the exact
+    even-odd fill. ``resort_every_scan=True`` gives the exact (always sorted) variant, for comparison.
+    """
     op = 1 - major
     pts = [(float(p[major]), float(p[op])) for p in poly]
     if not pts:
@@ -87,7 +94,7 @@ def scan_intervals(poly: np.ndarray, major: int, rng: float, cell: float) -> tup
                 changed = True
             else:
                 ivs.append((e["y"], e["my"]))
-        if changed:
+        if changed or resort_every_scan:
             active.sort(key=lambda e: e["y"])
         for j in range(0, len(active) - 1, 2):
             ivs.append((active[j]["y"], active[j + 1]["y"]))
@@ -98,12 +105,15 @@ def scan_intervals(poly: np.ndarray, major: int, rng: float, cell: float) -> tup
 DBL_MAX_PY = float(np.finfo(np.float64).max)
 
 
-def reference_grid(polygons: list[np.ndarray], major: int, rng: float, cell: float, extend: float) -> np.ndarray:
+def reference_grid(
+    polygons: list[np.ndarray], major: int, rng: float, cell: float, extend: float, *, resort_every_scan: bool = False
+) -> np.ndarray:
     """Dense boolean grid [row (major axis), col (other axis)] of the union of the polygons' fills."""
     dims = int(2 * rng / cell)
     grid = np.zeros((dims, dims + 64), dtype=bool)
     for poly in polygons:
-        first, scans = scan_intervals(np.asarray(poly, dtype=np.float64), major, rng, cell)
+        first, scans = scan_intervals(np.asarray(poly, dtype=np.float64), major, rng, cell,
+                                      resort_every_scan=resort_every_scan)
         x = first
         for ivs in scans:
             for y1, y2 in ivs:
@@ -139,3 +149,27 @@ def reference_contains(grid: np.ndarray, major: int, rng: float, cell: float, lx
     row, col = (gx, gy) if major == 0 else (gy, gx)
     out[inside] = grid[row, col]
     return out
+
+
+def even_odd(polygons: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Exact even-odd fill of each polygon (crossing number, vectorised over points), OR over polygons."""
+    out = np.zeros(len(x), dtype=bool)
+    for poly in polygons:
+        inside = np.zeros(len(x), dtype=bool)
+        px, py = poly[:, 0], poly[:, 1]
+        qx, qy = np.roll(px, -1), np.roll(py, -1)
+        for ax, ay, bx, by in zip(px, py, qx, qy, strict=True):
+            crosses = (ay > y) != (by > y)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                xi = ax + (y - ay) * (bx - ax) / (by - ay)
+            inside ^= crosses & (x < xi)
+        out |= inside
+    return out
+
+
+def boundary_distance(polygons: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Distance (shapely) from each point to the nearest polygon edge."""
+    import shapely
+
+    lines = shapely.MultiLineString([np.vstack([p, p[:1]]) for p in polygons])
+    return shapely.distance(lines, shapely.points(x, y))

@@ -393,11 +393,13 @@ def map_to_geojson(hd: HDMap) -> dict[str, Any]:
             continue
         feats.append({"type": "Feature", "properties": {"kind": "junction", "id": jn.id},
                       "geometry": {"type": "Polygon", "coordinates": [_ring_coords(jn.polygon)]}})
-    lane_road = {lid: rd.id for rd in hd.roads for sec in rd.sections for lid in sec.lane_ids}
+    lane_road = {lid: rd for rd in hd.roads for sec in rd.sections for lid in sec.lane_ids}
     for ln in hd.lanes:
         lprops: dict[str, Any] = {"kind": "lane", "id": ln.id}
         if ln.id in lane_road:
-            lprops["road"] = lane_road[ln.id]
+            lprops["road"] = lane_road[ln.id].id
+            if lane_road[ln.id].junction_id is not None:
+                lprops["junction_id"] = lane_road[ln.id].junction_id
         feats.append({"type": "Feature", "properties": lprops,
                       "geometry": {"type": "LineString",
                                    "coordinates": [[float(x), float(y)] for x, y in ln.central_curve[:, :2]]}})
@@ -443,7 +445,9 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
       boundary and the rest the right boundary reversed, otherwise the whole ring is one LEFT_BOUNDARY edge.
       Interior rings (holes) are kept as section holes and, as in Apollo, ignored by the ROI.
     * ``"junction"``: a ``Polygon`` used as a junction outline.
-    * ``"lane"``: a ``LineString`` lane centre line (optional; ``properties.road`` links it to a road id).
+    * ``"lane"``: a ``LineString`` lane centre line (optional; ``properties.road`` links it to a road id, and
+      ``properties.junction_id`` marks a road inside a junction, whose ROI is the junction polygon). With lanes,
+      the ROI query is Apollo's (lanes within the radius); without, road/junction polygons within the radius.
     * ``"crosswalk"``: kept for drawing, not part of the ROI.
 
     ``properties.id`` names the object (a default id is made when absent).
@@ -465,6 +469,7 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
         raise MapFormatError(f'{p}: "features" must be a list')
     hd = HDMap(header=MapHeader(proj=str(doc.get("proj", "")), vendor="lidarmt-geojson"), frame=frame)
     lane_road: dict[str, str] = {}
+    lane_junction: dict[str, str] = {}
     roads: dict[str, Road] = {}
     for k, f in enumerate(feats):
         where = f"{p}: feature {k}"
@@ -517,12 +522,17 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
             hd.lanes.append(Lane(fid, _xy(coords, where)))
             if "road" in props:
                 lane_road[fid] = str(props["road"])
+                if props.get("junction_id") is not None:
+                    lane_junction[fid] = str(props["junction_id"])
         elif kind is None:
             raise MapFormatError(f'{where}: properties.kind is missing (use "road", "junction", "lane")')
         else:
             raise MapFormatError(f'{where}: unknown kind {kind!r} (use "road", "junction", "lane", "crosswalk")')
     for lid, rid in lane_road.items():
         rd = roads.get(rid)
+        if rd is None and lid in lane_junction:  # a road inside a junction: the junction's polygon is its ROI
+            rd = roads[rid] = Road(rid, [RoadSection("1", [])], lane_junction[lid])
+            hd.roads.append(rd)
         if rd is None:
             raise MapFormatError(f"{p}: lane {lid!r} names road {rid!r}, which is not in the file")
         if rd.sections and lid not in rd.sections[0].lane_ids:

@@ -1,0 +1,208 @@
+"""Map writers, GeoJSON maps and one-line errors for bad map input."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lidarmt.errors import InputError, OutputError, UserError
+from lidarmt.roi import (
+    BoundaryEdge,
+    EdgeType,
+    HDMap,
+    HDMapRoi,
+    Junction,
+    Lane,
+    MapError,
+    MapHeader,
+    Road,
+    RoadSection,
+    load_map,
+    maps_equal,
+    write_map,
+)
+from lidarmt.roi.mapio import sniff_format
+
+
+def small_map() -> HDMap:
+    """Two straight 100 m roads joined by a junction, in UTM-like coordinates, built in code."""
+    x0, y0 = 500_000.0, 4_000_000.0
+
+    def straight(i: int, xa: float, xb: float) -> tuple[Lane, Road]:
+        xs = np.linspace(xa, xb, 11)
+        centre = np.stack([xs, np.full_like(xs, y0 + 1.75), np.zeros_like(xs)], axis=1)
+        left = centre + [0, 1.75, 0]
+        right = centre - [0, 1.75, 0]
+        lane = Lane(f"lane_{i}", centre, left, right, length=abs(xb - xa), speed_limit=11.0,
+                    left_boundary_types=[3], right_boundary_types=[4], successor_ids=[f"lane_{i + 1}"])
+        sec = RoadSection("1", [lane.id], [BoundaryEdge(EdgeType.LEFT_BOUNDARY, left[:, :2] + [0, 1.75]),
+                                            BoundaryEdge(EdgeType.RIGHT_BOUNDARY, right[:, :2] - [0, 1.75]),
+                                            BoundaryEdge(EdgeType.NORMAL, np.array([[xa, y0], [xa, y0 + 3.5]]))])
+        return lane, Road(f"road_{i}", [sec])
+
+    l0, r0 = straight(0, x0, x0 + 100)
+    l1, r1 = straight(1, x0 + 130, x0 + 230)
+    xs = np.linspace(x0 + 100, x0 + 130, 4)
+    l2 = Lane("lane_2", np.stack([xs, np.full_like(xs, y0 + 1.75)], axis=1), length=30.0, turn=1)
+    r2 = Road("road_j", [RoadSection("1", ["lane_2"])], junction_id="J_0")
+    jpoly = np.array([[x0 + 100, y0 - 5], [x0 + 130, y0 - 5], [x0 + 130, y0 + 10], [x0 + 100, y0 + 10]])
+    return HDMap(
+        header=MapHeader(proj="+proj=utm +zone=10 +ellps=WGS84 +datum=WGS84 +units=m +no_defs", vendor="test"),
+        lanes=[l0, l1, l2],
+        roads=[r0, r1, r2],
+        junctions=[Junction("J_0", jpoly)],
+    )
+
+
+@pytest.mark.parametrize("fmt", ["bin", "txt"])
+def test_small_map_round_trips(tmp_path: Path, fmt: str):
+    hd = small_map()
+    out = write_map(hd, tmp_path, formats=(fmt,))
+    assert set(out) == {fmt} and out[fmt].name == f"base_map.{fmt}"
+    back = load_map(out[fmt])
+    details: list[str] = []
+    assert maps_equal(hd, back, details=details), details
+    assert back.lanes[0].central_curve.shape == (11, 3)
+
+
+def test_write_map_writes_all_formats_and_folder_prefers_bin(tmp_path: Path):
+    out = write_map(small_map(), tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["base_map.bin", "base_map.geojson", "base_map.txt"]
+    assert Path(load_map(tmp_path / "m").source).name == "base_map.bin"
+    assert set(out) == {"bin", "txt", "geojson"}
+
+
+def test_write_map_refuses_to_overwrite(tmp_path: Path):
+    write_map(small_map(), tmp_path, formats=("bin",))
+    before = (tmp_path / "base_map.bin").read_bytes()
+    with pytest.raises(OutputError, match="already exist"):
+        write_map(small_map(), tmp_path, formats=("bin",))
+    assert (tmp_path / "base_map.bin").read_bytes() == before
+    write_map(small_map(), tmp_path, formats=("bin",), overwrite=True)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_geojson_round_trip_keeps_the_roi(tmp_path: Path):
+    hd = small_map()
+    out = write_map(hd, tmp_path, formats=("geojson",))
+    doc = json.loads(out["geojson"].read_text())
+    assert doc["type"] == "FeatureCollection" and doc["frame"] == "world"
+    kinds = sorted(f["properties"]["kind"] for f in doc["features"])
+    assert kinds == ["junction", "lane", "lane", "lane", "road", "road"]  # the junction road has no outline
+    back = load_map(out["geojson"])
+    pose = np.eye(4)
+    pose[:3, 3] = [500_050.0, 4_000_001.0, 0.0]
+    a, b = HDMapRoi(hd).mask(pose), HDMapRoi(back).mask(pose)
+    assert not a.empty
+    assert np.array_equal(a.bitmap, b.bitmap)
+
+
+def test_geojson_without_lanes_is_queried_by_polygon(tmp_path: Path):
+    doc = {
+        "type": "FeatureCollection",
+        "features": [
+            {"type": "Feature", "properties": {"kind": "road", "id": "r"},
+             "geometry": {"type": "Polygon", "coordinates": [[[0, -5], [200, -5], [200, 5], [0, 5], [0, -5]]]}},
+            {"type": "Feature", "properties": {"kind": "junction", "id": "far"},
+             "geometry": {"type": "Polygon", "coordinates": [[[900, 900], [910, 900], [910, 910]]]}},
+        ],
+    }
+    p = tmp_path / "drawn.geojson"
+    p.write_text(json.dumps(doc))
+    hd = load_map(p)
+    roi = HDMapRoi(hd)
+    polys, ids = roi.query_with_ids([100.0, 0.0])  # inside the road, 100 m from its ends
+    assert ids == ["r/1"] and len(polys) == 1
+    assert roi.query([100.0, 300.0]) == []
+    pose = np.eye(4)
+    pose[:3, 3] = [100.0, 0.0, 0.0]
+    m = roi.mask(pose)
+    assert m.contains(np.array([[0.0, 0.0], [50.0, 4.0], [0.0, 6.0]])).tolist() == [True, True, False]
+
+
+def test_geojson_in_sensor_frame_needs_no_pose(tmp_path: Path):
+    from lidarmt.roi import SensorPolygonRoi
+
+    doc = {
+        "type": "FeatureCollection",
+        "frame": "sensor",
+        "features": [{"type": "Feature", "properties": {"kind": "road"},
+                      "geometry": {"type": "Polygon",
+                                   "coordinates": [[[-10, -4], [40, -4], [40, 4], [-10, 4]]]}}],
+    }
+    p = tmp_path / "sensor.geojson"
+    p.write_text(json.dumps(doc))
+    hd = load_map(p)
+    assert hd.frame == "sensor"
+    m = SensorPolygonRoi(hd).mask()
+    assert m.contains(np.array([[0.0, 0.0, 0.0], [39.0, 3.0, 1.0], [41.0, 0.0, 0.0], [0.0, -4.5, 0.0]])).tolist() == [
+        True, True, False, False]
+    assert np.array_equal(HDMapRoi(hd).mask(None).bitmap, m.bitmap)
+
+
+# ----------------------------------------------------------------------------------------------- bad input
+
+
+def assert_one_line(err: BaseException) -> None:
+    msg = str(err)
+    assert msg and "\n" not in msg
+
+
+def test_missing_map_is_a_one_line_input_error(tmp_path: Path):
+    with pytest.raises(MapError) as ei:
+        load_map(tmp_path / "nope" / "base_map.bin")
+    assert isinstance(ei.value, InputError) and isinstance(ei.value, UserError)
+    assert_one_line(ei.value)
+    assert "no such map" in str(ei.value)
+
+
+def test_empty_folder_names_what_it_looked_for(tmp_path: Path):
+    with pytest.raises(MapError, match="base_map.bin") as ei:
+        load_map(tmp_path)
+    assert_one_line(ei.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "match"),
+    [
+        ("base_map.bin", os.urandom(64) + b"\xff\xff\xff", "not a binary Apollo map"),
+        ("base_map.bin", b"", "holds no lanes"),
+        ("base_map.txt", b"lane { id { id: 'x' } bogus: 1 }", "not a protobuf-text Apollo map"),
+        ("base_map.txt", b"\xff\xfe\x00binary", "not a text map"),
+        ("m.geojson", b"{not json", "not valid JSON"),
+        ("m.geojson", b'{"type": "Feature"}', "FeatureCollection"),
+        ("m.geojson", b'{"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"kind": "road"},'
+                      b' "geometry": {"type": "Point", "coordinates": [0, 0]}}]}', "Polygon"),
+        ("m.xml", b"<notopendrive/>", "OpenDRIVE"),
+        ("map.dat", b"\x00\x01\x02garbage", "unknown map format"),
+    ],
+)
+def test_corrupt_or_unknown_maps_are_one_line_errors(tmp_path: Path, name: str, content: bytes, match: str):
+    p = tmp_path / name
+    p.write_bytes(content)
+    with pytest.raises(MapError, match=match) as ei:
+        load_map(p)
+    assert_one_line(ei.value)
+    assert str(p) in str(ei.value)
+
+
+def test_truncated_real_map_is_reported(apollo_maps: Path, tmp_path: Path):
+    data = (apollo_maps / "borregas_ave/base_map.bin").read_bytes()
+    p = tmp_path / "base_map.bin"
+    p.write_bytes(data[: len(data) // 2 + 7])
+    with pytest.raises(MapError, match="truncated") as ei:
+        load_map(p)
+    assert_one_line(ei.value)
+
+
+def test_sniffing_a_file_without_suffix(tmp_path: Path):
+    write_map(small_map(), tmp_path, formats=("bin", "txt", "geojson"))
+    for src, fmt in (("base_map.bin", "bin"), ("base_map.txt", "txt"), ("base_map.geojson", "geojson")):
+        q = tmp_path / f"noext_{fmt}"
+        q.write_bytes((tmp_path / src).read_bytes())
+        assert sniff_format(q) == fmt
+        assert len(load_map(q).lanes) == 3
