@@ -188,8 +188,8 @@ def rate_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None
     for key, label, colour in (("count_relation", "|O| > |O′| (study's check)", "#d62728"),
                                ("subset_relation", "O ⊄ O′ (strict)", "#9467bd")):
         y = [100 * r[key]["rate"] for r in rows]
-        lo = [100 * (r[key]["rate"] - r[key]["ci_low"]) for r in rows]
-        hi = [100 * (r[key]["ci_high"] - r[key]["rate"]) for r in rows]
+        lo = [max(0.0, 100 * (r[key]["rate"] - r[key]["ci_low"])) for r in rows]
+        hi = [max(0.0, 100 * (r[key]["ci_high"] - r[key]["rate"])) for r in rows]
         ax.errorbar(ns, y, yerr=[lo, hi], marker="o", capsize=3, label=label, color=colour)
     ref = [(n, 100 * v) for n, v in sorted(STUDY_RATES.items())]
     ax.plot([n for n, _ in ref], [v for _, v in ref], "k--", marker="s", label=f"study ({STUDY_REF})", lw=1)

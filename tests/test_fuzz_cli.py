@@ -1,0 +1,146 @@
+"""``lidarmt fuzz`` / ``lidarmt replay`` from the command line: bad input, folders, full disk, exit codes."""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from test_fuzz_support import write_scenes
+
+from lidarmt.cli import main
+from lidarmt.fuzz.journal import JOURNAL_NAME
+
+
+@pytest.fixture(scope="module")
+def rec(tmp_path_factory) -> Path:
+    return write_scenes(tmp_path_factory.mktemp("cli") / "frames", 3)
+
+
+def fuzz(rec: Path, out: Path, *extra: str) -> list[str]:
+    return ["fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--sut",
+            "test_fuzz_support:grid_sut", "--radius", "30", "--out", str(out), "--quiet", *extra]
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lidarmt: error:") and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("bad, what", [("10,abc", "not an integer"), ("0", "at least 1"), ("-5", "at least 1"),
+                                       ("1.5", "not an integer"), ("20000000", "absurd"), ("10,,100", "empty")])
+def test_bad_n(rec, tmp_path, capsys, bad, what):
+    assert main(fuzz(rec, tmp_path / "o", "--n", bad)) == 2
+    assert what in one_line_error(capsys)
+    assert not (tmp_path / "o").exists()
+
+
+def test_more_frames_than_exist(rec, tmp_path, capsys):
+    assert main(fuzz(rec, tmp_path / "o", "--frames", "7")) == 2
+    assert "holds only 3 frames" in one_line_error(capsys)
+    assert not (tmp_path / "o").exists()
+
+
+def test_recording_without_poses(tmp_path, capsys):
+    nopose = write_scenes(tmp_path / "nopose", 2, with_pose=False)
+    assert main(fuzz(nopose, tmp_path / "o", "--n", "10")) == 2
+    err = one_line_error(capsys)
+    assert "has no pose" in err and "--map-frame sensor" in err
+    assert not (tmp_path / "o").exists()
+    # with a map drawn in the sensor frame it runs
+    assert main(fuzz(nopose, tmp_path / "o", "--n", "10", "--map-frame", "sensor")) == 0
+
+
+def test_missing_inputs(rec, tmp_path, capsys):
+    assert main(fuzz(tmp_path / "nothing.bag", tmp_path / "o")) == 2
+    assert "nothing.bag" in one_line_error(capsys)
+    args = fuzz(rec, tmp_path / "o")
+    args[args.index("--map") + 1] = str(tmp_path / "nomap")
+    assert main(args) == 2
+    assert "nomap" in one_line_error(capsys)
+    assert main(fuzz(rec, tmp_path / "o", "--sut", "no_such_module_xyz:make")) == 2
+    assert "no_such_module_xyz" in one_line_error(capsys)
+
+
+def test_existing_out_refused_then_force_and_resume(rec, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(fuzz(rec, out, "--n", "10,1000", "--bundles", "1", "--ddmin-budget", "10")) == 0
+    summary = (out / "summary.json").read_text()
+    for name in ("journal.jsonl", "summary.json", "run.json", "junit.xml", "report.md", "classes.png", "rates.png"):
+        assert (out / name).is_file(), name
+    capsys.readouterr()
+    assert main(fuzz(rec, out, "--n", "10,1000")) == 2
+    assert "--resume" in one_line_error(capsys)
+    # resume of a complete campaign changes nothing; other settings are refused
+    assert main(fuzz(rec, out, "--n", "10,1000", "--resume", "--bundles", "1", "--ddmin-budget", "10")) == 0
+    assert (out / "summary.json").read_text() == summary
+    capsys.readouterr()
+    assert main(fuzz(rec, out, "--n", "10,100", "--resume")) == 2
+    assert "ns" in one_line_error(capsys)
+    assert main(fuzz(rec, out, "--n", "10", "--force", "--bundles", "0")) == 0
+    assert json.loads((out / "summary.json").read_text())["config"]["ns"] == [10]
+    assert not (out / "violations").exists()
+
+
+def test_fail_on_violation_exit_code(rec, tmp_path):
+    assert main(fuzz(rec, tmp_path / "a", "--n", "1000", "--bundles", "0", "--fail-on-violation")) == 1
+    # the grid SUT is blind to points beyond its 8 m grid: no violation, exit 0
+    assert main(fuzz(rec, tmp_path / "b", "--n", "10", "--bundles", "0", "--fail-on-violation", "--sut-option",
+                     "half=8")) == 0
+
+
+def test_full_disk_is_one_clear_line_and_resumable(rec, tmp_path, capsys, monkeypatch):
+    import lidarmt.fuzz.journal as jmod
+
+    out = tmp_path / "o"
+    real = jmod.os.fsync
+    calls = {"n": 0}
+
+    def fsync(fd):
+        calls["n"] += 1
+        if calls["n"] > 3:  # header and two verdicts fit, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd)
+
+    monkeypatch.setattr(jmod.os, "fsync", fsync)
+    assert main(fuzz(rec, out, "--n", "10,1000", "--bundles", "0")) == 2
+    err = one_line_error(capsys)
+    assert "disk is full" in err and "--resume" in err
+    lines = (out / JOURNAL_NAME).read_bytes().splitlines(keepends=True)
+    assert len(lines) == 3 and all(x.endswith(b"\n") for x in lines)  # no torn line left behind
+    assert not (out / "summary.json").exists()
+    monkeypatch.setattr(jmod.os, "fsync", real)
+    assert main(fuzz(rec, out, "--n", "10,1000", "--bundles", "0", "--resume")) == 0
+    assert json.loads((out / "summary.json").read_text())["pairs_done"] == 6
+
+
+def test_full_disk_while_writing_reports(rec, tmp_path, capsys, monkeypatch):
+    import lidarmt._atomic as amod
+
+    out = tmp_path / "o"
+
+    def replace(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(amod.os, "replace", replace)
+    assert main(fuzz(rec, out, "--n", "10", "--bundles", "0")) == 2
+    assert "No space left" in one_line_error(capsys)
+    assert not (out / "summary.json").exists()
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_replay_cli(rec, tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(fuzz(rec, out, "--n", "1000", "--bundles", "1", "--ddmin-budget", "5")) == 0
+    (bundle,) = (out / "violations").iterdir()
+    capsys.readouterr()
+    assert main(["replay", str(bundle)]) == 0
+    assert "bit for bit" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path)]) == 2
+    assert "not a bug bundle" in one_line_error(capsys)
+    j = json.loads((bundle / "bundle.json").read_text())
+    j["verdict"]["count_violation"] = not j["verdict"]["count_violation"]
+    (bundle / "bundle.json").write_text(json.dumps(j))
+    assert main(["replay", str(bundle)]) == 1
