@@ -206,3 +206,62 @@ def test_sniffing_a_file_without_suffix(tmp_path: Path):
         q.write_bytes((tmp_path / src).read_bytes())
         assert sniff_format(q) == fmt
         assert len(load_map(q).lanes) == 3
+
+
+# ----------------------------------------------------------------------------------------------- XML and UTM
+
+
+def test_utm_known_values():
+    from lidarmt.roi.utm import utm_to_wgs84, wgs84_to_utm, zone_of
+
+    # central meridian at 45°N: northing = 0.9996 x the WGS84 meridian arc to 45° (4,984,944.378 m)
+    e, n = wgs84_to_utm(3.0, 45.0, 31)
+    assert abs(e - 500_000.0) < 1e-9 and abs(n - 0.9996 * 4_984_944.378) < 1e-3
+    # the Borregas map header's single lon/lat point is the round UTM point (587070, 4141577) of zone 10
+    e, n = wgs84_to_utm(-122.01603666045537, 37.416905633399246, zone_of(-122.01603666045537))
+    assert zone_of(-122.016) == 10 and abs(e - 587070.0) < 0.02 and abs(n - 4141577.0) < 0.02
+    lon, lat = utm_to_wgs84(np.array([587070.0, 215750.0]), np.array([4141577.0, 2546150.0]), 10)
+    e2, n2 = wgs84_to_utm(lon, lat, 10)
+    np.testing.assert_allclose([e2, n2], [[587070.0, 215750.0], [4141577.0, 2546150.0]], atol=1e-6)
+
+
+def test_xml_map_round_trip_matches_the_model(apollo_maps: Path, tmp_path: Path):
+    from lidarmt.roi.xmlmap import map_to_xml
+
+    hd = load_map(apollo_maps / "borregas_ave")
+    p = tmp_path / "base_map.xml"
+    p.write_text(map_to_xml(hd))
+    back = load_map(tmp_path)  # folder without .bin/.txt -> base_map.xml
+    assert Path(back.source).name == "base_map.xml"
+    assert "+zone=10" in back.header.proj
+    assert [r.id for r in back.roads] == [r.id for r in hd.roads]
+    assert [r.junction_id for r in back.roads] == [r.junction_id for r in hd.roads]
+    for ra, rb in zip(hd.roads, back.roads, strict=True):
+        for sa, sb in zip(ra.sections, rb.sections, strict=True):
+            assert sa.lane_ids == sb.lane_ids
+            for ea, eb in zip(sa.edges, sb.edges, strict=True):
+                assert ea.type == eb.type
+                np.testing.assert_allclose(eb.points[:, :2], ea.points[:, :2], atol=1e-6)
+    for ja, jb in zip(hd.junctions, back.junctions, strict=True):
+        np.testing.assert_allclose(jb.polygon[:, :2], ja.polygon[:, :2], atol=1e-6)
+    # the same ROI at a junction
+    pos = hd.junctions[0].polygon[:, :2].mean(axis=0)
+    pose = np.eye(4)
+    pose[:2, 3] = pos
+    a, b = HDMapRoi(hd).mask(pose), HDMapRoi(back).mask(pose)
+    assert a.polygon_ids == b.polygon_ids
+    assert (a.grid() != b.grid()).sum() <= 10  # micrometre differences may move a vertex across a scan line
+
+
+def test_xml_zone_from_header_west_east(tmp_path: Path):
+    xml = """<OpenDRIVE><header west="121.2" east="121.3" north="23.1" south="23.0"/>
+      <road id="r" junction="-1"><lanes><laneSection><boundaries>
+        <boundary type="leftBoundary"><geometry><pointSet><point x="121.25" y="23.05"/><point x="121.26" y="23.05"/></pointSet></geometry></boundary>
+        <boundary type="rightBoundary"><geometry><pointSet><point x="121.25" y="23.049"/><point x="121.26" y="23.049"/></pointSet></geometry></boundary>
+      </boundaries></laneSection></lanes></road></OpenDRIVE>"""
+    p = tmp_path / "base_map.xml"
+    p.write_text(xml)
+    hd = load_map(p)
+    assert "+zone=51" in hd.header.proj
+    e = hd.roads[0].sections[0].edges[0].points
+    assert 300_000 < e[0, 0] < 350_000 and 2_500_000 < e[0, 1] < 2_600_000
