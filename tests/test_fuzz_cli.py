@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_fuzz_support import write_scenes
+from test_fuzz_support import write_road_geojson, write_scenes
 
 from lidarmt.cli import main
 from lidarmt.fuzz.journal import JOURNAL_NAME
@@ -45,12 +45,29 @@ def test_more_frames_than_exist(rec, tmp_path, capsys):
 
 def test_recording_without_poses(tmp_path, capsys):
     nopose = write_scenes(tmp_path / "nopose", 2, with_pose=False)
-    assert main(fuzz(nopose, tmp_path / "o", "--n", "10")) == 2
+    world = write_road_geojson(tmp_path / "world.geojson")
+    args = fuzz(nopose, tmp_path / "o", "--n", "10")
+    args[args.index("--map") + 1] = str(world)
+    assert main(args) == 2
     err = one_line_error(capsys)
     assert "has no pose" in err and "--map-frame sensor" in err
     assert not (tmp_path / "o").exists()
-    # with a map drawn in the sensor frame it runs
-    assert main(fuzz(nopose, tmp_path / "o", "--n", "10", "--map-frame", "sensor")) == 0
+    # a map drawn in the sensor frame needs no pose: declared in the GeoJSON, or forced with --map-frame sensor
+    args[args.index("--map") + 1] = str(write_road_geojson(tmp_path / "sensor.geojson", frame="sensor"))
+    assert main(args) == 0
+    args[args.index("--map") + 1] = str(world)
+    assert main([*args, "--force", "--map-frame", "sensor"]) == 0
+
+
+def test_real_hdmap_roi_gives_the_same_verdicts_as_the_strip(rec, tmp_path):
+    args = fuzz(rec, tmp_path / "map", "--n", "10,1000", "--bundles", "0")
+    args[args.index("--map") + 1] = str(write_road_geojson(tmp_path / "world.geojson"))
+    assert main(args) == 0
+    assert main(fuzz(rec, tmp_path / "strip", "--n", "10,1000", "--bundles", "0")) == 0
+    a = json.loads((tmp_path / "map" / "summary.json").read_text())["by_n"]
+    b = json.loads((tmp_path / "strip" / "summary.json").read_text())["by_n"]
+    assert [r["pairs"] for r in a] == [3, 3]
+    assert a[1]["count_relation"]["k"] > 0 and b[1]["count_relation"]["k"] > 0
 
 
 def test_missing_inputs(rec, tmp_path, capsys):

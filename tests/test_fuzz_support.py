@@ -189,3 +189,18 @@ def write_scenes(folder: str | os.PathLike[str], count: int, *, with_pose: bool 
     for i in range(count):
         save_frame_npz(folder / f"{i:06d}.npz", make_scene(i, with_pose=with_pose), compress=False)
     return folder
+
+
+def write_road_geojson(path: str | os.PathLike[str], *, frame: str = "world") -> Path:
+    """A GeoJSON map with one straight road covering the scenes' road strip (|y| <= 6 m ahead of the sensor),
+    in world coordinates (the scenes' poses put the sensor at (1000 + i, 2000)) or in sensor coordinates."""
+    import json
+
+    x0, y0 = (1000.0, 2000.0) if frame == "world" else (0.0, 0.0)
+    ring = [[x0 - 40, y0 + 6], [x0 + 64, y0 + 6], [x0 + 64, y0 - 6], [x0 - 40, y0 - 6], [x0 - 40, y0 + 6]]
+    doc = {"type": "FeatureCollection", "frame": frame, "features": [
+        {"type": "Feature", "properties": {"kind": "road", "id": "r0"},
+         "geometry": {"type": "Polygon", "coordinates": [ring]}}]}
+    path = Path(path)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path

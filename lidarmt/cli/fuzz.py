@@ -59,7 +59,7 @@ def fuzz(
     radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic (default: Apollo's velodyne64 compensator topic or the only one).")] = None,
     roi_range: Annotated[float, typer.Option("--roi-range", help="ROI bitmap half-size in metres (Apollo 3.0: 70, 2.x: 120).")] = 70.0,
-    map_frame: Annotated[str, typer.Option("--map-frame", help="world (place the map by each frame's pose) or sensor (map drawn in the sensor frame, for recordings without poses).")] = "world",
+    map_frame: Annotated[str, typer.Option("--map-frame", help="auto (as the map declares: GeoJSON \"frame\": \"sensor\"), world (place the map by each frame's pose) or sensor (the map is drawn in the sensor frame; for recordings without poses).")] = "auto",
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take; longer is a 'timeout' finding.")] = None,
     bundles: Annotated[str, typer.Option("--bundles", help="Bug bundles per n: a number, or 'all'.")] = "10",
     ddmin_budget: Annotated[int, typer.Option("--ddmin-budget", help="Perception calls allowed per bundle to minimise the added points (0: no minimisation).")] = 200,
@@ -87,8 +87,8 @@ def fuzz(
         RoiSpec,
         SourceSpec,
         SutSpec,
+        build_roi_provider,
         is_callable_spec,
-        no_pose_message,
         open_source,
     )
     from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
@@ -125,13 +125,12 @@ def fuzz(
     source = SourceSpec(bag, topic)
     rec = open_source(source)
     chosen = select_frames(len(rec), frames, seed)
-    first = rec[chosen[0]]
-    if first.pose is None and map_frame == "world":
-        raise FuzzInputError(no_pose_message(first, map))
+    roi_spec = RoiSpec(map, roi_range, map_frame)
+    build_roi_provider(roi_spec).roi_for(rec[chosen[0]])  # fails early: unreadable map, no pose, ...
     with_close = getattr(rec, "close", None)
     if callable(with_close):
         with_close()
-    config = CampaignConfig(source, RoiSpec(map, roi_range, map_frame), SutSpec(sut, options), ns, chosen,
+    config = CampaignConfig(source, roi_spec, SutSpec(sut, options), ns, chosen,
                             seed=seed, trials=trials, region=reg, timeout=timeout)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
 

@@ -55,7 +55,6 @@ from lidarmt.fuzz.plugins import (
     SutSpec,
     build_roi_provider,
     build_sut,
-    no_pose_message,
     open_source,
 )
 from lidarmt.fuzz.tally import Tally
@@ -212,8 +211,6 @@ class Evaluator:
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]
-        if frame.pose is None and self.config.roi.map_frame == "world":
-            raise FuzzInputError(no_pose_message(frame, self.config.roi.map))
         return frame, self.rois.roi_for(frame)
 
     def detect(self, frame: Frame, roi: Roi) -> Obstacles:

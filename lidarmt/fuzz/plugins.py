@@ -70,18 +70,13 @@ class SutSpec:
 
 
 def build_sut(spec: SutSpec):
-    """Build the perception module of ``spec`` (registry first, then ``module:callable``)."""
+    """Build the perception module of ``spec`` (:func:`lidarmt.perception.registry.get_perception`)."""
     try:
-        registry = importlib.import_module("lidarmt.perception.registry")
-    except ImportError:
-        registry = None
-    if registry is not None and hasattr(registry, "get_perception"):
-        try:
-            sut = registry.get_perception(spec.name, **dict(spec.options))
-        except Exception as err:
-            if not is_callable_spec(spec.name) or type(err).__name__ == "DependencyError":
-                raise
-            sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
+        get_perception = importlib.import_module("lidarmt.perception.registry").get_perception
+    except (ImportError, AttributeError):
+        get_perception = None
+    if get_perception is not None:
+        sut = get_perception(spec.name, **dict(spec.options))
     elif is_callable_spec(spec.name):
         sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
     else:
@@ -111,14 +106,15 @@ class RoiSpec:
 
     map: str
     range: float = 70.0
-    map_frame: str = "world"  # "world": use each frame's pose; "sensor": the map is in the sensor frame
+    map_frame: str = "auto"  # "world": place by each frame's pose; "sensor": the map is in the sensor frame;
+    # "auto": as the map declares (GeoJSON "frame": "sensor"), else world
 
     def to_dict(self) -> dict[str, Any]:
         return {"map": self.map, "range": self.range, "map_frame": self.map_frame}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoiSpec:
-        return cls(str(d["map"]), float(d.get("range", 70.0)), str(d.get("map_frame", "world")))
+        return cls(str(d["map"]), float(d.get("range", 70.0)), str(d.get("map_frame", "auto")))
 
 
 class _HDMapProvider:
@@ -131,13 +127,19 @@ class _HDMapProvider:
                 f"cannot read map {spec.map}: the HD-map ROI module (lidarmt.roi.load_map, HDMapRoi) is not "
                 "available in this installation"
             ) from err
-        self._roi = hdmap_roi(load_map(spec.map), range=spec.range)
-        self._sensor = spec.map_frame == "sensor"
+        hdmap = load_map(spec.map)
+        self._roi = hdmap_roi(hdmap, range=spec.range)
+        declared = str(getattr(hdmap, "frame", "world") or "world")
+        # a map drawn in sensor coordinates (GeoJSON "frame": "sensor", or --map-frame sensor) needs no pose
+        self._sensor = spec.map_frame == "sensor" or (spec.map_frame == "auto" and declared == "sensor")
         self._map = spec.map
+        self._fixed: Roi | None = None
 
     def roi_for(self, frame: Frame) -> Roi:
         if self._sensor:
-            return self._roi.mask(np.eye(4))
+            if self._fixed is None:  # the same mask for every frame
+                self._fixed = self._roi.mask(np.eye(4))
+            return self._fixed
         if frame.pose is None:
             raise FuzzInputError(no_pose_message(frame, self._map))
         return self._roi.mask(frame.pose)
@@ -150,8 +152,9 @@ class _CallableProvider:
     def roi_for(self, frame: Frame) -> Roi:
         if hasattr(self._obj, "roi_for"):
             return self._obj.roi_for(frame)
-        pose = np.eye(4) if self._sensor or frame.pose is None else frame.pose
-        return self._obj.mask(pose)
+        if not self._sensor and frame.pose is None:
+            raise FuzzInputError(no_pose_message(frame, "(ROI plug-in)"))
+        return self._obj.mask(np.eye(4) if self._sensor else frame.pose)
 
 
 def no_pose_message(frame: Frame, map_path: str) -> str:
@@ -164,8 +167,8 @@ def no_pose_message(frame: Frame, map_path: str) -> str:
 
 
 def build_roi_provider(spec: RoiSpec) -> RoiProvider:
-    if spec.map_frame not in ("world", "sensor"):
-        raise FuzzInputError(f"--map-frame must be 'world' or 'sensor', got {spec.map_frame!r}")
+    if spec.map_frame not in ("auto", "world", "sensor"):
+        raise FuzzInputError(f"--map-frame must be auto, world or sensor, got {spec.map_frame!r}")
     if is_callable_spec(spec.map):
         return _CallableProvider(_load_callable(spec.map, "ROI")(), spec)
     if not os.path.exists(spec.map):
