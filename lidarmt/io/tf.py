@@ -67,10 +67,10 @@ class _Series:
             return make_pose(self.trans[-1], self.quats[-1]) if t - ts[-1] <= max_extrapolation else None
         j = bisect.bisect_right(ts, t)
         t0, t1 = ts[j - 1], ts[j]
-        # a stamp equal to a sample up to float rounding of nanoseconds takes that sample exactly
-        if t - t0 < 1e-7:
+        # a stamp within 1 µs of a sample (float rounding of ns stamps near 1.5e9 s is ~0.2 µs) takes it exactly
+        if t - t0 < 1e-6:
             return make_pose(self.trans[j - 1], self.quats[j - 1])
-        if t1 - t < 1e-7:
+        if t1 - t < 1e-6:
             return make_pose(self.trans[j], self.quats[j])
         u = (t - t0) / (t1 - t0) if t1 > t0 else 0.0
         xyz = self.trans[j - 1] + u * (self.trans[j] - self.trans[j - 1])
