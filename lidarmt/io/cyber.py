@@ -217,12 +217,14 @@ class CyberRecording(Recording):
 
         if self._size < 16:
             raise FormatError(f"{self.path}: {self._size} bytes; too short for a Cyber record")
-        typ, size = self._section(0)
-        if typ != SECTION_HEADER or size > HEADER_LENGTH:
+        self._fh.seek(0)
+        typ, size = _SECTION.unpack(self._fh.read(16))
+        if typ != SECTION_HEADER or not 0 < size <= HEADER_LENGTH or size + 16 > self._size:
             raise FormatError(f"{self.path}: not an Apollo Cyber record (first section type {typ}, expected a "
                               f"header)")
         c = _Container(self._proto(R.Header, 0, size))
         h = c.header
+        self._compress = h.compress
         if h.is_complete and 0 < h.index_position < self._size:
             try:
                 typ, size = self._section(h.index_position)
@@ -298,8 +300,8 @@ class CyberRecording(Recording):
         data = self._fh.read(chunk.body_size)
         if len(data) != chunk.body_size:
             raise FormatError(f"{self.path}: chunk body at byte {chunk.body_pos} is truncated")
-        if self._c.header.compress not in (0,):
-            raise FormatError(f"{self.path}: compressed chunks (type {self._c.header.compress}) are not supported; "
+        if self._compress != 0:
+            raise FormatError(f"{self.path}: compressed chunks (type {self._compress}) are not supported; "
                               f"Apollo's recorder writes them uncompressed")
         return memoryview(data)
 
@@ -542,6 +544,7 @@ class CyberRecordWriter:
         novatel_from_sensor: np.ndarray | None = None,
         world_frame: str = "world",
         tf: bool = True,
+        tf_static: bool = True,
         localization: bool = True,
         chunk_raw_size: int = 64 << 20,
         overwrite: bool = False,
@@ -550,6 +553,7 @@ class CyberRecordWriter:
         self.topic = topic
         self.world_frame = world_frame
         self.write_tf = tf
+        self.write_tf_static = tf_static
         self.write_localization = localization
         self.chunk_raw_size = chunk_raw_size
         ext = RFU_FROM_FLU if novatel_from_sensor is None else np.asarray(novatel_from_sensor, dtype=np.float64)
@@ -656,7 +660,7 @@ class CyberRecordWriter:
             raise WriterError(f"expected a lidarmt Frame, got {type(frame).__name__}")
         t_ns = stamp_ns(frame.stamp)
         frame_id = frame.frame_id or "velodyne64"
-        if frame_id not in self._static_children:
+        if self.write_tf_static and frame_id not in self._static_children:
             self.write_message("/tf_static", TF_TYPE, self._tf_content("novatel", frame_id, frame.stamp,
                                                                        self.novatel_from_sensor), t_ns,
                                _proto_desc(transform))
