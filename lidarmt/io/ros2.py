@@ -1,0 +1,262 @@
+"""ROS2 bags (a folder with ``metadata.yaml`` and sqlite3 ``.db3`` or ``.mcap`` storage): read and write.
+
+rosbags reads both storages; lidarmt parses each CDR-serialised PointCloud2 itself
+(:func:`lidarmt.io.pointcloud2.parse_cdr`, zero copy) and takes poses from ``/tf`` + ``/tf_static`` exactly as for
+ROS1 bags. Streaming reads the cloud topic in order; ``rec[i]`` first lists the clouds' timestamps (one pass over
+the topic), then fetches message ``i`` by its timestamp, which both storages look up through their indexes.
+
+The writer mirrors :class:`lidarmt.io.ros1.Ros1BagWriter` (same topics, same Apollo point layout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rosbags.rosbag2 import Reader, Writer
+from rosbags.rosbag2.enums import StoragePlugin
+from rosbags.rosbag2.errors import ReaderError, WriterError
+from rosbags.typesys import Stores, get_typestore
+
+from lidarmt.io._output import staged
+from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording, check_frame, stamp_ns
+from lidarmt.io.base import TopicInfo
+from lidarmt.io.errors import FormatError, RecordingError
+from lidarmt.io.errors import WriterError as LidarmtWriterError
+from lidarmt.io.pointcloud2 import POINTCLOUD2, parse_cdr, serialize_cdr
+from lidarmt.io.ros1 import TFMESSAGE, _tf_message, cloud_records, ros_msgtype
+from lidarmt.types import Frame
+
+TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
+"""rosbags' ROS2 (Humble) typestore, for :meth:`Ros2BagWriter.write_message`."""
+
+_READ_ERRORS = (ReaderError, KeyError, ValueError, IndexError, AssertionError, OSError)
+
+
+class Ros2Recording(BagRecording):
+    """A ROS2 bag folder: frames from one PointCloud2 topic, poses from /tf and /tf_static."""
+
+    format = "ros2"
+    parse = staticmethod(parse_cdr)
+
+    def _open_bag(self) -> None:
+        path = self.path
+        if not path.exists():
+            raise RecordingError(f"{path}: no such folder")
+        if not path.is_dir():
+            raise RecordingError(f"{path}: a ROS2 bag is a folder (with metadata.yaml); pass the folder")
+        if not (path / "metadata.yaml").is_file():
+            raise FormatError(f"{path}: no metadata.yaml; a ROS2 bag folder needs it (recreate it with "
+                              f"`ros2 bag reindex`)")
+        self._reader = Reader(path)
+        try:
+            self._reader.open()
+        except Exception as err:  # rosbags raises several unrelated types for damaged bags
+            raise FormatError(f"{path}: unreadable ROS2 bag ({err})") from err
+        self._stamps: list[int] | None = None
+        self._conns: list[Any] = []
+
+    def topics(self) -> list[TopicInfo]:
+        out: dict[str, TopicInfo] = {}
+        for c in self._reader.connections:
+            if c.topic in out:
+                out[c.topic].count += c.msgcount
+            else:
+                out[c.topic] = TopicInfo(c.topic, c.msgtype, c.msgcount)
+        return sorted(out.values(), key=lambda t: t.name)
+
+    def _select(self, topic: str | None) -> None:
+        self._conns = [c for c in self._reader.connections if c.topic == topic] if topic else []
+
+    def _count(self) -> int:
+        if self._stamps is not None:
+            return len(self._stamps)
+        return sum(c.msgcount for c in self._conns)
+
+    def _messages(self, conns, **kw) -> Iterator[tuple[Any, int, bytes]]:
+        try:
+            yield from self._reader.messages(connections=conns, **kw)
+        except _READ_ERRORS as err:
+            raise FormatError(f"{self.path}: unreadable message on {conns[0].topic if conns else '?'} ({err}); "
+                              f"the bag may be truncated") from err
+        except Exception as err:  # sqlite3/apsw and zstd errors
+            raise FormatError(f"{self.path}: unreadable bag storage ({err})") from err
+
+    def _iter_raw(self) -> Iterator[bytes]:
+        if not self._conns:
+            return
+        for _c, _t, raw in self._messages(self._conns):
+            yield raw
+
+    def _raw(self, i: int) -> bytes:
+        if self._stamps is None:
+            self._stamps = [t for _c, t, _r in self._messages(self._conns)]
+        t = self._stamps[i]
+        k = i - self._stamps.index(t)  # several clouds may share a timestamp
+        for j, (_c, _t, raw) in enumerate(self._messages(self._conns, start=t, stop=t + 1)):
+            if j == k:
+                return raw
+        raise FormatError(f"{self.path}: message {i} of {self.topic} vanished (timestamp {t})")
+
+    def _tf_messages(self) -> Iterator[tuple[bool, object]]:
+        conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES]
+        for c in conns:
+            static = c.topic.rstrip("/").endswith("tf_static")
+            for _c, _t, raw in self._messages([c]):
+                try:
+                    yield static, TYPESTORE.deserialize_cdr(raw, TFMESSAGE)
+                except Exception as err:  # rosbags' generated deserialisers raise assorted errors
+                    raise FormatError(f"{self.path}: unreadable {c.topic} message ({err})") from err
+
+    def close(self) -> None:
+        r = getattr(self, "_reader", None)
+        if r is not None:
+            with contextlib.suppress(Exception):  # closing a reader that failed half-way
+                r.close()
+        super().close()
+
+
+class Ros2BagWriter:
+    """Write frames to a ROS2 bag folder (``storage="sqlite3"`` or ``"mcap"``) in Apollo's layout.
+
+    Same contents and options as :class:`lidarmt.io.ros1.Ros1BagWriter`; the folder appears at ``path`` only when
+    the writer is closed without error.
+    """
+
+    typestore = TYPESTORE
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        storage: str = "sqlite3",
+        topic: str = APOLLO_POINTCLOUD_TOPIC,
+        novatel_from_sensor: np.ndarray | None = None,
+        world_frame: str = "world",
+        novatel_frame: str = "novatel",
+        overwrite: bool = False,
+    ) -> None:
+        plugins = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
+        if storage not in plugins:
+            raise LidarmtWriterError(f"storage must be 'sqlite3' or 'mcap', not {storage!r}")
+        self.path = Path(path)
+        self.topic = topic
+        self.world_frame = world_frame
+        self.novatel_frame = novatel_frame
+        ext = np.eye(4) if novatel_from_sensor is None else np.asarray(novatel_from_sensor, dtype=np.float64)
+        if ext.shape != (4, 4) or not np.all(np.isfinite(ext)):
+            raise LidarmtWriterError("novatel_from_sensor must be a finite 4x4 matrix")
+        self.novatel_from_sensor = ext
+        self._sensor_from_novatel = np.linalg.inv(ext)
+        self._stage = staged(self.path, overwrite=overwrite)
+        self._tmp = self._stage.__enter__()
+        try:
+            self._writer = Writer(self._tmp, version=9, storage_plugin=plugins[storage])
+            self._writer.open()
+        except BaseException as err:
+            self._stage.__exit__(type(err), err, err.__traceback__)
+            raise LidarmtWriterError(f"cannot create the ROS2 bag {self.path}: {err}") from err
+        self._conns: dict[str, Any] = {}
+        self._static_children: set[str] = set()
+        self.frames_written = 0
+        self._closed = False
+
+    def _conn(self, topic: str, msgtype: str):
+        c = self._conns.get(topic)
+        if c is None:
+            try:
+                c = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
+            except (WriterError, KeyError) as err:
+                raise LidarmtWriterError(f"{self.path}: cannot add topic {topic} of type {msgtype} ({err})") from err
+            self._conns[topic] = c
+        elif c.msgtype != msgtype:
+            raise LidarmtWriterError(f"{self.path}: topic {topic} already has type {c.msgtype}, not {msgtype}")
+        return c
+
+    def _write(self, conn, t_ns: int, raw: bytes) -> None:
+        if self._closed:
+            raise LidarmtWriterError(f"{self.path}: writer is closed")
+        self._writer.write(conn, int(t_ns), raw)
+
+    def write(self, frame: Frame) -> None:
+        """Write one frame: its PointCloud2 and, when it has a pose, a /tf world→novatel at its stamp."""
+        check_frame(frame)
+        t_ns = stamp_ns(frame.stamp)
+        frame_id = frame.frame_id or "velodyne64"
+        ts = self.typestore
+        if frame_id not in self._static_children:
+            msg = _tf_message(ts, self.novatel_frame, frame_id, t_ns, self.novatel_from_sensor, ros2=True)
+            self._write(self._conn("/tf_static", TFMESSAGE), t_ns, ts.serialize_cdr(msg, TFMESSAGE))
+            self._static_children.add(frame_id)
+        if frame.pose is not None:
+            msg = _tf_message(ts, self.world_frame, self.novatel_frame, t_ns, frame.pose @ self._sensor_from_novatel,
+                              ros2=True)
+            self._write(self._conn("/tf", TFMESSAGE), t_ns, ts.serialize_cdr(msg, TFMESSAGE))
+        layout, rec = cloud_records(frame)
+        raw = serialize_cdr(stamp_ns=t_ns, frame_id=frame_id, layout=layout, data=rec, width=len(rec))
+        self._write(self._conn(self.topic, POINTCLOUD2), t_ns, raw)
+        self.frames_written += 1
+
+    def write_message(self, topic: str, msgtype: str, msg: object, stamp_ns: int) -> None:
+        """Write any message built with :data:`TYPESTORE` at ``stamp_ns``."""
+        msgtype = ros_msgtype(msgtype)
+        conn = self._conn(topic, msgtype)
+        try:
+            raw = self.typestore.serialize_cdr(msg, msgtype)
+        except Exception as err:  # rosbags raises assorted errors for a message of the wrong shape
+            raise LidarmtWriterError(f"{self.path}: cannot serialise a {msgtype} for {topic} ({err})") from err
+        self._write(conn, int(stamp_ns), raw)
+
+    def _rename_storage(self) -> None:
+        """rosbags names the storage files after the (temporary) folder; give them the final name."""
+        tmp_name, final = self._tmp.name, self.path.name
+        meta = self._tmp / "metadata.yaml"
+        text = meta.read_text()
+        for f in self._tmp.iterdir():
+            if f.name.startswith(tmp_name):
+                new = final + f.name[len(tmp_name) :]
+                f.rename(self._tmp / new)
+                text = text.replace(f.name, new)
+        meta.write_text(text)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.close()
+            self._rename_storage()
+        except BaseException as err:
+            self._stage.__exit__(type(err), err, err.__traceback__)
+            raise
+        self._stage.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):  # the folder is deleted anyway
+            self._writer.close()
+        err = LidarmtWriterError("aborted")
+        self._stage.__exit__(type(err), err, None)
+
+    def __enter__(self) -> Ros2BagWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_ros2_bag(path: str | os.PathLike[str], frames, *, storage: str = "sqlite3", **kw) -> int:
+    """Write frames to a ROS2 bag folder (see :class:`Ros2BagWriter`); returns the number written."""
+    with Ros2BagWriter(path, storage=storage, **kw) as w:
+        for f in frames:
+            w.write(f)
+        return w.frames_written
