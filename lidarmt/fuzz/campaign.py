@@ -432,7 +432,7 @@ class CampaignResult:
     config: CampaignConfig
     tally: Tally
     ran: int  # pairs judged in this invocation
-    elapsed: float  # seconds spent judging pairs in this invocation
+    elapsed: float  # seconds spent judging pairs in this invocation (in-process: after the SUT was built)
     bundles: list[dict] = field(default_factory=list)
     resumed: int = 0  # pairs already in the journal when this invocation began
 
@@ -522,6 +522,7 @@ def run_campaign(
         if todo:
             if workers == 1:
                 ev = Evaluator(config)
+                t0 = time.perf_counter()  # throughput counts judging, not building the SUT
                 for _, (f, keys) in todo:
                     ev.run_frame(f, keys, lambda kind, rec: record(rec) if kind == "pair" else None)
             else:
