@@ -269,3 +269,17 @@ def test_empty_frame_round_trip(tmp_path):
         assert len(rec[1]) == 0 and rec[1].pose is not None
         info = rec.describe()
         assert info.points_min == 0 and "1 empty frame(s)" in info.notes
+
+
+def test_tf_is_loaded_around_the_frames_read(tmp_path):
+    """Random access reads only the /tf near the cloud (a long bag is not decoded whole for its poses)."""
+    frames = synthetic_frames(30, 20, period=1.0)
+    path = tmp_path / "long.bag"
+    write_ros1_bag(path, frames, chunk_threshold=2000)
+    with open_recording(path) as rec:
+        f = rec[15]
+        np.testing.assert_allclose(f.pose, frames[15].pose, atol=1e-6)
+        assert len(rec.tf) <= 1 + 5  # the static extrinsic and /tf within +-2 s
+        assert len(rec._chunks) <= 3
+        for i, g in enumerate(rec):
+            np.testing.assert_allclose(g.pose, frames[i].pose, atol=1e-6)

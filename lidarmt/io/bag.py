@@ -12,7 +12,7 @@ from lidarmt.io.base import Recording, RecordingInfo, TopicInfo
 from lidarmt.io.cloud import to_points
 from lidarmt.io.errors import FormatError, NoPointCloudError, TopicError
 from lidarmt.io.pointcloud2 import POINTCLOUD2_TYPES, Cloud
-from lidarmt.io.tf import TfBuffer
+from lidarmt.io.tf import LoadedWindows, TfBuffer
 from lidarmt.types import Frame, Provenance
 
 APOLLO_POINTCLOUD_TOPIC = "/apollo/sensor/velodyne64/compensator/PointCloud2"
@@ -85,8 +85,9 @@ class BagRecording(Recording):
     def _iter_raw(self) -> Iterator[bytes | memoryview]: ...
 
     @abc.abstractmethod
-    def _tf_messages(self) -> Iterator[tuple[bool, object]]:
-        """(is_static, deserialised TFMessage) for every /tf and /tf_static message."""
+    def _tf_messages(self, static: bool, start_ns: int | None = None, stop_ns: int | None = None
+                     ) -> Iterator[object]:
+        """Deserialised TFMessages of /tf_static (``static``) or of /tf recorded in [start_ns, stop_ns)."""
 
     parse: Callable[[bytes | memoryview], Cloud]
 
@@ -105,7 +106,7 @@ class BagRecording(Recording):
         frame_id = cloud.frame_id.lstrip("/") or "velodyne64"
         if self._cloud_frame is None:
             self._cloud_frame = frame_id
-        pose = self.tf.lookup(self.world_frame, frame_id, cloud.stamp) if self.tf.has_dynamic(frame_id) else None
+        pose = self.pose_at(frame_id, cloud.stamp)
         return Frame(points, pose, cloud.stamp, frame_id, Provenance(str(self.path), self.format, i, self.topic),
                      dropped=dropped)
 
@@ -117,22 +118,40 @@ class BagRecording(Recording):
             yield self._frame(raw, i)
 
     # poses
+    TF_WINDOW = 2.0
+    """/tf messages recorded within this many seconds of a cloud's stamp are loaded to find its pose."""
+
     @property
     def tf(self) -> TfBuffer:
+        """The transform buffer: all of /tf_static, and /tf around the stamps read so far."""
         if self._tf is None:
-            buf = TfBuffer(max_extrapolation=self.max_extrapolation)
-            for static, msg in self._tf_messages():
-                for ts in msg.transforms:  # type: ignore[attr-defined]
-                    st = ts.header.stamp
-                    t = (st.sec * 1_000_000_000 + st.nanosec) * 1e-9  # as Cloud.stamp
-                    tr, q = ts.transform.translation, ts.transform.rotation
-                    try:
-                        buf.add(ts.header.frame_id, ts.child_frame_id, t, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w),
-                                static=static)
-                    except (ValueError, ZeroDivisionError, FloatingPointError):
-                        continue  # a zero quaternion: skip the sample
-            self._tf = buf
+            self._tf = TfBuffer(max_extrapolation=self.max_extrapolation)
+            self._tf_loaded = LoadedWindows()
+            self._add_tf(self._tf_messages(True), static=True)
         return self._tf
+
+    def _add_tf(self, msgs: Iterator[object], *, static: bool) -> None:
+        buf = self._tf
+        assert buf is not None
+        for msg in msgs:
+            for ts in msg.transforms:  # type: ignore[attr-defined]
+                st = ts.header.stamp
+                t = (st.sec * 1_000_000_000 + st.nanosec) * 1e-9  # as Cloud.stamp
+                tr, q = ts.transform.translation, ts.transform.rotation
+                try:
+                    buf.add(ts.header.frame_id, ts.child_frame_id, t, (tr.x, tr.y, tr.z), (q.x, q.y, q.z, q.w),
+                            static=static)
+                except (ValueError, ZeroDivisionError, FloatingPointError):
+                    continue  # a zero quaternion: skip the sample
+
+    def pose_at(self, frame_id: str, stamp: float) -> np.ndarray | None:
+        """T(world <- frame_id) at ``stamp`` from /tf + /tf_static, or None."""
+        buf = self.tf
+        w = int(self.TF_WINDOW * 1e9)
+        t = int(round(stamp * 1e9))
+        for lo, hi in self._tf_loaded.missing(t - w, t + w):
+            self._add_tf(self._tf_messages(False, lo, hi), static=False)
+        return buf.lookup(self.world_frame, frame_id, stamp) if buf.has_dynamic(frame_id) else None
 
     def _sensor_frame(self) -> str:
         if self._cloud_frame is None and self.topic is not None and len(self):
@@ -143,6 +162,9 @@ class BagRecording(Recording):
     def pose_source(self) -> str:
         if self.topic is None or not len(self):
             return "none"
+        first = self._read(0)  # loads the /tf around the first cloud
+        if first.pose is None and not self.tf.has_dynamic(first.frame_id):
+            return f"none (no /tf chain to {first.frame_id})"
         chain = self.tf.describe_chain(self._sensor_frame())
         if chain == "none":
             return f"none (no /tf chain to {self._sensor_frame()})"
@@ -151,9 +173,6 @@ class BagRecording(Recording):
     def _describe_extra(self, info: RecordingInfo) -> None:
         if self.topic is None:
             return
-        rng = self.tf.time_range()
-        if rng is not None:
-            info.extra["tf_time_range"] = [rng[0], rng[1]]
         if info.frames_scanned and info.frames_with_pose == 0 and "none" not in self.pose_source:
             info.notes.append("the /tf samples do not cover the cloud stamps: no frame has a pose")
 

@@ -12,8 +12,10 @@ at each cloud's stamp and one latched ``/tf_static`` novatel→velodyne64, LZ4-c
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,8 +103,7 @@ class Ros1Recording(BagRecording):
             hint = "; it may be truncated or still being recorded: try `rosbag reindex` on a copy"
             raise FormatError(f"{path}: unreadable ROS1 bag ({err}){hint}") from err
         self._bio = self._reader.bio
-        self._chunk_pos = -1
-        self._chunk: memoryview = memoryview(b"")
+        self._chunks: OrderedDict[int, memoryview] = OrderedDict()
         self._entries: list[Any] = []
 
     def topics(self) -> list[TopicInfo]:
@@ -127,21 +128,28 @@ class Ros1Recording(BagRecording):
         return len(self._entries)
 
     def _load_chunk(self, chunk_pos: int) -> memoryview:
-        if chunk_pos != self._chunk_pos:
-            ch = self._reader.chunks[chunk_pos]
-            self._bio.seek(ch.datapos)
-            raw = self._bio.read(ch.datasize)
-            if len(raw) != ch.datasize:
-                raise FormatError(f"{self.path}: chunk at byte {chunk_pos} is truncated")
-            try:
-                self._chunk = memoryview(ch.decompressor(raw))
-            except Exception as err:  # lz4/bz2 errors have no common base class
-                raise FormatError(f"{self.path}: chunk at byte {chunk_pos} does not decompress ({err})") from err
-            self._chunk_pos = chunk_pos
-        return self._chunk
+        cached = self._chunks.get(chunk_pos)
+        if cached is not None:
+            self._chunks.move_to_end(chunk_pos)
+            return cached
+        ch = self._reader.chunks[chunk_pos]
+        self._bio.seek(ch.datapos)
+        raw = self._bio.read(ch.datasize)
+        if len(raw) != ch.datasize:
+            raise FormatError(f"{self.path}: chunk at byte {chunk_pos} is truncated")
+        try:
+            chunk = memoryview(ch.decompressor(raw))
+        except Exception as err:  # lz4/bz2 errors have no common base class
+            raise FormatError(f"{self.path}: chunk at byte {chunk_pos} does not decompress ({err})") from err
+        self._chunks[chunk_pos] = chunk
+        if len(self._chunks) > 3:  # clouds and the /tf around them sit in the same or adjacent chunks
+            self._chunks.popitem(last=False)
+        return chunk
 
     def _raw(self, i: int) -> memoryview:
-        e = self._entries[i]
+        return self._raw_entry(self._entries[i], f"message {i} of {self.topic}")
+
+    def _raw_entry(self, e, what: str) -> memoryview:
         buf = self._load_chunk(e.chunk_pos)
         pos = e.offset
         try:
@@ -153,29 +161,40 @@ class Ros1Recording(BagRecording):
                 if op != 0x07:  # only connection records may precede a message in a chunk
                     raise FormatError(f"expected message data, found record op {op:#x}")
         except (struct.error, IndexError) as err:
-            raise FormatError(f"{self.path}: message {i} of {self.topic} is truncated ({err})") from err
+            raise FormatError(f"{self.path}: {what} is truncated ({err})") from err
         except FormatError as err:
-            raise FormatError(f"{self.path}: message {i} of {self.topic}: {err}") from err
+            if str(err).startswith(str(self.path)):
+                raise
+            raise FormatError(f"{self.path}: {what}: {err}") from err
 
     def _iter_raw(self) -> Iterator[memoryview]:
         for i in range(len(self._entries)):
             yield self._raw(i)
 
-    def _tf_messages(self) -> Iterator[tuple[bool, object]]:
-        conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES]
-        for c in conns:
-            static = c.topic.rstrip("/").endswith("tf_static")
+    def _tf_messages(self, static: bool, start_ns: int | None = None, stop_ns: int | None = None
+                     ) -> Iterator[object]:
+        cache = self.__dict__.setdefault("_tf_entries", {})
+        if static not in cache:
+            conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES
+                     and c.topic.rstrip("/").endswith("tf_static") == static]
+            entries = sorted(e for c in conns for e in self._reader.indexes.get(c.id, ()))
+            cache[static] = (entries, [e.time for e in entries])
+        entries, times = cache[static]
+        first = 0 if start_ns is None else bisect.bisect_left(times, start_ns)
+        for e in entries[first:]:
+            if stop_ns is not None and e.time >= stop_ns:
+                break
+            raw = self._raw_entry(e, "/tf")
             try:
-                for _conn, _t, raw in self._reader.messages(connections=[c]):
-                    yield static, TYPESTORE.deserialize_ros1(raw, TFMESSAGE)
-            except (ReaderError, AssertionError, struct.error, ValueError, IndexError) as err:
-                raise FormatError(f"{self.path}: unreadable {c.topic} message ({err})") from err
+                yield TYPESTORE.deserialize_ros1(raw, TFMESSAGE)
+            except Exception as err:  # rosbags' generated deserialisers raise assorted errors
+                raise FormatError(f"{self.path}: unreadable /tf message at {e.time} ns ({err})") from err
 
     def close(self) -> None:
         r = getattr(self, "_reader", None)
         if r is not None and r.bio is not None:
             r.close()
-        self._chunk = memoryview(b"")
+        self._chunks = OrderedDict()
         super().close()
 
 

@@ -102,15 +102,17 @@ class Ros2Recording(BagRecording):
                 return raw
         raise FormatError(f"{self.path}: message {i} of {self.topic} vanished (timestamp {t})")
 
-    def _tf_messages(self) -> Iterator[tuple[bool, object]]:
-        conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES]
-        for c in conns:
-            static = c.topic.rstrip("/").endswith("tf_static")
-            for _c, _t, raw in self._messages([c]):
-                try:
-                    yield static, TYPESTORE.deserialize_cdr(raw, TFMESSAGE)
-                except Exception as err:  # rosbags' generated deserialisers raise assorted errors
-                    raise FormatError(f"{self.path}: unreadable {c.topic} message ({err})") from err
+    def _tf_messages(self, static: bool, start_ns: int | None = None, stop_ns: int | None = None
+                     ) -> Iterator[object]:
+        conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES
+                 and c.topic.rstrip("/").endswith("tf_static") == static]
+        if not conns:
+            return
+        for _c, _t, raw in self._messages(conns, start=start_ns, stop=stop_ns):
+            try:
+                yield TYPESTORE.deserialize_cdr(raw, TFMESSAGE)
+            except Exception as err:  # rosbags' generated deserialisers raise assorted errors
+                raise FormatError(f"{self.path}: unreadable /tf message ({err})") from err
 
     def close(self) -> None:
         r = getattr(self, "_reader", None)

@@ -169,3 +169,40 @@ class TfBuffer:
     def time_range(self) -> tuple[float, float] | None:
         ts = [t for s in self._dynamic.values() if s.times for t in (min(s.times), max(s.times))]
         return (min(ts), max(ts)) if ts else None
+
+
+class LoadedWindows:
+    """Which time intervals (integer ns) have been loaded; :meth:`missing` gives the parts of a window still to load.
+
+    Readers load /tf lazily around the stamps of the frames they read, so a 9 GB bag is never read whole for its
+    poses; this keeps track of what is already in the buffer.
+    """
+
+    def __init__(self) -> None:
+        self._iv: list[tuple[int, int]] = []  # sorted, disjoint, half-open [lo, hi)
+
+    def missing(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """The sub-intervals of [lo, hi) not loaded yet; they are marked loaded."""
+        out = []
+        cur = lo
+        for a, b in self._iv:
+            if b <= cur:
+                continue
+            if a >= hi:
+                break
+            if a > cur:
+                out.append((cur, a))
+            cur = max(cur, b)
+            if cur >= hi:
+                break
+        if cur < hi:
+            out.append((cur, hi))
+        if out:
+            merged = sorted([*self._iv, (lo, hi)])
+            self._iv = []
+            for a, b in merged:
+                if self._iv and a <= self._iv[-1][1]:
+                    self._iv[-1] = (self._iv[-1][0], max(self._iv[-1][1], b))
+                else:
+                    self._iv.append((a, b))
+        return out
