@@ -228,3 +228,16 @@ def test_info_on_real_record(example_record, capsys):
     rc = main(["info", str(example_record)])
     out, _ = capsys.readouterr()
     assert "/apollo/canbus/chassis" in out and "315323.446" in out and "15 decoded" in out
+
+
+@pytest.mark.parametrize("tf", [True, False])
+def test_poses_are_loaded_around_the_frames_read(tmp_path, tf):
+    frames = synthetic_frames(30, 20, period=1.0)
+    path = tmp_path / "long.record"
+    write_cyber_record(path, frames, tf=tf, chunk_raw_size=500)
+    with open_recording(path) as rec:
+        f = rec[15]
+        np.testing.assert_allclose(f.pose, frames[15].pose, atol=1e-6)
+        assert len(rec.tf) <= 1 + 5 and len(rec._loc_rows) <= 5
+        for i, g in enumerate(rec):
+            np.testing.assert_allclose(g.pose, frames[i].pose, atol=1e-6)

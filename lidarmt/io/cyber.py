@@ -43,7 +43,7 @@ from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, choose_cloud_topic, stamp_ns
 from lidarmt.io.base import Recording, RecordingInfo, TopicInfo, warn_pose
 from lidarmt.io.cloud import Field, FieldLayout, to_points
 from lidarmt.io.errors import FormatError, NoPointCloudError, RecordingError, WriterError
-from lidarmt.io.tf import TfBuffer, slerp
+from lidarmt.io.tf import LoadedWindows, TfBuffer, slerp
 from lidarmt.types import Frame, Provenance, make_pose, matrix_to_quat
 
 _SECTION = struct.Struct("<i4xq")
@@ -312,13 +312,26 @@ class CyberRecording(Recording):
         except (FormatError, IndexError) as err:
             raise FormatError(f"{self.path}: chunk body at byte {chunk.body_pos}: {err}") from err
 
-    def messages(self, channels: set[str] | None = None) -> Iterator[tuple[str, int, memoryview]]:
-        """(channel, time ns, content) of every message in file order, optionally only of some channels."""
+    def messages(self, channels: set[str] | None = None, start_ns: int | None = None, stop_ns: int | None = None,
+                 limit: int | None = None) -> Iterator[tuple[str, int, memoryview]]:
+        """(channel, time ns, content) of the messages in file order, optionally only of some channels, recorded
+        in [start_ns, stop_ns), at most ``limit``. Chunks whose time range misses the window are not read."""
+        n = 0
         for chunk in self._c.chunks:
+            if start_ns is not None and chunk.end and chunk.end < start_ns:
+                continue
+            if stop_ns is not None and chunk.begin and chunk.begin >= stop_ns:
+                continue
             body = self._body(chunk)
             for name, t, off, ln in self._walk(chunk, body):
-                if channels is None or name in channels:
-                    yield name, t, body[off : off + ln]
+                if channels is not None and name not in channels:
+                    continue
+                if (start_ns is not None and t < start_ns) or (stop_ns is not None and t >= stop_ns):
+                    continue
+                yield name, t, body[off : off + ln]
+                n += 1
+                if limit is not None and n >= limit:
+                    return
 
     # ------------------------------------------------------------------ recording
 
@@ -382,49 +395,84 @@ class CyberRecording(Recording):
 
     # ------------------------------------------------------------------ poses
 
+    POSE_WINDOW = 2.0
+    """/tf and localization messages recorded within this many seconds of a cloud's stamp are loaded for its pose."""
+
+    def _channels_of(self, message_type: str, *, static: bool | None = None) -> set[str]:
+        out = {c.name for c in self._c.channels.values() if c.message_type == message_type}
+        if static is not None:
+            out = {n for n in out if n.rstrip("/").endswith("tf_static") == static}
+        return out
+
+    def _add_tf(self, msgs) -> None:
+        from lidarmt.proto.transform import TransformStampeds
+
+        assert self._tf is not None
+        for name, _t, content in msgs:
+            try:
+                msg = TransformStampeds.FromString(content)
+            except DecodeError as err:
+                raise FormatError(f"{self.path}: corrupt {name} message ({err})") from err
+            static = name.rstrip("/").endswith("tf_static")
+            for ts in msg.transforms:
+                tr, q = ts.transform.translation, ts.transform.rotation
+                try:
+                    self._tf.add(ts.header.frame_id, ts.child_frame_id, ts.header.timestamp_sec,
+                                 (tr.x, tr.y, tr.z), (q.qx, q.qy, q.qz, q.qw), static=static)
+                except ValueError:
+                    continue
+
     @property
     def tf(self) -> TfBuffer:
+        """The transform buffer: all of /tf_static, and /tf around the stamps read so far."""
         if self._tf is None:
-            from lidarmt.proto.transform import TransformStampeds
-
-            buf = TfBuffer(max_extrapolation=self.max_extrapolation)
-            names = {c.name for c in self._c.channels.values() if c.message_type == TF_TYPE}
+            self._tf = TfBuffer(max_extrapolation=self.max_extrapolation)
+            self._windows = LoadedWindows()
+            self._loc_rows: list[tuple[float, np.ndarray, np.ndarray]] = []
+            names = self._channels_of(TF_TYPE, static=True)
             if names:
-                for name, _t, content in self.messages(names):
-                    try:
-                        msg = TransformStampeds.FromString(content)
-                    except DecodeError as err:
-                        raise FormatError(f"{self.path}: corrupt {name} message ({err})") from err
-                    static = name.rstrip("/").endswith("tf_static")
-                    for ts in msg.transforms:
-                        tr, q = ts.transform.translation, ts.transform.rotation
-                        try:
-                            buf.add(ts.header.frame_id, ts.child_frame_id, ts.header.timestamp_sec,
-                                    (tr.x, tr.y, tr.z), (q.qx, q.qy, q.qz, q.qw), static=static)
-                        except ValueError:
-                            continue
-            self._tf = buf
+                total = sum(self._c.channels[n].count for n in names) or None  # stop once all are read
+                self._add_tf(self.messages(names, limit=total))
         return self._tf
 
-    def localization(self) -> tuple[list[float], list[np.ndarray], list[np.ndarray]]:
-        """(times, positions, quaternions xyzw) of ``/apollo/localization/pose``, in time order."""
-        if self._loc is None:
-            from lidarmt.proto.localization import LocalizationEstimate
+    def _decode_localization(self, msgs) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        from lidarmt.proto.localization import LocalizationEstimate
 
+        rows = []
+        for _name, t_rec, content in msgs:
+            try:
+                m = LocalizationEstimate.FromString(content)
+            except DecodeError as err:
+                raise FormatError(f"{self.path}: corrupt localization message ({err})") from err
+            p, q = m.pose.position, m.pose.orientation
+            t = (m.measurement_time if m.HasField("measurement_time")
+                 else m.header.timestamp_sec if m.header.HasField("timestamp_sec") else t_rec * 1e-9)
+            vals = [p.x, p.y, p.z, q.qx, q.qy, q.qz, q.qw]
+            if not np.all(np.isfinite(vals)) or not np.any(vals[3:]):
+                continue
+            rows.append((t, np.array(vals[:3]), np.array(vals[3:]) / np.linalg.norm(vals[3:])))
+        return rows
+
+    def _load_pose_window(self, stamp: float) -> None:
+        _ = self.tf
+        w = int(self.POSE_WINDOW * 1e9)
+        t = int(round(stamp * 1e9))
+        dyn = self._channels_of(TF_TYPE, static=False)
+        loc = {LOCALIZATION_CHANNEL} if LOCALIZATION_CHANNEL in self._c.channels else set()
+        for lo, hi in self._windows.missing(t - w, t + w):
+            tf_msgs, loc_msgs = [], []
+            for m in self.messages(dyn | loc, lo, hi):
+                (loc_msgs if m[0] in loc else tf_msgs).append(m)
+            self._add_tf(tf_msgs)
+            self._loc_rows.extend(self._decode_localization(loc_msgs))
+        self._loc_rows.sort(key=lambda r: r[0])
+
+    def localization(self) -> tuple[list[float], list[np.ndarray], list[np.ndarray]]:
+        """(times, positions, quaternions xyzw) of every ``/apollo/localization/pose`` message, in time order."""
+        if self._loc is None:
             rows = []
             if LOCALIZATION_CHANNEL in self._c.channels:
-                for _name, t_rec, content in self.messages({LOCALIZATION_CHANNEL}):
-                    try:
-                        m = LocalizationEstimate.FromString(content)
-                    except DecodeError as err:
-                        raise FormatError(f"{self.path}: corrupt localization message ({err})") from err
-                    p, q = m.pose.position, m.pose.orientation
-                    t = (m.measurement_time if m.HasField("measurement_time")
-                         else m.header.timestamp_sec if m.header.HasField("timestamp_sec") else t_rec * 1e-9)
-                    vals = [p.x, p.y, p.z, q.qx, q.qy, q.qz, q.qw]
-                    if not np.all(np.isfinite(vals)):
-                        continue
-                    rows.append((t, np.array(vals[:3]), np.array(vals[3:]) / np.linalg.norm(vals[3:])))
+                rows = self._decode_localization(self.messages({LOCALIZATION_CHANNEL}))
             rows.sort(key=lambda r: r[0])
             self._loc = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
         return self._loc
@@ -445,9 +493,13 @@ class CyberRecording(Recording):
         return RFU_FROM_FLU
 
     def _pose(self, frame_id: str, stamp: float) -> np.ndarray | None:
+        self._load_pose_window(stamp)
         if self.tf.has_dynamic(frame_id):
             return self.tf.lookup(None, frame_id, stamp)
-        ts, ps, qs = self.localization()
+        rows = self._loc_rows
+        ts = [r[0] for r in rows]
+        ps = [r[1] for r in rows]
+        qs = [r[2] for r in rows]
         if not ts:
             return None
         if stamp <= ts[0] or stamp >= ts[-1]:
@@ -468,7 +520,8 @@ class CyberRecording(Recording):
             frame_id = self._read(0).frame_id
         if self.tf.has_dynamic(frame_id):
             return f"/tf + /tf_static: {self.tf.describe_chain(frame_id)}"
-        if self.localization()[0]:
+        if self._c.channels.get(LOCALIZATION_CHANNEL) and (self._c.channels[LOCALIZATION_CHANNEL].count
+                                                           or self.localization()[0]):
             ext = ("novatel extrinsic from /tf_static" if any(p in self.tf.chain(frame_id)
                                                              for p in ("novatel", "localization"))
                    else "no extrinsic: RFU→FLU rotation assumed")
