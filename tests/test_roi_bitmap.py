@@ -207,3 +207,10 @@ def test_last_row_along_the_scan_axis_is_never_drawn():
     last = g[-1, :] if m.major == XMAJOR else g[:, -1]
     assert not last.any()
     assert g.sum() == 559 * 560
+
+
+def test_non_finite_points_are_never_in_the_roi():
+    m = RoiMask.from_polygons([np.array([[-100.0, -100.0], [100.0, -100.0], [100.0, 100.0], [-100.0, 100.0]])])
+    pts = np.array([[np.nan, 0, 0], [np.inf, 0, 0], [-np.inf, 1, 0], [0, 0, np.nan], [1e30, 0, 0], [1, 1, 1]],
+                   dtype=np.float32)
+    assert m.contains(pts).tolist() == [False, False, False, False, False, True]

@@ -20,7 +20,6 @@ FLT_EPS = float(np.finfo(np.float32).eps)  # Apollo's kEpsilon: std::numeric_lim
 DBL_MIN = float(np.finfo(np.float64).tiny)  # std::numeric_limits<double>::min(): smallest *positive* double
 DBL_MAX = float(np.finfo(np.float64).max)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-_ONE63 = np.uint64(1) << np.uint64(63)
 
 
 @njit(cache=True, inline="always")
@@ -244,17 +243,24 @@ def draw_polygons(verts, starts, major, rng, cell, extend, bitmap):
 
 @njit(cache=True, inline="always")
 def _test(bitmap, lx, ly, major, rng, cell):
-    if lx < -rng or lx >= rng or ly < -rng or ly >= rng:  # Bitmap2D::IsExist
-        return False
-    gx = int((lx + rng) / cell)
-    gy = int((ly + rng) / cell)
+    """Bitmap2D::IsExist (x and y in [-range, range)) and Check (truncated cell index, MSB-first bit).
+
+    Written without branches on the point (indices are clamped, the IsExist flag masks the bit) so that the
+    loop vectorises and non-finite coordinates can never index outside the bitmap."""
+    ok = (lx >= -rng) & (lx < rng) & (ly >= -rng) & (ly < rng)
+    gx = np.int64((lx + rng) / cell)
+    gy = np.int64((ly + rng) / cell)
     if major == 0:
         row = gx
         col = gy
     else:
         row = gy
         col = gx
-    return (bitmap[row, col >> 6] & (_ONE63 >> np.uint64(col & 63))) != 0
+    last = bitmap.shape[0] - 1
+    row = min(max(row, 0), last)
+    col = min(max(col, 0), last)
+    bit = (bitmap[row, col >> 6] >> np.uint64(63 - (col & 63))) & np.uint64(1)
+    return ok & (bit != 0)
 
 
 @njit(cache=True)

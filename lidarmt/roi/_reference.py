@@ -173,3 +173,20 @@ def boundary_distance(polygons: list[np.ndarray], x: np.ndarray, y: np.ndarray) 
 
     lines = shapely.MultiLineString([np.vstack([p, p[:1]]) for p in polygons])
     return shapely.distance(lines, shapely.points(x, y))
+
+
+def perpendicular_edge_distance(polygons: list[np.ndarray], major: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Distance from each point to the nearest polygon edge lying across the scan axis (|d major| < float eps),
+    inf when there is none. Apollo draws such an edge's interval on the *next* scan line, i.e. in the cell row
+    after it, so the bitmap may be off by up to 1.5 cells from such an edge (instead of one cell diagonal)."""
+    import shapely
+
+    segs = []
+    for p in polygons:
+        q = np.roll(p, -1, axis=0)
+        for a, b in zip(p, q, strict=True):
+            if abs(a[major] - b[major]) < 2 * FLT_EPS:
+                segs.append(np.array([a[:2], b[:2]]))
+    if not segs:
+        return np.full(len(x), np.inf)
+    return shapely.distance(shapely.MultiLineString(segs), shapely.points(x, y))
