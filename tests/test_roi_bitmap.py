@@ -10,6 +10,7 @@ from lidarmt.roi import PointLabelRoi, RoiMask
 from lidarmt.roi._reference import (
     boundary_distance,
     even_odd,
+    perpendicular_edge_distance,
     reference_contains,
     reference_grid,
     reference_major,
@@ -50,7 +51,8 @@ def check_against_references(polygons: list[np.ndarray], *, rng: float = 70.0, c
     bad &= major_coord < rng - cell
     if bad.any():
         d = boundary_distance(polygons, x64[bad], y64[bad])
-        assert d.max() <= cell * np.sqrt(2) + 1e-9, d.max()
+        perp = perpendicular_edge_distance(polygons, m.major, x64[bad], y64[bad])
+        assert np.all((d <= cell * np.sqrt(2) + 1e-9) | (perp <= 1.5 * cell + 1e-9)), d.max()
     assert bad.mean() < 0.01
     return m
 
@@ -214,3 +216,18 @@ def test_non_finite_points_are_never_in_the_roi():
     pts = np.array([[np.nan, 0, 0], [np.inf, 0, 0], [-np.inf, 1, 0], [0, 0, np.nan], [1e30, 0, 0], [1, 1, 1]],
                    dtype=np.float32)
     assert m.contains(pts).tolist() == [False, False, False, False, False, True]
+
+
+def test_edge_parallel_to_the_scan_lines_is_drawn_on_the_next_scan_line():
+    # XMAJOR (narrow in x). The step's edge at x = 5.126, from y = -20 to -10, is parallel to the scan lines
+    # (constant x): Apollo draws its interval on the next scan line (x = 5.375, the row [5.25, 5.5)), so points
+    # up to 1.5 cells beyond that edge are in the ROI. The polygon's last partial row is never drawn (scan count
+    # floor((10.3 - 0.125) / 0.25) = 40: the last scan line is at 9.875).
+    step = np.array([[0.126, -20.0], [5.126, -20.0], [5.126, -10.0], [10.3, -10.0], [10.3, 20.0], [0.126, 20.0]])
+    m = RoiMask.from_polygons([step])
+    assert m.major == XMAJOR
+    x = np.array([5.0, 5.49, 5.51, 9.9, 10.05, 10.2], dtype=np.float32)
+    y = np.array([-15.0, -15.0, -15.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    assert m.contains_local(x, y).tolist() == [True, True, False, True, False, False]
+    d = perpendicular_edge_distance([step], m.major, np.array([5.49]), np.array([-15.0]))
+    assert 0.25 * np.sqrt(2) < d[0] <= 1.5 * 0.25

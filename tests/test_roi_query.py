@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from lidarmt.roi import HDMapRoi, load_map
-from lidarmt.roi._reference import boundary_distance, even_odd, reference_contains, reference_grid
+from lidarmt.roi._reference import (
+    boundary_distance,
+    even_odd,
+    perpendicular_edge_distance,
+    reference_contains,
+    reference_grid,
+)
 from lidarmt.roi.errors import MapProjectionError, MapProjectionWarning, RoiArgumentError
 from lidarmt.roi.query import downsample_boundary, section_polygon
 from lidarmt.types import Frame, make_points, make_pose
@@ -99,7 +105,8 @@ def test_query_matches_a_brute_force_lane_scan(shalun):
 
 def test_bitmap_agrees_with_exact_containment_on_real_maps(borregas, shalun):
     """50 sensor positions on real lane centre lines x 20k random points: >= 99 % agreement with exact even-odd
-    containment of the same polygons; every disagreement lies within one cell diagonal of a polygon edge, or
+    containment of the same polygons; every disagreement lies within one cell diagonal of a polygon edge (1.5
+    cells for an edge parallel to the scan lines, whose interval Apollo draws on the next scan line), or
     in a cell where Apollo's scan conversion itself departs from the exact fill: the bitmap's last row along
     the scan axis, which Apollo never draws, and self-intersecting polygons (the LGSVL maps' two-way sections give some: left edges of both directions, then
     right edges reversed), because Apollo re-sorts the active edges only when one starts or ends. The kernels
@@ -132,11 +139,16 @@ def test_bitmap_agrees_with_exact_containment_on_real_maps(borregas, shalun):
             last_row = (x if m.major == 0 else y) >= 70.0 - 0.25
             off = (srt != exact) & ~last_row
             if off.any():
-                assert boundary_distance(m.polygons, x[off], y[off]).max() <= diag
+                d = boundary_distance(m.polygons, x[off], y[off])
+                perp = perpendicular_edge_distance(m.polygons, m.major, x[off], y[off])
+                assert np.all((d <= diag) | (perp <= 1.5 * 0.25 + 1e-6))
             far = bad & ((got != srt) | last_row)  # Apollo's stale edge order / scan range, not rasterisation
             near = bad & ~far
             if near.any():
-                assert boundary_distance(m.polygons, x[near], y[near]).max() <= diag
+                d = boundary_distance(m.polygons, x[near], y[near])
+                # an edge parallel to the scan lines is drawn on the next scan line: up to 1.5 cells off
+                perp = perpendicular_edge_distance(m.polygons, m.major, x[near], y[near])
+                assert np.all((d <= diag) | (perp <= 1.5 * 0.25 + 1e-6))
     assert agree / total >= 0.99
 
 

@@ -176,7 +176,7 @@ def boundary_distance(polygons: list[np.ndarray], x: np.ndarray, y: np.ndarray) 
 
 
 def perpendicular_edge_distance(polygons: list[np.ndarray], major: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Distance from each point to the nearest polygon edge lying across the scan axis (|d major| < float eps),
+    """Distance from each point to the nearest polygon edge parallel to the scan lines (|d major| < float eps),
     inf when there is none. Apollo draws such an edge's interval on the *next* scan line, i.e. in the cell row
     after it, so the bitmap may be off by up to 1.5 cells from such an edge (instead of one cell diagonal)."""
     import shapely
