@@ -118,8 +118,9 @@ class BagRecording(Recording):
             yield self._frame(raw, i)
 
     # poses
-    TF_WINDOW = 2.0
-    """/tf messages recorded within this many seconds of a cloud's stamp are loaded to find its pose."""
+    TF_WINDOW = 0.5
+    """/tf messages recorded within this many seconds of a cloud's stamp are loaded to find its pose (tf2 needs the
+    samples bracketing the stamp; Apollo publishes /tf at 100 Hz)."""
 
     @property
     def tf(self) -> TfBuffer:

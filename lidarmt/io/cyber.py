@@ -173,6 +173,7 @@ class CyberRecording(Recording):
             self._fh = open(p, "rb")  # noqa: SIM115 (closed in close())
         except OSError as err:
             raise RecordingError(f"{p}: unreadable ({err.strerror or err})") from err
+        self._chunk_msgs: dict[int, list[tuple[str, int, int, int]]] = {}
         try:
             self._size = os.fstat(self._fh.fileno()).st_size
             self._c = self._parse_container()
@@ -284,7 +285,10 @@ class CyberRecording(Recording):
                 chunk.body_pos, chunk.body_size = pos, size
                 c.chunks.append(chunk)
                 pending = None
-                for name, _t, _o, _l in self._walk(chunk):
+                base = chunk.body_pos + 16
+                msgs = [(name, t, base + o, ln) for name, t, o, ln in self._walk(chunk)]
+                self._chunk_msgs[len(c.chunks) - 1] = msgs
+                for name, _t, _o, _l in msgs:
                     counted[name] = counted.get(name, 0) + 1
             elif typ == SECTION_INDEX:
                 break
@@ -312,23 +316,43 @@ class CyberRecording(Recording):
         except (FormatError, IndexError) as err:
             raise FormatError(f"{self.path}: chunk body at byte {chunk.body_pos}: {err}") from err
 
+    def _chunk_index(self, k: int) -> list[tuple[str, int, int, int]]:
+        """(channel, time ns, absolute content offset, length) of the messages of chunk ``k``.
+
+        The chunk body is read once to list its messages (a chunk can hold 200 MB); afterwards single messages are
+        read by seeking, so small /tf and localization messages never pull a whole chunk again.
+        """
+        cached = self._chunk_msgs.get(k)
+        if cached is None:
+            chunk = self._c.chunks[k]
+            base = chunk.body_pos + 16
+            cached = [(name, t, base + off, ln) for name, t, off, ln in self._walk(chunk)]
+            self._chunk_msgs[k] = cached
+        return cached
+
+    def _content(self, off: int, ln: int) -> bytes:
+        self._fh.seek(off)
+        data = self._fh.read(ln)
+        if len(data) != ln:
+            raise FormatError(f"{self.path}: message at byte {off} is truncated")
+        return data
+
     def messages(self, channels: set[str] | None = None, start_ns: int | None = None, stop_ns: int | None = None,
-                 limit: int | None = None) -> Iterator[tuple[str, int, memoryview]]:
+                 limit: int | None = None) -> Iterator[tuple[str, int, bytes]]:
         """(channel, time ns, content) of the messages in file order, optionally only of some channels, recorded
         in [start_ns, stop_ns), at most ``limit``. Chunks whose time range misses the window are not read."""
         n = 0
-        for chunk in self._c.chunks:
+        for k, chunk in enumerate(self._c.chunks):
             if start_ns is not None and chunk.end and chunk.end < start_ns:
                 continue
             if stop_ns is not None and chunk.begin and chunk.begin >= stop_ns:
                 continue
-            body = self._body(chunk)
-            for name, t, off, ln in self._walk(chunk, body):
+            for name, t, off, ln in self._chunk_index(k):
                 if channels is not None and name not in channels:
                     continue
                 if (start_ns is not None and t < start_ns) or (stop_ns is not None and t >= stop_ns):
                     continue
-                yield name, t, body[off : off + ln]
+                yield name, t, self._content(off, ln)
                 n += 1
                 if limit is not None and n >= limit:
                     return
@@ -347,13 +371,8 @@ class CyberRecording(Recording):
 
     def _index(self) -> list[tuple[int, int]]:
         if self._cloud_index is None:
-            idx = []
-            for chunk in self._c.chunks:
-                base = chunk.body_pos + 16
-                for name, _t, off, ln in self._walk(chunk):
-                    if name == self.topic:
-                        idx.append((base + off, ln))
-            self._cloud_index = idx
+            self._cloud_index = [(off, ln) for k in range(len(self._c.chunks))
+                                 for name, _t, off, ln in self._chunk_index(k) if name == self.topic]
         return self._cloud_index
 
     def _read(self, i: int) -> Frame:
@@ -395,7 +414,7 @@ class CyberRecording(Recording):
 
     # ------------------------------------------------------------------ poses
 
-    POSE_WINDOW = 2.0
+    POSE_WINDOW = 0.5
     """/tf and localization messages recorded within this many seconds of a cloud's stamp are loaded for its pose."""
 
     def _channels_of(self, message_type: str, *, static: bool | None = None) -> set[str]:

@@ -104,6 +104,7 @@ class Ros1Recording(BagRecording):
             raise FormatError(f"{path}: unreadable ROS1 bag ({err}){hint}") from err
         self._bio = self._reader.bio
         self._chunks: OrderedDict[int, memoryview] = OrderedDict()
+        self._prefetched: dict[int, Any] = {}
         self._entries: list[Any] = []
 
     def topics(self) -> list[TopicInfo]:
@@ -127,22 +128,32 @@ class Ros1Recording(BagRecording):
     def _count(self) -> int:
         return len(self._entries)
 
-    def _load_chunk(self, chunk_pos: int) -> memoryview:
-        cached = self._chunks.get(chunk_pos)
-        if cached is not None:
-            self._chunks.move_to_end(chunk_pos)
-            return cached
+    def _read_compressed(self, chunk_pos: int) -> tuple[bytes, Any]:
         ch = self._reader.chunks[chunk_pos]
         self._bio.seek(ch.datapos)
         raw = self._bio.read(ch.datasize)
         if len(raw) != ch.datasize:
             raise FormatError(f"{self.path}: chunk at byte {chunk_pos} is truncated")
+        return raw, ch.decompressor
+
+    def _decompress(self, chunk_pos: int, raw: bytes, decompressor) -> memoryview:
         try:
-            chunk = memoryview(ch.decompressor(raw))
+            return memoryview(decompressor(raw))
         except Exception as err:  # lz4/bz2 errors have no common base class
             raise FormatError(f"{self.path}: chunk at byte {chunk_pos} does not decompress ({err})") from err
+
+    def _load_chunk(self, chunk_pos: int) -> memoryview:
+        cached = self._chunks.get(chunk_pos)
+        if cached is not None:
+            self._chunks.move_to_end(chunk_pos)
+            return cached
+        fut = self._prefetched.pop(chunk_pos, None)
+        if fut is not None:
+            chunk = fut.result()
+        else:
+            chunk = self._decompress(chunk_pos, *self._read_compressed(chunk_pos))
         self._chunks[chunk_pos] = chunk
-        if len(self._chunks) > 3:  # clouds and the /tf around them sit in the same or adjacent chunks
+        if len(self._chunks) > 8:  # the /tf just ahead of a cloud sits in the next few chunks: keep them
             self._chunks.popitem(last=False)
         return chunk
 
@@ -167,9 +178,27 @@ class Ros1Recording(BagRecording):
                 raise
             raise FormatError(f"{self.path}: {what}: {err}") from err
 
+    PREFETCH = 6
+    """Chunks decompressed ahead in a worker thread while streaming (LZ4 releases the GIL)."""
+
     def _iter_raw(self) -> Iterator[memoryview]:
-        for i in range(len(self._entries)):
-            yield self._raw(i)
+        from concurrent.futures import ThreadPoolExecutor
+
+        order = list(dict.fromkeys(e.chunk_pos for e in self._entries))  # distinct chunks in reading order
+        where = {pos: k for k, pos in enumerate(order)}
+        with ThreadPoolExecutor(1, thread_name_prefix="lidarmt-lz4") as pool:
+            try:
+                for i, e in enumerate(self._entries):
+                    k = where[e.chunk_pos]
+                    for pos in order[k + 1 : k + 1 + self.PREFETCH]:
+                        if pos not in self._chunks and pos not in self._prefetched:
+                            raw, dec = self._read_compressed(pos)
+                            self._prefetched[pos] = pool.submit(self._decompress, pos, raw, dec)
+                    yield self._raw(i)
+            finally:
+                for f in self._prefetched.values():
+                    f.cancel()
+                self._prefetched.clear()
 
     def _tf_messages(self, static: bool, start_ns: int | None = None, stop_ns: int | None = None
                      ) -> Iterator[object]:
