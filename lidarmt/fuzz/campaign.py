@@ -263,14 +263,23 @@ class Evaluator:
 # ----------------------------------------------------------------------------------------------- worker pool
 
 
-def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results) -> None:  # pragma: no cover - child
-    """Entry point of a worker process: build an Evaluator, then run tasks until told to stop."""
+def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, threads: int = 0) -> None:  # pragma: no cover - child
+    """Entry point of a worker process: build an Evaluator, then run tasks until told to stop.
+
+    ``threads``: the CPU threads this worker's numeric libraries may use (the cores shared among workers), so
+    W workers do not oversubscribe the machine.
+    """
 
     def put(kind: str, payload: Any) -> None:
         results.put((wid, gen, kind, payload))
 
+    if threads > 0:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+            os.environ.setdefault(var, str(threads))
     try:
         ev = Evaluator(CampaignConfig.from_dict(cfg), enforce_timeout=False)
+        if threads > 0 and "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads)
     except BaseException as err:
         put("fatal", (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err))))
         return
@@ -331,7 +340,9 @@ class _Pool:
     def _spawn(self, s: _Slot) -> None:
         s.gen += 1
         s.tasks = self.ctx.Queue()
-        s.proc = self.ctx.Process(target=_worker_main, args=(self._cfg, s.wid, s.gen, s.tasks, self.results),
+        threads = max(1, (os.cpu_count() or 1) // len(self.slots))
+        s.proc = self.ctx.Process(target=_worker_main,
+                                  args=(self._cfg, s.wid, s.gen, s.tasks, self.results, threads),
                                   daemon=True, name=f"lidarmt-fuzz-{s.wid}")
         s.proc.start()
         s.ready, s.task, s.current, s.done = False, None, None, set()
