@@ -283,3 +283,32 @@ def test_tf_is_loaded_around_the_frames_read(tmp_path):
         assert len(rec._chunks) <= 8
         for i, g in enumerate(rec):
             np.testing.assert_allclose(g.pose, frames[i].pose, atol=1e-6)
+
+
+def test_write_other_messages(tmp_path):
+    """The simulator writes camera images and a custom steering message next to the clouds."""
+    from rosbags.rosbag1 import Reader
+
+    from lidarmt.io.ros1 import register_type
+
+    register_type("lidarmt_msgs/Steering", "std_msgs/Header header\nfloat64 angle")
+    T = TYPESTORE.types
+    stamp = T["builtin_interfaces/msg/Time"](sec=5, nanosec=0)
+    img = T["sensor_msgs/msg/Image"](header=T["std_msgs/msg/Header"](seq=0, stamp=stamp, frame_id="camera"),
+                                     height=2, width=3, encoding="rgb8", is_bigendian=0, step=9,
+                                     data=np.arange(18, dtype=np.uint8))
+    steer = T["lidarmt_msgs/msg/Steering"](header=T["std_msgs/msg/Header"](seq=0, stamp=stamp, frame_id=""),
+                                           angle=-0.25)
+    path = tmp_path / "cam.bag"
+    with Ros1BagWriter(path) as w:
+        w.write(synthetic_frames(1, 10)[0])
+        w.write_message("/camera/image", "sensor_msgs/Image", img, 5 * 10**9)
+        w.write_message("/steering", "lidarmt_msgs/Steering", steer, 5 * 10**9)
+        with pytest.raises(WriterError, match="already has type"):
+            w.write_message("/steering", "sensor_msgs/Image", img, 5 * 10**9)
+    with Reader(path) as r:
+        conn = next(c for c in r.connections if c.topic == "/steering")
+        _, _, raw = next(r.messages(connections=[conn]))
+        assert TYPESTORE.deserialize_ros1(raw, conn.msgtype).angle == -0.25
+    with open_recording(path) as rec:
+        assert len(rec) == 1 and {t.name for t in rec.topics()} >= {"/camera/image", "/steering"}

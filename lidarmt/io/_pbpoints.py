@@ -80,6 +80,8 @@ def _decode(buf, xs, ys, zs, inten, ts, rings, spans):
     s = 0
     ring_seen = False
     nan = np.float32(np.nan)
+    word = np.empty(1, np.uint32)
+    as_float = word.view(np.float32)
     while pos < n:
         start = pos
         tag, pos = _varint(buf, pos, n)
@@ -105,7 +107,9 @@ def _decode(buf, xs, ys, zs, inten, ts, rings, spans):
                 if w2 == 5 and f2 <= 3:
                     if pos + 4 > end:
                         return -1, 0, False
-                    v = buf[pos : pos + 4].view(np.float32)[0]
+                    word[0] = (np.uint32(buf[pos]) | (np.uint32(buf[pos + 1]) << np.uint32(8))
+                               | (np.uint32(buf[pos + 2]) << np.uint32(16)) | (np.uint32(buf[pos + 3]) << np.uint32(24)))
+                    v = as_float[0]
                     if f2 == 1:
                         x = v
                     elif f2 == 2:

@@ -44,6 +44,12 @@ TYPESTORE.register(get_types_from_msg(_TF_MSGDEF, "tf/msg/tfMessage"))
 TFMESSAGE = "tf2_msgs/msg/TFMessage"
 
 
+def register_type(typename: str, msgdef: str) -> None:
+    """Add a message type to :data:`TYPESTORE` from its ``.msg`` text (e.g. a custom steering message), so that
+    :meth:`Ros1BagWriter.write_message` can write it. ``typename`` like ``"my_msgs/msg/Steering"``."""
+    TYPESTORE.register(get_types_from_msg(msgdef, ros_msgtype(typename)))
+
+
 def is_ros1_bag(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
