@@ -4,6 +4,20 @@ The algorithm is Apollo's (2.0-era ``polygon_scan_converter.cc``, ``polygon_mask
 apollo-lop-facts.md §2.4), written from that description; :mod:`lidarmt.roi._reference` is a plain-Python
 version of the same rules that the tests compare against these kernels bit for bit.
 
+Apollo's rules are kept where they depart from an exact even-odd fill (each is pinned by a test):
+
+* scan lines sit at cell centres from the polygon's first cell, and there are floor((end - start) / cell) of
+  them, so the polygon's last partial row along the scan axis (and the bitmap's last row) is never drawn;
+* an edge parallel to the scan lines contributes its interval on the *next* scan line (up to 1.5 cells off);
+* the active edges are re-sorted only on scan lines where an edge starts or ends, so in a self-intersecting
+  polygon two edges that cross between such lines are paired in their old order (the real LGSVL maps have such
+  section polygons: left edges of both directions, then right edges reversed);
+* intervals are half-open: the cell holding an interval's upper end is not set;
+* Apollo's undefined cases are made safe: a polygon with no scan line is skipped, an odd number of active edges
+  leaves the last one unpaired.
+
+Local coordinates are float32 values (2.0-era ``PolygonType`` and the local cloud are float), held as float64.
+
 Bitmap layout: ``bitmap[row, block]`` (uint64). ``row`` is the cell index along the *major* axis (0 = x, 1 = y),
 the bit index ``j`` is the cell index along the other axis, stored MSB-first: cell ``j`` is bit ``63 - (j & 63)``
 of block ``j >> 6``. Cells cover ``[-range, range)`` on both axes.

@@ -176,12 +176,13 @@ class RoiMask:
 
     @property
     def n_cells(self) -> int:
-        return int(sum(bin(int(v)).count("1") for v in self.bitmap.ravel() if v))
+        """Number of ROI cells."""
+        return int(self.grid().sum())
 
     @property
     def area(self) -> float:
         """ROI area in square metres (cells set times the cell area)."""
-        return float(self.grid().sum()) * self.cell * self.cell
+        return self.n_cells * self.cell * self.cell
 
     def __repr__(self) -> str:
         state = f"empty: {self.note}" if self.empty else f"{len(self.polygons)} polygons, {self.area:.0f} m²"
