@@ -130,6 +130,18 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
         bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
                     title=f"{info['id']}: {info['lost']}", roi_indices=roi_indices)
+        try:
+            from lidarmt.report.bev import draw_bev
+        except ImportError:  # pragma: no cover
+            draw_bev = None
+        if draw_bev is not None:
+            xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
+            ext = view_extent(xy, [*source, *follow], roi_indices)
+            draw_bev(frame, source, roi_indices=roi_indices, out=tmp / "bev_source.png", extent=ext,
+                     title=f"source t: {len(source)} obstacles")
+            fu_roi = None if roi_indices is None else roi_indices  # added points lie outside the ROI
+            draw_bev(follow_frame, follow, roi_indices=fu_roi, out=tmp / "bev_followup.png", extent=ext,
+                     title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles")
         topic = info.get("topic")
         kw = {"topic": topic} if topic else {}
         fu2 = follow_frame.with_points(follow_frame.points)
@@ -162,50 +174,97 @@ def _save_npy(path: Path, arr: np.ndarray) -> None:
 # ----------------------------------------------------------------------------------------------- pictures
 
 
+def _view(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sensor x/y -> plot axes (-y, x): forward up, left to the left (as lidarmt.report.bev draws)."""
+    xy = np.asarray(xy)
+    return -xy[..., 1], xy[..., 0]
+
+
+def _class_colors() -> dict:
+    try:
+        from lidarmt.report.bev import CLASS_COLORS
+
+        return dict(CLASS_COLORS)
+    except ImportError:  # pragma: no cover - the perception helper's module is part of the package
+        from lidarmt.types import ObstacleClass
+
+        return {ObstacleClass.CAR: "#00b000", ObstacleClass.PEDESTRIAN: "#ff5fa2",
+                ObstacleClass.CYCLIST: "#1f4fff", ObstacleClass.UNKNOWN: "#9932cc"}
+
+
+def view_extent(xy: np.ndarray, obstacles: list, roi_indices: np.ndarray | None) -> float:
+    """Half-size of the view: enough for the obstacles and the ROI points, 20 to 80 m."""
+    far = [20.0]
+    if roi_indices is not None and len(roi_indices):
+        r = xy[roi_indices]
+        r = r[np.isfinite(r).all(axis=1)]
+        if len(r):
+            far.append(float(np.percentile(np.abs(r), 99.5)) + 5)
+    for o in obstacles:
+        far.append(float(np.abs(o.center[:2]).max()) + o.length + 5)
+    return float(min(max(far), 80.0))
+
+
 def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Obstacles, follow: Obstacles,
                 verdict: Verdict, *, base: int, title: str = "", roi_indices: np.ndarray | None = None) -> None:
-    """Source and follow-up from above, side by side; lost source obstacles are outlined in red, the
-    source points inside the ROI drawn darker, the added points in orange."""
+    """Source and follow-up from above, side by side (forward up, left to the left; Apollo's class colours):
+    ROI points dark, other points light, added points orange; source obstacles lost in t′ outlined in thick
+    red with what happened to them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Polygon as MplPolygon
 
-    lost = {m.source for m in verdict.missing}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 6), sharex=True, sharey=True)
-    xyz = follow_frame.xyz
-    for ax, frame_obs, label, show_added in ((axes[0], source, "source t", False),
-                                             (axes[1], follow, "follow-up t′", True)):
-        pts = xyz[:base]
-        ax.scatter(pts[:, 0], pts[:, 1], s=0.2, c="#aaaaaa", linewidths=0, rasterized=True)
-        if roi_indices is not None and len(roi_indices):
-            rp = pts[roi_indices[roi_indices < base]]
-            ax.scatter(rp[:, 0], rp[:, 1], s=0.3, c="#2ca02c", linewidths=0, rasterized=True,
-                       label="source points in the ROI")
-        if show_added and len(xyz) > base:
-            add = xyz[base:]
-            ax.scatter(add[:, 0], add[:, 1], s=4, c="#ff7f0e", linewidths=0, label="added points", rasterized=True)
-        for k, o in enumerate(frame_obs):
-            poly = np.asarray(o.polygon)[:, :2] if len(o.polygon) >= 3 else None
-            if poly is None:
-                continue
-            is_lost = label.startswith("source") and k in lost
-            colour = "#d62728" if is_lost else "#1f77b4"
-            ring = np.vstack([poly, poly[:1]])
-            ax.plot(ring[:, 0], ring[:, 1], color=colour, lw=2.2 if is_lost else 1.0)
-            ax.text(float(o.center[0]), float(o.center[1]), f"{k}:{o.cls.value[:3]}", fontsize=6, color=colour)
-        ax.set_title(f"{label}: {len(frame_obs)} obstacles")
-        ax.set_aspect("equal")
-        ax.set_xlabel("x (m, forward)")
-        ax.legend(loc="upper right", fontsize=7, markerscale=6)
-    axes[0].set_ylabel("y (m, left)")
-    finite = np.isfinite(xyz[:, :2]).all(axis=1)
-    lim = float(min(125.0, max(10.0, np.abs(xyz[finite, :2]).max() * 1.05))) if finite.any() else 70.0
-    axes[0].set_xlim(-lim, lim)
-    axes[0].set_ylim(-lim, lim)
-    fig.suptitle(title + "  (red: source obstacles lost in t′)", fontsize=9)
-    fig.tight_layout()
+    colors = _class_colors()
+    missing = {m.source: m for m in verdict.missing}
+    xy = np.c_[follow_frame.points["x"], follow_frame.points["y"]].astype(np.float64)
+    extent = view_extent(xy[:base], [*source, *follow], roi_indices)
+    roi_mask = np.zeros(base, dtype=bool)
+    if roi_indices is not None and len(roi_indices):
+        roi_mask[roi_indices[roi_indices < base]] = True
+    fig, axes = plt.subplots(1, 2, figsize=(14, 7.4), sharex=True, sharey=True)
     try:
+        for ax, obs, label, added in ((axes[0], source, "source t", False), (axes[1], follow, "follow-up t′", True)):
+            src = xy[:base]
+            ok = np.isfinite(src).all(axis=1) & (np.abs(src) <= extent).all(axis=1)
+            h, v = _view(src[ok & ~roi_mask])
+            ax.scatter(h, v, s=0.15, c="#c8c8c8", linewidths=0, rasterized=True)
+            h, v = _view(src[ok & roi_mask])
+            ax.scatter(h, v, s=0.3, c="#505050", linewidths=0, rasterized=True, label="ROI points")
+            if added and len(xy) > base:
+                h, v = _view(xy[base:])
+                ax.scatter(h, v, s=5, c="#ff7f0e", linewidths=0, rasterized=True,
+                           label=f"added points ({len(xy) - base})")
+            for k, o in enumerate(obs):
+                lost = not added and k in missing
+                col = colors.get(o.cls, "#9932cc")
+                if len(o.point_indices):
+                    h, v = _view(xy[np.asarray(o.point_indices, dtype=np.int64)])
+                    ax.scatter(h, v, s=1.2, c=col, linewidths=0, alpha=0.7, rasterized=True)
+                poly = np.asarray(o.polygon)[:, :2] if len(o.polygon) >= 3 else None
+                if poly is not None:
+                    ph, pv = _view(poly)
+                    ax.add_patch(MplPolygon(np.c_[ph, pv], closed=True, fill=False, ec="#d62728" if lost else col,
+                                            lw=3.0 if lost else 1.2, ls="--" if lost else "-"))
+                ch, cv = _view(np.asarray(o.center[:2]))
+                text = f"#{k} {o.cls.value}" + (f" LOST ({missing[k].kind})" if lost else "")
+                ax.text(float(ch), float(cv) + 1.0, text, fontsize=7 if not lost else 8,
+                        color="#d62728" if lost else col, fontweight="bold" if lost else "normal")
+            ax.plot([0], [0], marker="^", ms=8, color="#d62728", mec="black", mew=0.6)
+            ax.set_title(f"{label}: {len(obs)} obstacles", fontsize=10)
+            ax.set_aspect("equal")
+            ax.set_xlabel("← y (left)   [m]    right →")
+            ax.legend(loc="upper right", fontsize=7, markerscale=5)
+            ax.grid(True, lw=0.3, color="#e0e0e0")
+        from matplotlib.ticker import FuncFormatter
+
+        axes[0].xaxis.set_major_formatter(FuncFormatter(lambda t, _: f"{-t + 0.0:g}"))  # show sensor y
+        axes[0].set_ylabel("x (forward) [m]")
+        axes[0].set_xlim(-extent, extent)
+        axes[0].set_ylim(-extent, extent)
+        fig.suptitle(title + "  (red dashed: source obstacles lost in t′)", fontsize=10)
+        fig.tight_layout()
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             fig.savefig(fh, format="png", dpi=100)
     finally:
