@@ -461,7 +461,8 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
         raise MapFormatError(f"{p}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from err
     if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
         raise MapFormatError(f'{p}: a GeoJSON map must be a FeatureCollection (top-level "type")')
-    frame = doc.get("frame", "world")
+    props_top = doc.get("properties") if isinstance(doc.get("properties"), dict) else {}
+    frame = doc.get("frame", props_top.get("frame", "world"))
     if frame not in ("world", "sensor"):
         raise MapFormatError(f'{p}: "frame" must be "world" or "sensor", not {frame!r}')
     feats = doc.get("features")
@@ -572,6 +573,9 @@ def write_map(
         taken = [str(t) for t in targets.values() if t.exists()]
         if taken:
             raise OutputError(f"{', '.join(taken)}: already exist(s); pass overwrite=True (--force) to replace")
+    if hdmap.frame == "sensor" and {"bin", "txt"} & set(formats):
+        warnings.warn(f"{folder}: the map is drawn in sensor coordinates; base_map.bin/.txt cannot say so (only the "
+                      ".geojson keeps it)", stacklevel=2)
     msg = map_to_proto(hdmap) if ({"bin", "txt"} & set(formats)) else None
     for fmt, target in targets.items():
         if fmt == "bin":
