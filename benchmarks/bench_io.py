@@ -101,6 +101,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=25)
     ap.add_argument("--points", type=int, default=130_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--readers", default="", help="comma-separated substrings: run only matching readers")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "io.json")
     args = ap.parse_args()
 
@@ -115,6 +116,9 @@ def main() -> None:
         "PCD binary_compressed": ("pcdc", lambda p: write_pcd_folder(p, frames, encoding="binary_compressed")),
         "npz": ("npz", lambda p: write_npz_folder(p, frames, compress=False)),
     }
+    if args.readers:
+        keys = [k.strip().lower() for k in args.readers.split(",") if k.strip()]
+        writers = {k: v for k, v in writers.items() if any(x in k.lower() for x in keys)}
     load = os.getloadavg()
     rows = []
     extra: dict[str, float] = {}
@@ -162,9 +166,10 @@ def main() -> None:
     for r in rows:
         print(f"{r['reader']:24s} {r['fps_best']:10.1f} {r['mb_s_best']:8.1f} {r['fps_median']:11.1f} "
               f"{r['fps_per_cpu_second']:8.1f} {r['bytes'] / 1e6:8.1f}")
-    print(f"ROS1 generic route (rosbags deserialiser): {extra['ros1_generic_fps_best']} fps; lidarmt's parser is "
-          f"{extra['ros1_zero_copy_speedup']}x faster in the same run; ROS1 random access "
-          f"{extra['ros1_random_access_fps_best']} fps")
+    if extra:
+        print(f"ROS1 generic route (rosbags deserialiser): {extra['ros1_generic_fps_best']} fps; lidarmt's parser is "
+              f"{extra['ros1_zero_copy_speedup']}x faster in the same run; ROS1 random access "
+              f"{extra['ros1_random_access_fps_best']} fps")
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     result = {
         "benchmark": "io",

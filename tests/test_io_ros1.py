@@ -88,6 +88,7 @@ def test_point_layout_is_apollos(tmp_path):
     assert fields == {"x": (0, 7, 1), "y": (4, 7, 1), "z": (8, 7, 1), "intensity": (16, 2, 1), "timestamp": (24, 8, 1)}
     assert msg.point_step == 32 and msg.row_step == 32 * 50 and msg.height == 1 and msg.width == 50
     assert msg.header.frame_id == "velodyne64" and not msg.is_bigendian
+    assert b"compression=lz4" in path.read_bytes()  # LZ4 chunks, as the issue asks
 
 
 def test_own_serialiser_matches_typestore():

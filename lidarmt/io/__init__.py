@@ -24,6 +24,7 @@ _EXPORTS = {
     "Ros1Recording": "lidarmt.io.ros1",
     "Ros1BagWriter": "lidarmt.io.ros1",
     "write_ros1_bag": "lidarmt.io.ros1",
+    "register_type": "lidarmt.io.ros1",
     "Ros2Recording": "lidarmt.io.ros2",
     "Ros2BagWriter": "lidarmt.io.ros2",
     "write_ros2_bag": "lidarmt.io.ros2",

@@ -93,6 +93,9 @@ class Ros2Recording(BagRecording):
             yield raw
 
     def _raw(self, i: int) -> bytes:
+        if i == 0 and self._stamps is None:  # the first cloud needs no timestamp list
+            for raw in self._iter_raw():
+                return raw
         if self._stamps is None:
             self._stamps = [t for _c, t, _r in self._messages(self._conns)]
         t = self._stamps[i]
