@@ -313,3 +313,29 @@ def test_write_other_messages(tmp_path):
         assert TYPESTORE.deserialize_ros1(raw, conn.msgtype).angle == -0.25
     with open_recording(path) as rec:
         assert len(rec) == 1 and {t.name for t in rec.topics()} >= {"/camera/image", "/steering"}
+
+
+def test_organized_big_endian_cloud(tmp_path):
+    """An organized cloud (height 4 x width 5) stored big-endian, with NaN for missing returns."""
+    n = 20
+    be = np.zeros(n, dtype=[("x", ">f4"), ("y", ">f4"), ("z", ">f4"), ("intensity", ">f4")])
+    be["x"] = np.arange(n)
+    be["y"] = -np.arange(n)
+    be["z"] = 0.5
+    be["intensity"] = 7
+    be["x"][[3, 11]] = np.nan
+    T = TYPESTORE.types
+    hdr = T["std_msgs/msg/Header"](seq=0, stamp=T["builtin_interfaces/msg/Time"](sec=1, nanosec=0), frame_id="/velo")
+    pf = [T["sensor_msgs/msg/PointField"](name=k, offset=4 * j, datatype=7, count=1) for j, k in enumerate("xyz")]
+    pf.append(T["sensor_msgs/msg/PointField"](name="intensity", offset=12, datatype=7, count=1))
+    msg = T[POINTCLOUD2](header=hdr, height=4, width=5, fields=pf, is_bigendian=True, point_step=16, row_step=80,
+                         data=np.frombuffer(be.tobytes(), np.uint8), is_dense=False)
+    path = tmp_path / "org.bag"
+    with Ros1BagWriter(path) as w:
+        w.write_message("/points", POINTCLOUD2, msg, 10**9)
+    with open_recording(path) as rec:
+        f = rec[0]
+    keep = np.isfinite(be["x"])
+    assert len(f) == 18 and f.dropped == 2 and f.frame_id == "velo"
+    np.testing.assert_array_equal(f.points["x"], be["x"][keep].astype("<f4"))
+    np.testing.assert_array_equal(f.points["intensity"], np.full(18, 7, np.float32))

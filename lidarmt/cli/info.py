@@ -79,8 +79,8 @@ def _print(s) -> None:
     from rich.table import Table
 
     head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column()
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column(overflow="fold")
     head.add_row("path", s.path)
     head.add_row("format", s.format)
     if s.topic:
@@ -101,12 +101,17 @@ def _print(s) -> None:
     for k, v in s.extra.items():
         if k == "localization":
             continue
-        head.add_row(k.replace("_", " "), str(v))
+        if k == "localization_range":
+            head.add_row("localization (world)", _range(v, "{:.3f}"))
+        elif k == "record_time":
+            head.add_row("record time", f"{v[0]:.6f} … {v[1]:.6f}")
+        else:
+            head.add_row(k.replace("_", " "), str(v))
     console.print(head)
     if s.topics:
         t = Table(title="topics", title_justify="left")
-        t.add_column("topic / channel")
-        t.add_column("type")
+        t.add_column("topic / channel", overflow="fold")
+        t.add_column("type", overflow="fold")
         t.add_column("messages", justify="right")
         for ti in s.topics:
             t.add_row(ti.name, ti.msgtype, f"{ti.count:,}")
