@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from lidarmt.sim import geom
-from lidarmt.sim.lidar import Caster, Hdl64e, returns
+from lidarmt.sim import geom, objects
+from lidarmt.sim.lidar import SELF, Caster, Hdl64e, returns
+from lidarmt.sim.objects import CompiledMesh
 from lidarmt.sim.scene import Scene, StaticObject, build_scene
 from lidarmt.sim.town import Town, build_town
 from lidarmt.types import BOX_DTYPE, Frame, Labels, Provenance, point_dtype
@@ -35,6 +36,7 @@ class Drive:
         self._dirs, self._ring, self._frac = self.sensor.ray_table()
         self._dirs = self._dirs.astype(np.float64)
         self._caster: Caster | None = None
+        self._ego_model = None
         rng = np.random.default_rng([self.seed, 0xB0D1])
         # slow body motion: pitch and roll wobble of a few tenths of a degree
         self._wobble = rng.uniform(0, 2 * np.pi, 4), rng.uniform(0.3, 1.2, 4), rng.uniform(0.1, 0.35, 2)
@@ -67,6 +69,14 @@ class Drive:
         pose[:3, 3] = [x, y, ego.sensor_height]
         return pose
 
+    def _ego_body(self, pose_l: np.ndarray) -> CompiledMesh:
+        """The ego vehicle under the sensor: it hides the ground next to the car from the lowest lasers."""
+        if self._ego_model is None:
+            self._ego_model = objects.ego_body(sensor_height=self.scene.ego.sensor_height)
+        yaw = float(np.arctan2(pose_l[1, 0], pose_l[0, 0]))
+        return objects.compile_model(self._ego_model, x=pose_l[0, 3], y=pose_l[1, 3], z=0.0, yaw=yaw, instance=SELF,
+                                     meta=-1, kind="ego")
+
     def world_pose(self, local: np.ndarray) -> np.ndarray:
         w = local.copy()
         w[:2, 3] += self.town.origin
@@ -84,9 +94,10 @@ class Drive:
         origin = pose_l[:3, 3]
         dirs_w = self._dirs @ pose_l[:3, :3].T
         dyn, boxes = self.scene.agent_meshes(t, origin[:2], DYNAMIC_RADIUS)
+        dyn = CompiledMesh.concat([dyn, self._ego_body(pose_l)])
         hits = self.caster.cast(origin, dirs_w.astype(np.float32), dyn, max_range=self.sensor.max_range)
         rng = np.random.default_rng([self.seed, 0x11DA5, k])
-        keep, r, inten = returns(hits, self.sensor, rng)
+        keep, r, inten = returns(hits, self.sensor, rng, self._ring)
         idx = np.flatnonzero(keep)
         xyz = self._dirs[idx] * r[idx, None]
         pts = np.empty(len(idx), dtype=point_dtype(ring=True, time=True))
@@ -97,7 +108,8 @@ class Drive:
         pts["time"] = stamp - 1.0 / self.sensor.rate_hz + self._frac[idx] / self.sensor.rate_hz
         inst = hits.instance[idx]
         meta = hits.meta[idx]
-        labels = Labels(boxes=self._boxes(inst, boxes, pose_l), point_instance=inst, point_meta=meta)
+        labels = Labels(boxes=self._boxes(inst, boxes, pose_l), point_instance=inst, point_meta=meta,
+                        point_semantic=hits.semantic[idx])
         return Frame(points=pts, pose=self.world_pose(pose_l), stamp=stamp, frame_id="velodyne64",
                      provenance=Provenance(self.source, "sim", k if index is None else index,
                                            detail=f"town {self.town.seed} drive {self.seed} sweep {k}"),

@@ -25,35 +25,62 @@ import numpy as np
 
 from lidarmt.errors import require
 from lidarmt.sim import _kernels
-from lidarmt.sim.objects import GROUND_REFLECTIVITY, CompiledMesh
+from lidarmt.sim.objects import GROUND_REFLECTIVITY, GROUND_SEMANTIC, CompiledMesh
 
 
 def hdl64e_elevations() -> np.ndarray:
-    """The 64 nominal elevation angles in degrees, ascending (index = ring)."""
+    """The 64 nominal (datasheet) elevation angles in degrees, ascending (index = ring)."""
     upper = 2.0 - np.arange(32) / 3.0
     lower = -8.83 - np.arange(32) * 0.5
     return np.sort(np.concatenate([upper, lower]))
+
+
+#: The elevations of the KITTI car's HDL-64E as seen in its sweeps: per ring, the median over the 7 KITTI
+#: frames of the median atan2(z, hypot(x, y)) of the ring's points beyond 3 m (rings recovered from the
+#: point order; measured with benchmarks/bench_sim_realism.py). They sit 0.4-1.0 deg above the datasheet
+#: values and are irregularly spaced, as a calibrated unit is; on flat ground they reproduce where the real
+#: rings fall.
+KITTI_ELEVATIONS_DEG = np.array([
+    -23.62, -23.12, -22.59, -21.96, -21.51, -21.12, -20.63, -20.04, -19.53, -18.98, -18.52, -18.11, -17.61,
+    -17.15, -16.59, -16.07, -15.45, -15.09, -14.58, -13.95, -13.41, -12.87, -12.41, -11.97, -11.54, -11.09,
+    -10.65, -10.09, -9.62, -9.21, -8.78, -8.24, -7.6, -7.27, -6.92, -6.57, -6.29, -6.0, -5.75, -5.42, -5.04,
+    -4.8, -4.48, -4.17, -3.8, -3.52, -3.16, -2.9, -2.48, -2.14, -1.79, -1.42, -1.08, -0.77, -0.37, 0.0, 0.36,
+    0.66, 1.04, 1.34, 1.74, 2.02, 2.34, 2.58,
+])
+
+
+def _ring_gains() -> np.ndarray:
+    """Fixed per-laser intensity gains (the 64 lasers of a real unit differ by 10-20 % after calibration)."""
+    return np.clip(np.random.default_rng(64).normal(1.0, 0.12, 64), 0.7, 1.3)
 
 
 @dataclass(frozen=True, slots=True)
 class Hdl64e:
     """Parameters of the simulated sensor."""
 
-    elevations_deg: np.ndarray = field(default_factory=hdl64e_elevations)
+    elevations_deg: np.ndarray = field(default_factory=lambda: KITTI_ELEVATIONS_DEG.copy())
     azimuth_steps: int = 2083
     rate_hz: float = 10.0
     min_range: float = 0.9
     max_range: float = 120.0
     range_noise: float = 0.02
-    dropout: float = 0.015
-    # detection: p = sigmoid((log(signal) - log(threshold)) / softness), signal = rho * cos / r^2
+    dropout: float = 0.02
+    # detection: p = sigmoid((log(signal) - log(threshold)) / softness), signal = max(rho, floor) * cos / r^2
     detect_threshold: float = 2.5e-6
     detect_softness: float = 0.6
-    # intensity = 255 * clip(rho * (a + b cos) * 1 / (1 + (r / r_half)^2) + noise)
-    intensity_gain: float = 1.0
-    intensity_cos: float = 0.6
-    intensity_range_half: float = 40.0
-    intensity_noise: float = 0.03
+    detect_floor: float = 0.2  # specular car paint and glass return little light diffusely yet are detected
+    # intensity = 255 * rho * gain[ring] * g(cos) / (1 + (r / r_half)^2) * lognormal(noise) + N(0, add_noise)
+    # with g(cos) = 1 / (1 + (cos0 / cos)^4): flat until grazing incidence, then a steep fall (as KITTI's road)
+    intensity_cos0: float = 0.055
+    intensity_range_half: float = 60.0
+    intensity_noise: float = 0.25
+    intensity_add_noise: float = 0.015
+    ring_gain: np.ndarray = field(default_factory=_ring_gains)
+
+    @classmethod
+    def nominal(cls, **kwargs) -> Hdl64e:
+        """The sensor with the datasheet elevations instead of the KITTI-measured ones."""
+        return cls(elevations_deg=hdl64e_elevations(), **kwargs)
 
     @property
     def rays_per_frame(self) -> int:
@@ -81,8 +108,12 @@ class Hits:
     instance: np.ndarray  # (N,) int32
     meta: np.ndarray  # (N,) int8
     code: np.ndarray  # (N,) uint8 surface code for ground hits (255 for objects or none)
+    semantic: np.ndarray  # (N,) int32 SemanticKITTI id (0 = nothing hit)
     rgb: np.ndarray | None = None  # (N, 3) uint8 when asked for
     normal: np.ndarray | None = None  # (N, 3) float32 when asked for
+
+
+SELF = -2  # instance id of the ego vehicle's own body: it blocks rays but gives no returns
 
 
 class Caster:
@@ -132,6 +163,7 @@ class Caster:
         inst = np.full(n, -1, np.int32)
         meta = np.full(n, -1, np.int8)
         code_out = np.full(n, 255, np.uint8)
+        sem = np.zeros(n, np.int32)
         rgb = np.zeros((n, 3), np.uint8) if with_rgb else None
         normal = np.zeros((n, 3), np.float32) if with_normal else None
         g = hit & (which == 0)
@@ -141,6 +173,7 @@ class Caster:
         dz = np.abs(dirs[g, 2])
         cos[g] = np.where(face, np.sqrt(np.maximum(1 - dz * dz, 0)) * 0.8, dz)
         code_out[g] = gc
+        sem[g] = GROUND_SEMANTIC[np.minimum(gc, len(GROUND_SEMANTIC) - 1)]
         if with_rgb or with_normal:
             from lidarmt.sim.objects import GROUND_RGB
 
@@ -160,14 +193,16 @@ class Caster:
             cos[m] = np.abs(np.einsum("ij,ij->i", nrm[m], dirs[m]))
             inst[m] = mesh.instance[pid]
             meta[m] = mesh.meta[pid]
+            sem[m] = mesh.semantic[pid]
             if with_rgb:
                 rgb[m] = mesh.rgb[pid]
             if with_normal:
                 normal[m] = nrm[m]
-        return Hits(t, refl, cos, inst, meta, code_out, rgb, normal)
+        return Hits(t, refl, cos, inst, meta, code_out, sem, rgb, normal)
 
 
-def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Which rays give a return, their noisy range and their intensity (0..255), as (keep, range, intensity).
 
     Random numbers are drawn for every ray in a fixed order, so the result depends only on the generator's
@@ -178,17 +213,19 @@ def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator) -> tuple[np.nda
     u_det = rng.random(n)
     noise = rng.standard_normal(n)
     inoise = rng.standard_normal(n)
+    u_add = rng.standard_normal(n)
     t = hits.t.astype(np.float64)
     rng_m = t + noise * model.range_noise
-    ok = np.isfinite(t) & (rng_m >= model.min_range) & (rng_m <= model.max_range)
+    ok = np.isfinite(t) & (rng_m >= model.min_range) & (rng_m <= model.max_range) & (hits.instance != SELF)
     with np.errstate(divide="ignore", invalid="ignore"):
-        signal = hits.reflectivity * np.maximum(hits.cos, 0.02) / np.maximum(t, 0.5) ** 2
+        signal = np.maximum(hits.reflectivity, model.detect_floor) * np.maximum(hits.cos, 0.02) / np.maximum(t, 0.5) ** 2
         z = (np.log(np.maximum(signal, 1e-30)) - np.log(model.detect_threshold)) / model.detect_softness
     p_det = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
     keep = ok & (u_drop >= model.dropout) & (u_det < p_det)
     r = np.where(keep, rng_m, 0.0)
-    falloff = 1.0 / (1.0 + (np.maximum(t, 0) / model.intensity_range_half) ** 2)
-    value = hits.reflectivity * (1 - model.intensity_cos + model.intensity_cos * hits.cos) * falloff
-    value = value * model.intensity_gain + inoise * model.intensity_noise
+    falloff = 1.0 / (1.0 + (np.where(keep, t, 0.0) / model.intensity_range_half) ** 2)
+    g = 1.0 / (1.0 + (model.intensity_cos0 / np.maximum(hits.cos, 1e-3)) ** 4)
+    value = hits.reflectivity * model.ring_gain[ring] * g * falloff * np.exp(inoise * model.intensity_noise)
+    value = value + u_add * model.intensity_add_noise
     inten = np.clip(np.round(value * 255.0), 0, 255).astype(np.float32)
     return keep, r, inten

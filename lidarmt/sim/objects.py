@@ -29,15 +29,36 @@ class Mat:
 
 
 #: base LiDAR reflectivity and colour per ground material code (indices = Mat ids 0..5)
-GROUND_REFLECTIVITY = np.array([0.30, 0.80, 0.80, 0.36, 0.42, 0.40], dtype=np.float32)
+GROUND_REFLECTIVITY = np.array([0.235, 0.55, 0.55, 0.31, 0.36, 0.30], dtype=np.float32)
 GROUND_RGB = np.array(
     [[72, 72, 76], [235, 235, 228], [238, 238, 232], [172, 170, 164], [86, 128, 62], [190, 188, 182]],
     dtype=np.uint8,
 )
 
-_CAR_COLOURS = [  # (rgb, reflectivity): dark paints reflect little, white and silver more
-    ((20, 20, 22), 0.05), ((235, 235, 235), 0.38), ((150, 152, 156), 0.25), ((110, 20, 24), 0.12),
-    ((25, 45, 110), 0.09), ((60, 62, 66), 0.08), ((200, 190, 160), 0.3), ((30, 80, 40), 0.1),
+#: SemanticKITTI class id per ground material code (road, lane-marking, lane-marking, sidewalk, terrain, sidewalk)
+GROUND_SEMANTIC = np.array([40, 60, 60, 48, 72, 48], dtype=np.int32)
+#: SemanticKITTI class id of each kind of object (per-material exceptions in :func:`semantic_id`)
+SEMANTIC_BY_KIND = {
+    "car": 10, "van": 10, "parked_car": 10, "parked_van": 10, "truck": 18, "bus": 13, "pedestrian": 30,
+    "cyclist": 31, "building": 50, "wall": 51, "tree": 70, "lamp": 80, "post": 80, "sign": 81,
+    "street_furniture": 99,
+}
+
+
+def semantic_id(kind: str, mat: int) -> int:
+    """SemanticKITTI id of a part: trunks and foliage of trees, sign plates and their posts differ."""
+    if mat == Mat.TRUNK:
+        return 71
+    if mat == Mat.FOLIAGE:
+        return 70
+    if kind == "sign":
+        return 81 if mat == Mat.SIGN else 80
+    return SEMANTIC_BY_KIND.get(kind, 99)
+
+
+_CAR_COLOURS = [  # (rgb, diffuse reflectivity): glossy paint returns little light; KITTI's cars read mostly 0
+    ((20, 20, 22), 0.005), ((235, 235, 235), 0.09), ((150, 152, 156), 0.05), ((110, 20, 24), 0.02),
+    ((25, 45, 110), 0.015), ((60, 62, 66), 0.01), ((200, 190, 160), 0.07), ((30, 80, 40), 0.015),
 ]
 _CLOTH = [(30, 30, 40), (60, 60, 90), (150, 30, 30), (200, 200, 200), (40, 90, 140), (90, 70, 50), (220, 180, 40)]
 
@@ -73,11 +94,13 @@ class CompiledMesh:
     mat: np.ndarray  # (M,) uint8
     instance: np.ndarray  # (M,) int32, -1 for background
     meta: np.ndarray  # (M,) int8 MetaType, -1 for background
+    semantic: np.ndarray  # (M,) int32 SemanticKITTI class id
 
     @classmethod
     def empty(cls) -> CompiledMesh:
         return cls(np.zeros((0, 3)), np.zeros((0, 3), np.int64), np.zeros(0, np.float32),
-                   np.zeros((0, 3), np.uint8), np.zeros(0, np.uint8), np.zeros(0, np.int32), np.zeros(0, np.int8))
+                   np.zeros((0, 3), np.uint8), np.zeros(0, np.uint8), np.zeros(0, np.int32), np.zeros(0, np.int8),
+                   np.zeros(0, np.int32))
 
     @classmethod
     def concat(cls, items: list[CompiledMesh]) -> CompiledMesh:
@@ -86,13 +109,13 @@ class CompiledMesh:
             return cls.empty()
         v, f = geom.merge([(m.vertices, m.triangles) for m in items])
         return cls(v, f, *(np.concatenate([getattr(m, k) for m in items])
-                           for k in ("reflectivity", "rgb", "mat", "instance", "meta")))
+                           for k in ("reflectivity", "rgb", "mat", "instance", "meta", "semantic")))
 
 
 def compile_model(model: Model, *, x: float, y: float, z: float, yaw: float, instance: int, meta: int,
-                  pitch: float = 0.0) -> CompiledMesh:
+                  kind: str = "", pitch: float = 0.0) -> CompiledMesh:
     """Place a model in the world and flatten it into one attributed triangle mesh."""
-    vs, fs, refl, rgb, mat = [], [], [], [], []
+    vs, fs, refl, rgb, mat, sem = [], [], [], [], [], []
     n = 0
     rot = geom.rot_z(yaw) @ geom.rot_y(pitch) if pitch else geom.rot_z(yaw)
     for p in model.parts:
@@ -103,9 +126,11 @@ def compile_model(model: Model, *, x: float, y: float, z: float, yaw: float, ins
         refl.append(np.full(m, p.reflectivity, np.float32))
         rgb.append(np.tile(np.array(p.rgb, np.uint8), (m, 1)))
         mat.append(np.full(m, p.mat, np.uint8))
+        sem.append(np.full(m, semantic_id(kind, p.mat), np.int32))
     m_tot = sum(len(f) for f in fs)
     return CompiledMesh(np.concatenate(vs), np.concatenate(fs), np.concatenate(refl), np.concatenate(rgb),
-                        np.concatenate(mat), np.full(m_tot, instance, np.int32), np.full(m_tot, meta, np.int8))
+                        np.concatenate(mat), np.full(m_tot, instance, np.int32), np.full(m_tot, meta, np.int8),
+                        np.concatenate(sem))
 
 
 # ----------------------------------------------------------------------------------------------- vehicles
@@ -113,7 +138,7 @@ def compile_model(model: Model, *, x: float, y: float, z: float, yaw: float, ins
 
 def _paint(rng: np.random.Generator) -> tuple[tuple[int, int, int], float]:
     rgb, refl = _CAR_COLOURS[rng.integers(len(_CAR_COLOURS))]
-    return rgb, float(np.clip(refl * rng.uniform(0.7, 1.3), 0.02, 0.6))
+    return rgb, float(np.clip(refl * rng.uniform(0.6, 1.4), 0.0, 0.6))
 
 
 def _wheels(model: Model, xs: list[float], width: float, radius: float, tyre_w: float = 0.22) -> None:
@@ -121,7 +146,7 @@ def _wheels(model: Model, xs: list[float], width: float, radius: float, tyre_w: 
         for side in (-1, 1):
             w = geom.wheel(radius, tyre_w, segments=10)
             model.add(geom.transform(w, None, [x, side * (width / 2 - tyre_w / 2 + 0.02), radius]),
-                      Mat.TYRE, 0.06, (18, 18, 18))
+                      Mat.TYRE, 0.03, (18, 18, 18))
 
 
 def car(rng: np.random.Generator) -> Model:
@@ -144,11 +169,27 @@ def car(rng: np.random.Generator) -> Model:
     back = -hl + (0.22 if kind == "sedan" else 0.05)
     cabin = np.array([[back, belt], [front, belt], [front - 0.45 * (height - belt) - 0.25, height],
                       [back + (0.55 if kind == "sedan" else 0.15), height]])
-    m.add(geom.extrude_xz(cabin, width - 0.06, width - 0.3), Mat.GLASS, 0.06, (40, 50, 60))
+    m.add(geom.extrude_xz(cabin, width - 0.06, width - 0.3), Mat.GLASS, 0.01, (40, 50, 60))
     roof = np.array([[back + 0.1, height - 0.07], [front - 0.45 * (height - belt) - 0.3, height - 0.07],
                      [front - 0.45 * (height - belt) - 0.32, height], [back + 0.12, height]])
     m.add(geom.extrude_xz(roof, width - 0.28), Mat.PAINT, refl, rgb)
     _wheels(m, [hl - 0.8, -hl + 0.85], width, r_wheel)
+    return m
+
+
+def ego_body(*, sensor_height: float) -> Model:
+    """The ego vehicle's body (an estate car) in the LiDAR's frame (origin on the ground below the sensor).
+
+    It only blocks rays (the caster drops hits on it): the roof under the sensor, the windscreen and the bonnet
+    hide the ground next to the car from the lowest lasers, as on KITTI's car where the lowest rings keep
+    only about half of their points.
+    """
+    roof = sensor_height - 0.45  # the sensor sits on a rack 0.45 m above the roof
+    m = Model(length=4.7, width=1.8, height=roof)
+    body = np.array([[-2.45, 0.3], [2.15, 0.3], [2.25, 0.45], [2.25, 0.8], [1.5, 0.98], [-2.45, 0.98]])
+    m.add(geom.extrude_xz(body, 1.8), Mat.PAINT, 0.1, (200, 200, 200))
+    cabin = np.array([[-2.35, 0.98], [1.35, 0.98], [0.5, roof], [-1.0, roof]])
+    m.add(geom.extrude_xz(cabin, 1.75, 1.25), Mat.GLASS, 0.05, (40, 50, 60))
     return m
 
 
@@ -163,7 +204,7 @@ def van(rng: np.random.Generator) -> Model:
                      [hl - 1.2, height], [-hl, height]])
     m.add(geom.extrude_xz(body, width, width - 0.1), Mat.PAINT, refl, rgb)
     glass = np.array([[-hl + 0.3, 1.15], [hl - 0.95, 1.15], [hl - 1.3, height - 0.15], [-hl + 0.3, height - 0.15]])
-    m.add(geom.extrude_xz(glass, width + 0.01, width - 0.09), Mat.GLASS, 0.06, (40, 50, 60))
+    m.add(geom.extrude_xz(glass, width + 0.01, width - 0.09), Mat.GLASS, 0.01, (40, 50, 60))
     _wheels(m, [hl - 0.9, -hl + 1.0], width, 0.34)
     return m
 
@@ -178,7 +219,7 @@ def truck(rng: np.random.Generator) -> Model:
     cab_l = 2.1
     cab = np.array([[hl - cab_l, 0.45], [hl, 0.45], [hl, 2.0], [hl - 0.35, 2.9], [hl - cab_l, 2.9]])
     m.add(geom.extrude_xz(cab, width - 0.1), Mat.PAINT, refl, rgb)
-    m.add(geom.box(0.05, width - 0.3, 0.8, center=(hl + 0.005 - 0.2, 0, 2.4)), Mat.GLASS, 0.06, (40, 50, 60))
+    m.add(geom.box(0.05, width - 0.3, 0.8, center=(hl + 0.005 - 0.2, 0, 2.4)), Mat.GLASS, 0.01, (40, 50, 60))
     m.add(geom.box(length - cab_l - 0.15, width, height - 0.9, center=(-cab_l / 2 - 0.075, 0, 0.9 + (height - 0.9) / 2)),
           Mat.PAINT, rng.uniform(0.25, 0.45), box_rgb)
     m.add(geom.box(length - 0.5, 0.9, 0.3, center=(0, 0, 0.75)), Mat.METAL, 0.15, (40, 40, 40))  # chassis
@@ -196,7 +237,7 @@ def bus(rng: np.random.Generator) -> Model:
                      [-hl + 0.2, height], [-hl, height - 0.2]])
     m.add(geom.extrude_xz(body, width, width - 0.08), Mat.PAINT, max(refl, 0.15), rgb)
     band = np.array([[-hl + 0.3, 1.25], [hl - 0.2, 1.25], [hl - 0.2, height - 0.35], [-hl + 0.3, height - 0.35]])
-    m.add(geom.extrude_xz(band, width + 0.012), Mat.GLASS, 0.07, (35, 45, 55))
+    m.add(geom.extrude_xz(band, width + 0.012), Mat.GLASS, 0.01, (35, 45, 55))
     _wheels(m, [hl - 2.6, -hl + 3.0, -hl + 1.7], width, 0.5, 0.3)
     return m
 
@@ -295,7 +336,7 @@ def pole(rng: np.random.Generator, *, lamp: bool) -> Model:
     """A street-light pole (with an arm and lamp head, facing +y) or a plain post."""
     h = rng.uniform(5.5, 8.5) if lamp else rng.uniform(2.5, 3.5)
     m = Model(length=0.3, width=0.3, height=h)
-    m.add(geom.cylinder(0.11 if lamp else 0.06, h, segments=8, radius_top=0.07 if lamp else 0.06), Mat.METAL, 0.28, (110, 110, 115))
+    m.add(geom.cylinder(0.11 if lamp else 0.06, h, segments=8, radius_top=0.07 if lamp else 0.06), Mat.METAL, 0.2, (110, 110, 115))
     if lamp:
         arm = rng.uniform(1.2, 2.2)
         m.add(geom.segment_box([0, 0, h - 0.1], [0, arm, h], 0.08), Mat.METAL, 0.28, (110, 110, 115))
@@ -346,7 +387,7 @@ def tree(rng: np.random.Generator) -> Model:
         c = (rng.uniform(-0.3, 0.3) * b, rng.uniform(-0.3, 0.3) * b, trunk_h + crown_r * (0.9 + 0.25 * b))
         rr = crown_r * (1.0 - 0.2 * b)
         m.add(geom.sphere((rr, rr, rr * rng.uniform(0.8, 1.1)), center=c, subdiv=2, jitter=jit), Mat.FOLIAGE,
-              rng.uniform(0.32, 0.48), colour)
+              rng.uniform(0.3, 0.42), colour)
     return m
 
 
@@ -354,7 +395,7 @@ def building(rng: np.random.Generator, frontage: float, depth: float) -> Model:
     """A building block: one or two stacked boxes, with a window band on the front (+y) facade."""
     h = rng.uniform(4.0, 22.0) if rng.random() < 0.8 else rng.uniform(3.0, 6.0)
     colour = tuple(int(c) for c in rng.integers(90, 230, 3))
-    refl = rng.uniform(0.25, 0.5)
+    refl = rng.uniform(0.32, 0.55)
     m = Model(length=frontage, width=depth, height=h)
     m.add(geom.box(frontage, depth, h, center=(0, 0, h / 2)), Mat.BUILDING, refl, colour)
     if h > 8 and rng.random() < 0.5:

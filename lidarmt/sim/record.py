@@ -13,7 +13,9 @@
   UTM zone 10 coordinates;
 * ``<bag without .bag>.labels.npz``: ground truth, aligned point for point with the bag's clouds: for sweep
   ``k`` the arrays ``point_instance_k`` (int32, -1 = none), ``point_meta_k`` (int8 MetaType, -1 = background)
-  and ``boxes_k`` (lidarmt.types.BOX_DTYPE, sensor frame), plus ``stamps`` (float64). Read it with
+  ``point_semantic_k`` (int32 SemanticKITTI class id: 40 road, 48 sidewalk, 60 lane marking, 72 terrain,
+  50 building, 70 vegetation, 10 car, 30 person, 31 bicyclist, ...) and ``boxes_k`` (lidarmt.types.BOX_DTYPE,
+  sensor frame), plus ``stamps`` (float64). Read it with
   :func:`load_labels`.
 
 The town seed and the drive seed both derive from ``seed``, so a seed names one recording exactly.
@@ -64,7 +66,9 @@ def load_labels(path: str | os.PathLike[str]) -> list[Labels]:
     try:
         with np.load(path, allow_pickle=False) as z:
             n = len(z["stamps"])
-            return [Labels(z[f"boxes_{k}"], z[f"point_instance_{k}"], z[f"point_meta_{k}"]) for k in range(n)]
+            return [Labels(z[f"boxes_{k}"], z[f"point_instance_{k}"], z[f"point_meta_{k}"],
+                           z[f"point_semantic_{k}"] if f"point_semantic_{k}" in z.files else None)
+                    for k in range(n)]
     except FileNotFoundError as err:
         raise InputError(f"{path}: no such file (simulate the bag with `lidarmt simulate` to get its labels)") from err
     except (OSError, KeyError, ValueError) as err:
@@ -136,6 +140,7 @@ def simulate_recording(
             labels[f"boxes_{k}"] = frame.labels.boxes
             labels[f"point_instance_{k}"] = frame.labels.point_instance
             labels[f"point_meta_{k}"] = frame.labels.point_meta
+            labels[f"point_semantic_{k}"] = frame.labels.point_semantic
             stamps.append(frame.stamp)
             total_points += len(frame.points)
             if on_frame is not None:

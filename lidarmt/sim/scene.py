@@ -123,7 +123,8 @@ class Scene:
                 phase = 2 * np.pi * a.arc(t) / a.params["stride"]
                 builder = objects.pedestrian if a.kind == "pedestrian" else objects.cyclist
                 model, _ = builder(None, phase=phase, params=a.params)  # type: ignore[arg-type]
-            parts.append(objects.compile_model(model, x=x, y=y, z=z, yaw=yaw, instance=a.instance, meta=a.meta))
+            parts.append(objects.compile_model(model, x=x, y=y, z=z, yaw=yaw, instance=a.instance, meta=a.meta,
+                                               kind=a.kind))
             ln, wd, ht = a.dims() if a.model is not None else (model.length, model.width, model.height)
             boxes.append(StaticObject(a.instance, a.meta, a.kind, x, y, z, yaw, ln, wd, ht))
         return CompiledMesh.concat(parts), boxes
@@ -154,7 +155,7 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
 
     def put(model: Model, kind: str, x: float, y: float, yaw: float, meta: int, instance: int) -> None:
         z = float(town.ground_z(np.array([[x, y]]))[0])
-        meshes.append(objects.compile_model(model, x=x, y=y, z=z, yaw=yaw, instance=instance, meta=meta))
+        meshes.append(objects.compile_model(model, x=x, y=y, z=z, yaw=yaw, instance=instance, meta=meta, kind=kind))
         statics.append(StaticObject(instance, meta, kind, x, y, z, yaw, model.length, model.width, model.height))
 
     sw = town.sidewalk_width
