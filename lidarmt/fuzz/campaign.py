@@ -213,9 +213,14 @@ class Evaluator:
         frame = self.source[index]
         return frame, self.rois.roi_for(frame)
 
-    def detect(self, frame: Frame, roi: Roi) -> Obstacles:
-        with _alarm(self._timeout):
-            return _as_obstacles(self.sut.detect(frame, roi))
+    def detect(self, frame: Frame, roi: Roi, *, key: Key | None = None, stage: str = "bundle") -> Obstacles:
+        """One perception call (announced through ``on_call``, so a worker's parent can time it)."""
+        self.on_call(key, stage)
+        try:
+            with _alarm(self._timeout):
+                return _as_obstacles(self.sut.detect(frame, roi))
+        finally:
+            self.on_call(key, "")  # the call is over (the parent stops timing it)
 
     def follow_up(self, frame: Frame, roi: Roi, key: Key, bounds: Bounds | None = None):
         return make_follow_up(frame, roi, key[1], seed=self.config.seed, frame_index=key[0], trial=key[2],
@@ -225,10 +230,9 @@ class Evaluator:
         """Judge every pair of source frame ``index`` in ``keys``; emits ("pair", record) per key."""
         frame, roi = self.load(index)
         bounds = Bounds.of(frame)
-        self.on_call(None, "source")
         t0 = time.perf_counter()
         try:
-            source = self.detect(frame, roi)
+            source = self.detect(frame, roi, stage="source")
         except Exception as err:  # the SUT failed on the source frame: every pair of it is a finding
             fail = _failure(err, self._timeout)
             status = fail.pop("status")
@@ -238,10 +242,9 @@ class Evaluator:
         t_source = time.perf_counter() - t0
         for key in keys:
             fu = self.follow_up(frame, roi, key, bounds)
-            self.on_call(key, "follow")
             t0 = time.perf_counter()
             try:
-                follow = self.detect(fu.frame, roi)
+                follow = self.detect(fu.frame, roi, key=key, stage="follow")
             except Exception as err:
                 fail = _failure(err, self._timeout)
                 emit("pair", _pair_record(key, fail.pop("status"), "follow", **fail))
@@ -395,7 +398,10 @@ class _Pool:
             s.ready = True
         elif kind == "start":
             key, stage = payload
-            s.current, s.since = (tuple(key) if key is not None else None, stage), time.monotonic()
+            if stage:
+                s.current, s.since = (tuple(key) if key is not None else None, stage), time.monotonic()
+            else:
+                s.current = None
         elif kind == "pair":
             s.done.add(record_key(payload))
             s.current = None
@@ -420,7 +426,7 @@ class _Pool:
         if kind == "frame":
             index, keys = payload
             remaining = [tuple(k) for k in keys if tuple(k) not in s.done]
-            if cur is None or cur[0] is None:  # lost on the source frame: all its pairs are findings
+            if cur is None or cur[0] is None or cur[1] == "source":  # lost on the source: all its pairs
                 for key in remaining:
                     on_pair(_pair_record(key, status, "source", error=message, traceback=""))
             else:

@@ -56,6 +56,9 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     cfg = info["config"]
     if map_path:
         cfg["roi"]["map"] = map_path
+    else:  # paths were stored as given: resolve a relative one against the campaign's folder
+        cfg["roi"]["map"] = _resolve(cfg["roi"]["map"], info.get("cwd"))
+    cfg["source"]["path"] = _resolve(cfg["source"]["path"], info.get("cwd"))
     if sut:
         cfg["sut"]["name"] = sut
     config = CampaignConfig.from_dict(cfg)
@@ -95,6 +98,15 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     res.verdict = verdict
     check("verdict", _norm(verdict) == _norm(info["verdict"]), "the oracle's verdict differs from bundle.json")
     return res
+
+
+def _resolve(path: str, cwd: str | None) -> str:
+    from lidarmt.fuzz.plugins import is_callable_spec
+
+    if is_callable_spec(path) or Path(path).is_absolute() or Path(path).exists() or not cwd:
+        return path
+    cand = Path(cwd) / path
+    return str(cand) if cand.exists() else path
 
 
 def _same_points(a: np.ndarray, b: np.ndarray) -> bool:

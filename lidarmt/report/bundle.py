@@ -37,6 +37,12 @@ from lidarmt.types import Frame, Obstacles
 BUNDLE_VERSION = 1
 
 
+def _mode(sut, cfg: dict) -> str:
+    """The SUT's numeric mode (ApolloLOP: config.mode), for the environment section."""
+    mode = getattr(getattr(sut, "config", None), "mode", None) or cfg["sut"]["options"].get("mode")
+    return str(mode) if mode else "default"
+
+
 def relation_of(verdict: Verdict) -> str:
     """The relation a bundle is about: the study's count relation when it fails, else the subset relation."""
     return "count" if verdict.count_violation else "subset"
@@ -99,8 +105,9 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "lost": lost_text(verdict),
         "ddmin": dd.to_dict() if dd else None,
         "minimal_verdict": judge(source, minimal_obs).to_dict() if minimal_obs is not None else None,
-        "environment": environment(),
+        "environment": environment() | {"mode": _mode(ev.sut, cfg)},
         "command": command,
+        "cwd": os.getcwd(),
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
@@ -314,7 +321,7 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}",
         f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)",
         f"- lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
-        f"numba {env.get('numba', '–')}, Python {env.get('python')}",
+        f"numba {env.get('numba', '–')}, Python {env.get('python')}; SUT mode: {env.get('mode', 'default')}",
         f"- CPU: {env.get('cpu')} ({env.get('cpus')} CPUs), {env.get('platform')}",
         f"- seed tuple (campaign seed, frame, n, trial): {tuple(info['seed_tuple'])}",
         "",
