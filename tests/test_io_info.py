@@ -170,3 +170,28 @@ def test_subprocess_entry_point(bag, tmp_path):
     r = subprocess.run([sys.executable, "-m", "lidarmt", "info", str(tmp_path / "missing.bag")], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["ros2-sqlite3", "ros2-mcap", "cyber", "pcd", "npz"])
+def test_info_every_format(tmp_path, capsys, fmt):
+    from lidarmt.io import write_cyber_record, write_npz_folder, write_pcd_folder, write_ros2_bag
+
+    frames = synthetic_frames(3, 200, seed=8, nan_points=1)
+    path = tmp_path / "rec"
+    if fmt.startswith("ros2"):
+        write_ros2_bag(path, frames, storage=fmt.split("-")[1])
+    elif fmt == "cyber":
+        path = tmp_path / "rec.record"
+        write_cyber_record(path, frames)
+    elif fmt == "pcd":
+        write_pcd_folder(path, frames)
+    else:
+        write_npz_folder(path, frames)
+    rc, out, err = run(capsys, path, "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["format"] == fmt.split("-")[0] and d["frame_count"] == 3 and d["frames_with_pose"] == 3
+    assert d["points_min"] == 199 and d["dropped_points"] == 3
+    assert d["position_range"]["x"][0] == pytest.approx(315323.45, abs=1e-5)
+    rc, out, _ = run(capsys, path)
+    assert rc == 0 and "points / frame" in out

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from lidarmt.errors import InputError
 from lidarmt.io.base import Recording
+from lidarmt.io.cloud import drop_non_finite
 from lidarmt.io.errors import NoPointCloudError, RecordingError, WriterError
 from lidarmt.io.npz import load_frame_npz, save_frame_npz
-from lidarmt.types import Frame, Provenance
+from lidarmt.types import Frame, Provenance, finite_mask
 
 
 def _natural_key(p: Path) -> tuple:
@@ -41,6 +43,11 @@ class NpzRecording(Recording):
             raise
         except InputError as err:
             raise RecordingError(str(err)) from err
+        points, dropped = drop_non_finite(f.points)
+        if dropped:  # as every reader does (Apollo drops them on input); labels follow the points
+            keep = finite_mask(f.points)
+            f = replace(f, points=points, labels=None if f.labels is None else f.labels.select(keep),
+                        dropped=f.dropped + dropped)
         src = f.provenance
         f.provenance = Provenance(str(self.path), "npz", i, src.topic if src else None, self.files[i].name)
         return f
