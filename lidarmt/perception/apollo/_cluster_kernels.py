@@ -59,6 +59,26 @@ def point_grid_kernel(x, y, range_, inv_res, rows, cols, point2grid, point_num):
 
 
 @njit(cache=True, nogil=True)
+def _centre(g, cols, rows, inst_row, inst_col, scale):  # pragma: no cover - numba
+    """The cell a cell's instance offset points at: std::round(row + dr * scale), clamped (float32 sums)."""
+    row = g // cols
+    col = g - row * cols
+    cr = np.float32(row) + inst_row[g] * scale
+    cc = np.float32(col) + inst_col[g] * scale
+    if math.isfinite(cr):
+        r = int(round_half_away(cr)) if abs(cr) < 1e9 else (rows if cr > 0 else -1)
+    else:
+        r = row
+    if math.isfinite(cc):
+        c = int(round_half_away(cc)) if abs(cc) < 1e9 else (cols if cc > 0 else -1)
+    else:
+        c = col
+    r = min(max(r, 0), rows - 1)
+    c = min(max(c, 0), cols - 1)
+    return r * cols + c
+
+
+@njit(cache=True, nogil=True)
 def cluster_kernel(
     category, inst_row, inst_col, point_num, objectness, use_all_grids, scale, id_img
 ):  # pragma: no cover
@@ -66,36 +86,32 @@ def cluster_kernel(
 
     Inputs are flat (H*W) float32 arrays except ``point_num`` (int32); ``id_img`` (int32, H*W) receives the
     obstacle id of each object cell (-1 elsewhere). Returns the number of obstacles.
+
+    Centre pointers are computed only for the cells a traversal visits, and the union pass runs over the
+    centres found (in row-major order): the partition, and so every obstacle id, is the same as with Apollo's
+    full passes over the grid.
     """
-    rows = int(math.sqrt(category.shape[0]) + 0.5)
-    cols = category.shape[0] // rows
-    n = rows * cols
-    parent = np.empty(n, dtype=np.int32)
+    n = category.shape[0]
+    rows = int(math.sqrt(n) + 0.5)
+    cols = n // rows
+    parent = np.arange(n).astype(np.int32)
     rank = np.zeros(n, dtype=np.int32)
-    center = np.empty(n, dtype=np.int32)
     is_object = np.zeros(n, dtype=np.bool_)
     is_center = np.zeros(n, dtype=np.bool_)
     traversed = np.zeros(n, dtype=np.int8)
-    for row in range(rows):
-        for col in range(cols):
-            g = row * cols + col
-            parent[g] = g
-            is_object[g] = (use_all_grids or point_num[g] > 0) and category[g] >= objectness
-            cr = np.float32(row) + inst_row[g] * scale
-            cc = np.float32(col) + inst_col[g] * scale
-            if math.isfinite(cr):
-                r = int(round_half_away(cr)) if abs(cr) < 1e9 else (rows if cr > 0 else -1)
-            else:
-                r = row
-            if math.isfinite(cc):
-                c = int(round_half_away(cc)) if abs(cc) < 1e9 else (cols if cc > 0 else -1)
-            else:
-                c = col
-            r = min(max(r, 0), rows - 1)
-            c = min(max(c, 0), cols - 1)
-            center[g] = r * cols + c
-    # traverse from every object node
+    n_obj = 0
+    for g in range(n):
+        if category[g] >= objectness and (use_all_grids or point_num[g] > 0):
+            is_object[g] = True
+            n_obj += 1
+    if n_obj == 0:
+        for g in range(n):
+            id_img[g] = -1
+        return 0
+    # traverse from every object node, in row-major order
     stack = np.empty(n, dtype=np.int32)
+    centres = np.empty(n, dtype=np.int32)
+    n_centres = 0
     for g0 in range(n):
         if not is_object[g0] or traversed[g0] != 0:
             continue
@@ -105,32 +121,37 @@ def cluster_kernel(
             stack[top] = x
             top += 1
             traversed[x] = 2
-            x = center[x]
+            x = _centre(x, cols, rows, inst_row, inst_col, scale)
         if traversed[x] == 2:  # a cycle: every node from x to the end of the path is a centre
             i = top - 1
             while i >= 0 and stack[i] != x:
-                is_center[stack[i]] = True
+                if not is_center[stack[i]]:
+                    is_center[stack[i]] = True
+                    centres[n_centres] = stack[i]
+                    n_centres += 1
                 i -= 1
-            is_center[x] = True
+            if not is_center[x]:
+                is_center[x] = True
+                centres[n_centres] = x
+                n_centres += 1
         px = parent[x]  # unchanged by the loop below even when x is on the path (it gets its own parent)
         for i in range(top):
             y = stack[i]
             traversed[y] = 1
             parent[y] = px
-    # union adjacent centres (4-neighbourhood)
-    for row in range(rows):
-        for col in range(cols):
-            g = row * cols + col
-            if not is_center[g]:
-                continue
-            if row > 0 and is_center[g - cols]:
-                _union(parent, rank, g, g - cols)
-            if col > 0 and is_center[g - 1]:
-                _union(parent, rank, g, g - 1)
-            if col < cols - 1 and is_center[g + 1]:
-                _union(parent, rank, g, g + 1)
-            if row < rows - 1 and is_center[g + cols]:
-                _union(parent, rank, g, g + cols)
+    # union adjacent centres (4-neighbourhood); the order of unions does not change the partition
+    for t in range(n_centres):
+        g = centres[t]
+        row = g // cols
+        col = g - row * cols
+        if row > 0 and is_center[g - cols]:
+            _union(parent, rank, g, g - cols)
+        if col > 0 and is_center[g - 1]:
+            _union(parent, rank, g, g - 1)
+        if col < cols - 1 and is_center[g + 1]:
+            _union(parent, rank, g, g + 1)
+        if row < rows - 1 and is_center[g + cols]:
+            _union(parent, rank, g, g + cols)
     # obstacle ids in row-major order of their first object cell
     root_id = np.full(n, -1, dtype=np.int32)
     count = 0

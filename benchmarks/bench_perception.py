@@ -1,0 +1,255 @@
+"""Apollo perception speed per stage, exact vs fast, CNN efficiency against the bf16 matmul peak, agreement.
+
+Measured in one process, on the same frames (real KITTI HDL-64E frames of ../shared/data when present,
+110k-127k points, ROI = the road/parking/sidewalk points; otherwise synthetic 130k-point frames with a box ROI):
+
+* each stage's median time (ROI indices, features, CNN, Cluster2D, MinBox) and the whole ``detect`` call, in
+  ``exact`` (fp32, deterministic) and ``fast`` (channels_last + bf16 autocast where the CPU has it) modes,
+  optionally ``fast + torch.compile`` (--compile);
+* the CNN's arithmetic rate: its FLOPs counted analytically from the layer shapes (``conv_flops``) over its
+  time, as a fraction of a 4096x4096 bf16 (and fp32) matmul's rate measured in the same process with the same
+  threads (the machine is shared: ratios within a run are what to compare);
+* fast-vs-exact agreement: per head the max absolute difference, the fraction of cells (all, and non-empty)
+  whose objectness decision (category >= 0.5) flips, and whether the obstacle counts agree per frame.
+
+Weights: the shipped cnnseg640.pt when present, else random weights (then say so: few obstacles).
+
+    .venv/bin/python benchmarks/bench_perception.py [--frames 4] [--repeat 3] [--grid 640] [--compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from lidarmt.perception.apollo.config import ApolloConfig  # noqa: E402
+from lidarmt.perception.apollo.network import conv_flops, cpu_bf16_support  # noqa: E402
+from lidarmt.perception.apollo.pipeline import ApolloLOP  # noqa: E402
+from lidarmt.types import Frame, make_points  # noqa: E402
+
+KITTI = ROOT.parent / "shared" / "data" / "kitti" / "training"
+ROAD_IDS = (40, 44, 48)  # SemanticKITTI road, parking, sidewalk (as lidarmt.perception.apollo.evaluate)
+STAGES = ("roi", "features", "cnn", "cluster", "minbox", "total")
+
+
+class IndexRoi:
+    """A fixed set of ROI point indices (the frame's labelled road points)."""
+
+    empty = False
+
+    def __init__(self, idx: np.ndarray) -> None:
+        self._idx = np.asarray(idx, dtype=np.int64)
+
+    def contains(self, xy: np.ndarray) -> np.ndarray:  # not used by the pipeline
+        raise NotImplementedError
+
+    def indices(self, frame: Frame) -> np.ndarray:
+        return self._idx
+
+
+class BoxRoi:
+    empty = False
+
+    def contains(self, xy: np.ndarray) -> np.ndarray:
+        xy = np.asarray(xy)
+        return (np.abs(xy[:, 0]) < 50) & (np.abs(xy[:, 1]) < 8)
+
+    def indices(self, frame: Frame) -> np.ndarray:
+        return np.flatnonzero(self.contains(np.c_[frame.points["x"], frame.points["y"]])).astype(np.int64)
+
+
+def kitti_frames(n: int) -> list[tuple[Frame, object]]:
+    from lidarmt.io import open_recording
+
+    out = []
+    rec = open_recording(KITTI)
+    for i in range(min(n, len(rec))):
+        f = rec[i]
+        sem = f.labels.point_semantic if f.labels is not None else None
+        roi = BoxRoi() if sem is None else IndexRoi(np.flatnonzero(np.isin(sem & 0xFFFF, ROAD_IDS)))
+        out.append((f, roi))
+    return out
+
+
+def synthetic_frames(n: int, seed: int = 0) -> list[tuple[Frame, object]]:
+    """64 rings x 2,048 azimuths on a ground plane at -1.73 m, walls at |y| = 12 m and a few car boxes."""
+    rng = np.random.default_rng(seed)
+    out = []
+    elev = np.deg2rad(np.linspace(-24.8, 2.0, 64))
+    az = np.linspace(-np.pi, np.pi, 2048, endpoint=False)
+    e, a = np.meshgrid(elev, az, indexing="ij")
+    d = np.stack([np.cos(e) * np.cos(a), np.cos(e) * np.sin(a), np.sin(e)], -1).reshape(-1, 3)
+    for _ in range(n):
+        t = np.full(len(d), 100.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tg = np.where(d[:, 2] < 0, -1.73 / d[:, 2], np.inf)
+            tw = np.where(np.abs(d[:, 1]) > 1e-6, 12.0 / np.abs(d[:, 1]), np.inf)
+        t = np.minimum(t, np.minimum(tg, tw))
+        for _car in range(12):
+            c = np.array([rng.uniform(-45, 45), rng.uniform(-9, 9), -0.9])
+            h = np.array([2.2, 0.9, 0.8])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t1 = (c - h) / d
+                t2 = (c + h) / d
+            tmin = np.nanmax(np.minimum(t1, t2), axis=1)
+            tmax = np.nanmin(np.maximum(t1, t2), axis=1)
+            hit = (tmax >= tmin) & (tmin > 0)
+            t = np.where(hit, np.minimum(t, tmin), t)
+        xyz = d * t[:, None] + rng.normal(0, 0.02, (len(d), 3))
+        pts = make_points(xyz[t < 100], rng.uniform(0, 255, int((t < 100).sum())).astype(np.float32))
+        out.append((Frame(pts), BoxRoi()))
+    return out
+
+
+def matmul_gflops(dtype: torch.dtype, size: int = 4096, repeat: int = 3) -> float:
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * size**3 / best / 1e9
+
+
+def time_pipeline(p: ApolloLOP, frames, repeat: int) -> dict[str, float]:
+    per: dict[str, list[float]] = {k: [] for k in STAGES}
+    p.detect(*frames[0])  # warm-up (numba compile cache, oneDNN primitives, torch.compile)
+    for _ in range(repeat):
+        for f, roi in frames:
+            t: dict[str, float] = {}
+            t0 = time.perf_counter()
+            p.detect(f, roi, timings=t)
+            t["total"] = time.perf_counter() - t0
+            for k in STAGES:
+                per[k].append(t.get(k, 0.0))
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def agreement(exact: ApolloLOP, fast: ApolloLOP, frames) -> dict:
+    diffs: dict[str, float] = {}
+    flips_all, flips_ne, counts_equal, dcount = [], [], 0, []
+    for f, roi in frames:
+        a = exact.stages(f, roi)
+        b = fast.stages(f, roi)
+        if a.heads is None or b.heads is None:
+            continue
+        for k in a.heads:
+            diffs[k] = max(diffs.get(k, 0.0), float(np.abs(a.heads[k] - b.heads[k]).max()))
+        oa = a.heads["category_score"] >= 0.5
+        ob = b.heads["category_score"] >= 0.5
+        ne = a.features[7] > 0
+        flips_all.append(float((oa != ob).mean()))
+        flips_ne.append(float((oa != ob)[ne].mean()) if ne.any() else 0.0)
+        counts_equal += len(a.obstacles) == len(b.obstacles)
+        dcount.append(abs(len(a.obstacles) - len(b.obstacles)))
+    return {
+        "max_abs_diff": diffs,
+        "objectness_flip_fraction_all_cells": statistics.mean(flips_all) if flips_all else None,
+        "objectness_flip_fraction_nonempty_cells": statistics.mean(flips_ne) if flips_ne else None,
+        "frames_with_equal_obstacle_count": counts_equal,
+        "frames": len(frames),
+        "mean_abs_obstacle_count_difference": statistics.mean(dcount) if dcount else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--frames", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--grid", type=int, default=640)
+    ap.add_argument("--compile", action="store_true", help="also time fast mode with torch.compile")
+    ap.add_argument(
+        "--synthetic", action="store_true", help="use synthetic frames even when KITTI is present"
+    )
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perception.json")
+    args = ap.parse_args()
+
+    frames = (
+        synthetic_frames(args.frames) if args.synthetic or not KITTI.is_dir() else kitti_frames(args.frames)
+    )
+    source = "synthetic" if args.synthetic or not KITTI.is_dir() else "kitti"
+    base = ApolloConfig(grid=args.grid)
+    shipped = base.weights_path().is_file()
+    modes = {"exact": base, "fast": base.replace(mode="fast")}
+    if args.compile:
+        modes["fast+compile"] = base.replace(mode="fast", compile=True)
+    if shipped:
+        pipes = {m: ApolloLOP(c) for m, c in modes.items()}
+    else:  # one random network shared by every mode, so that exact and fast see the same weights
+        from lidarmt.perception.apollo.network import build_network
+
+        net = build_network(args.grid, seed=0)
+        pipes = {m: ApolloLOP(c, network=net) for m, c in modes.items()}
+
+    threads = torch.get_num_threads()
+    peak_bf16 = matmul_gflops(torch.bfloat16)
+    peak_fp32 = matmul_gflops(torch.float32)
+    flops = conv_flops(args.grid)
+    results: dict = {
+        "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": threads,
+                    "cpu_bf16": cpu_bf16_support() or "none",
+                    "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
+        "data": {"source": source, "frames": len(frames), "points_mean": float(np.mean([len(f) for f, _ in frames])),
+                 "roi_points_mean": float(np.mean([len(r.indices(f)) for f, r in frames]))},
+        "weights": "shipped" if shipped else "random (no shipped weights)",
+        "grid": args.grid,
+        "cnn_gflop": flops / 1e9,
+        "matmul_4096_gflops": {"bf16": peak_bf16, "fp32": peak_fp32},
+        "modes": {},
+    }  # fmt: skip
+    for m, p in pipes.items():
+        t = time_pipeline(p, frames, args.repeat)
+        gflops = flops / t["cnn"] / 1e9
+        results["modes"][m] = {
+            "precision": p.runner.precision,
+            "median_s": t,
+            "cnn_gflops": gflops,
+            "cnn_vs_bf16_matmul": gflops / peak_bf16,
+            "cnn_vs_fp32_matmul": gflops / peak_fp32,
+            "non_cnn_s": t["total"] - t["cnn"],
+            "obstacles_mean": float(np.mean([len(p.detect(f, r)) for f, r in frames])),
+        }
+    results["agreement_fast_vs_exact"] = agreement(pipes["exact"], pipes["fast"], frames)
+
+    print(f"# Apollo perception, grid {args.grid}, {len(frames)} {source} frames "
+          f"(~{results['data']['points_mean']:.0f} points, ~{results['data']['roi_points_mean']:.0f} in the ROI), "
+          f"weights: {results['weights']}, {threads} threads, CPU bf16: {results['machine']['cpu_bf16']}")  # fmt: skip
+    print(
+        f"# matmul 4096^2: bf16 {peak_bf16:.0f} GFLOP/s, fp32 {peak_fp32:.0f} GFLOP/s; CNN = {flops / 1e9:.1f} GFLOP"
+    )
+    head = (
+        f"{'mode':<14}{'prec':<6}" + "".join(f"{s:>10}" for s in STAGES) + f"{'CNN GF/s':>10}{'vs bf16':>9}"
+    )
+    print(head + "   (ms, medians)")
+    for m, r in results["modes"].items():
+        t = r["median_s"]
+        print(f"{m:<14}{r['precision']:<6}" + "".join(f"{t[s] * 1000:>10.1f}" for s in STAGES)
+              + f"{r['cnn_gflops']:>10.0f}{r['cnn_vs_bf16_matmul']:>9.2f}")  # fmt: skip
+    ag = results["agreement_fast_vs_exact"]
+    print("# fast vs exact: max |diff| " + ", ".join(f"{k} {v:.3g}" for k, v in ag["max_abs_diff"].items()))
+    print(f"# objectness flips: {ag['objectness_flip_fraction_all_cells']:.2e} of all cells, "
+          f"{ag['objectness_flip_fraction_nonempty_cells']:.2e} of non-empty cells; obstacle counts equal on "
+          f"{ag['frames_with_equal_obstacle_count']}/{ag['frames']} frames")  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    from lidarmt._atomic import atomic_write_text
+
+    atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
+    print(f"# written {args.out}")
+
+
+if __name__ == "__main__":
+    main()
