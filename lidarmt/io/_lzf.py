@@ -38,8 +38,7 @@ def _decompress(src: np.ndarray, out: np.ndarray) -> int:
                 return -1
             if op + run > cap:
                 return -2
-            for k in range(run):
-                out[op + k] = src[ip + k]
+            out[op : op + run] = src[ip : ip + run]
             ip += run
             op += run
         else:
@@ -58,8 +57,11 @@ def _decompress(src: np.ndarray, out: np.ndarray) -> int:
                 return -3
             if op + length > cap:
                 return -2
-            for k in range(length):
-                out[op + k] = out[ref + k]
+            if ref + length <= op:  # no overlap: a block copy
+                out[op : op + length] = out[ref : ref + length]
+            else:  # overlapping (a run): byte by byte, as the format defines
+                for k in range(length):
+                    out[op + k] = out[ref + k]
             op += length
     return op
 
