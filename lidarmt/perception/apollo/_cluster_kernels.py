@@ -65,6 +65,7 @@ def _centre(g, cols, rows, inst_row, inst_col, scale):  # pragma: no cover - num
     col = g - row * cols
     cr = np.float32(row) + inst_row[g] * scale
     cc = np.float32(col) + inst_col[g] * scale
+    # DEVIATION: a non-finite offset (a diverged network) makes a cell its own centre; in Apollo it is undefined
     if math.isfinite(cr):
         r = int(round_half_away(cr)) if abs(cr) < 1e9 else (rows if cr > 0 else -1)
     else:

@@ -127,6 +127,10 @@ def cluster2d(
         scale,
         id_img,
     )
+    # DEVIATION (small, documented): Apollo 3.0 passes the count channel to Filter(); the fact sheet says cells
+    # with (1 + count) < filter_thresh are removed from obstacles whose max (1 + count) >= enable_filter_thresh,
+    # not exactly where. We remove them before the score/height/class averages and from id_img (so their
+    # points are not assigned). Off by default, as in Apollo 2.x.
     if filter_noise and log_count is None:
         raise ValueError("filter_noise needs log_count (feature channel 2)")
     lc = (
@@ -141,6 +145,8 @@ def cluster2d(
     counts = K.assign_points_kernel(
         point2grid, z, id_img, score, height, _f32(confidence_thresh), _f32(height_thresh), point_obs
     )
+    # DEVIATION: min_pts_num <= 0 would let Apollo emit obstacles without points (MinBox on an empty cloud is
+    # undefined there); we never emit an obstacle without points.
     keep = np.flatnonzero(counts >= max(min_pts_num, 1))
     clusters: list[Cluster] = []
     if len(keep):

@@ -12,7 +12,7 @@ Per cluster (sensor frame, ``ObjectBuilderOptions.ref_center`` never set, so the
   kept edge ``ComputeAreaAlongOneEdge`` builds the rectangle (width = farthest vertex from the edge line, length
   = longest span of the projections) and the smallest area wins; centre z = min z; direction normalised.
 
-The hull is Andrew's monotone chain (numba) rather than qhull; on non-degenerate input both give the same vertex
+DEVIATION: the hull is Andrew's monotone chain (numba) rather than qhull (speed: no per-object qhull set-up); on non-degenerate input both give the same vertex
 set (tests check it against ``scipy.spatial.ConvexHull``, which is qhull).
 """
 

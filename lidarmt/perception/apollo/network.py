@@ -21,6 +21,10 @@ Outputs: ``category_score = sigmoid(category) * mask``, ``confidence_score = sig
 sigmoid`` (element-wise, not softmax), ``instance_pt``, ``heading_pt``, ``height_pt`` raw. Module names are
 Apollo's layer names, so a state_dict reads like the Caffe model (``conv0_1.weight``, ..., ``deconv0.bias``).
 
+DEVIATION: Apollo ran Caffe in fp32 on a GPU; ``fast`` mode computes in bf16 (its agreement with ``exact`` is
+measured by benchmarks/bench_perception.py). Weights are this project's own (Apollo's caffemodel is not
+available).
+
 Two execution modes (:class:`CnnRunner`): ``exact`` (fp32, deterministic algorithms, fixed threads) and ``fast``
 (channels_last, bf16 autocast where the CPU has native bf16 (AVX512-BF16 / AMX), optional ``torch.compile``).
 """

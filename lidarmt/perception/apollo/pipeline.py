@@ -8,6 +8,11 @@ Per frame (apollo-lop-facts.md §1, §3-§5), all in the sensor frame:
 4. Cluster2D on the ROI points only (``use_all_grids``: object cells need no ROI point).
 5. MinBox per emitted cluster (reference centre = sensor origin).
 
+DEVIATION: Apollo 2.5+ runs a LowObjectFilter between segmentation and MinBox (object_height_threshold 0.10,
+object_position_height_threshold -1.6); its exact rule is not in our fact sheet, so it is not implemented: the
+pipeline is the 2.0-era one (no LowObjectFilter) with the 2.5/3.0 model size. The tracker and type fuser are
+not run: they change neither the count nor (with the offline tool's DummyTypeFuser) the types of one frame.
+
 The obstacles' ``point_indices`` index the frame's full point array. ``detect(..., timings=d)`` fills ``d`` with
 per-stage seconds; ``last_timings`` keeps those of the last call. ``forward_grid(frame)`` and ``stages(frame,
 roi)`` expose the intermediate outputs (features, CNN heads, clusters) for debugging and throughput runs.
