@@ -339,3 +339,17 @@ def test_organized_big_endian_cloud(tmp_path):
     assert len(f) == 18 and f.dropped == 2 and f.frame_id == "velo"
     np.testing.assert_array_equal(f.points["x"], be["x"][keep].astype("<f4"))
     np.testing.assert_array_equal(f.points["intensity"], np.full(18, 7, np.float32))
+
+
+def test_tf_found_when_bag_times_differ_from_stamps(tmp_path):
+    """/tf recorded with bag times far from its header stamps (sim time vs wall clock) is still used."""
+    frames = synthetic_frames(3, 20, period=1.0)
+    path = tmp_path / "skew.bag"
+    with Ros1BagWriter(path) as w:
+        for f in frames:
+            t = int(round(f.stamp * 1e9))
+            w.write_message("/tf", "tf2_msgs/msg/TFMessage", _tf_msg("world", "novatel", t, f.pose), t + 5000 * 10**9)
+            w.write(Frame(f.points, None, f.stamp))
+    with open_recording(path) as rec:
+        for i, g in enumerate(rec):
+            np.testing.assert_allclose(g.pose, frames[i].pose, atol=1e-6)

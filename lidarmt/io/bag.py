@@ -55,6 +55,7 @@ class BagRecording(Recording):
         self.world_frame = world_frame
         self.max_extrapolation = max_extrapolation
         self._tf: TfBuffer | None = None
+        self._tf_all = False  # all of /tf loaded (after a window held nothing usable)
         self._cloud_frame: str | None = None
         self._open_bag()
         try:
@@ -152,7 +153,15 @@ class BagRecording(Recording):
         t = int(round(stamp * 1e9))
         for lo, hi in self._tf_loaded.missing(t - w, t + w):
             self._add_tf(self._tf_messages(False, lo, hi), static=False)
-        return buf.lookup(self.world_frame, frame_id, stamp) if buf.has_dynamic(frame_id) else None
+        pose = buf.lookup(self.world_frame, frame_id, stamp) if buf.has_dynamic(frame_id) else None
+        if pose is None and not self._tf_all:
+            # the record times may not follow the header stamps (e.g. simulated time recorded with wall-clock
+            # bag times): read all of /tf once and try again
+            self._tf_all = True
+            for lo, hi in self._tf_loaded.missing(-(2**62), 2**62):
+                self._add_tf(self._tf_messages(False, lo, hi), static=False)
+            pose = buf.lookup(self.world_frame, frame_id, stamp) if buf.has_dynamic(frame_id) else None
+        return pose
 
     def _sensor_frame(self) -> str:
         if self._cloud_frame is None and self.topic is not None and len(self):

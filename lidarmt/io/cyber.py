@@ -191,6 +191,7 @@ class CyberRecording(Recording):
         self._tf: TfBuffer | None = None
         self._loc: tuple[list[float], list[np.ndarray], list[np.ndarray]] | None = None
         self._warned = False
+        self._pose_all = False
 
     # ------------------------------------------------------------------ container
 
@@ -472,10 +473,13 @@ class CyberRecording(Recording):
             rows.append((t, np.array(vals[:3]), np.array(vals[3:]) / np.linalg.norm(vals[3:])))
         return rows
 
-    def _load_pose_window(self, stamp: float) -> None:
+    def _load_pose_window(self, stamp: float | None) -> None:
+        """Load /tf and localization recorded within POSE_WINDOW of ``stamp`` (None: everything)."""
         _ = self.tf
         w = int(self.POSE_WINDOW * 1e9)
-        t = int(round(stamp * 1e9))
+        t = 0 if stamp is None else int(round(stamp * 1e9))
+        if stamp is None:
+            w = 2**62
         dyn = self._channels_of(TF_TYPE, static=False)
         loc = {LOCALIZATION_CHANNEL} if LOCALIZATION_CHANNEL in self._c.channels else set()
         for lo, hi in self._windows.missing(t - w, t + w):
@@ -513,6 +517,15 @@ class CyberRecording(Recording):
 
     def _pose(self, frame_id: str, stamp: float) -> np.ndarray | None:
         self._load_pose_window(stamp)
+        pose = self._pose_loaded(frame_id, stamp)
+        if pose is None and not self._pose_all:
+            # record times may not follow the message stamps: load all pose messages once and try again
+            self._pose_all = True
+            self._load_pose_window(None)
+            pose = self._pose_loaded(frame_id, stamp)
+        return pose
+
+    def _pose_loaded(self, frame_id: str, stamp: float) -> np.ndarray | None:
         if self.tf.has_dynamic(frame_id):
             return self.tf.lookup(None, frame_id, stamp)
         rows = self._loc_rows
