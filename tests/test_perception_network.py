@@ -118,3 +118,14 @@ def test_weights_round_trip_and_errors(tmp_path) -> None:
     torch.save(bad, tmp_path / "bad.pt")
     with pytest.raises(UserError, match="does not fit"):
         load_network(tmp_path / "bad.pt")
+
+
+def test_forward_raw_trains() -> None:
+    """The training loop backpropagates through forward_raw (whose ReLUs are in place)."""
+    net = build_network(64, seed=0).train()
+    x = torch.randn(2, 8, 64, 64).contiguous(memory_format=torch.channels_last)
+    raw = net.forward_raw(x)
+    assert raw.shape == (2, 12, 64, 64)
+    raw.pow(2).mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in net.parameters())
+    assert net.conv0_1.weight.grad.abs().sum() > 0
