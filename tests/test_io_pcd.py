@@ -176,8 +176,13 @@ def test_pcd_folder_natural_order_and_errors(tmp_path):
         assert rec[10].provenance.detail == "11.pcd"
         with pytest.raises(TopicError):
             open_recording(folder, topic="/x")
-    with pytest.raises(WriterError, match="not empty"):
+    with pytest.raises(WriterError, match="exists"):
         write_pcd_folder(folder, frames)
+    # overwrite replaces the folder: no stale frames from the longer recording remain
+    assert write_pcd_folder(folder, frames[:2], overwrite=True) == 2
+    with open_recording(folder) as rec:
+        assert len(rec) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(RecordingError, match="no recording"):
         open_recording(tmp_path / "empty")
@@ -201,6 +206,11 @@ def test_npz_folder(tmp_path):
         assert got[2].pose is None and got[0].pose is not None
         assert got[2].provenance.index == 2 and got[2].provenance.format == "npz"
     with open_recording(tmp_path / "d" / "000001.npz") as rec:
+        assert len(rec) == 1
+    with pytest.raises(WriterError, match="exists"):
+        write_npz_folder(tmp_path / "d", frames)
+    write_npz_folder(tmp_path / "d", frames[:1], overwrite=True)
+    with open_recording(tmp_path / "d") as rec:
         assert len(rec) == 1
     (tmp_path / "e").mkdir()
     (tmp_path / "e" / "x.npz").write_bytes(b"garbage")

@@ -29,7 +29,8 @@ def check_target(target: str | os.PathLike[str], *, overwrite: bool) -> Path:
 
 def _looks_like_output(folder: Path) -> bool:
     names = {p.name for p in folder.iterdir()}
-    return not names or "metadata.yaml" in names or any(n.endswith((".db3", ".mcap", ".pcd", ".pose")) for n in names)
+    return not names or "metadata.yaml" in names or any(
+        n.endswith((".db3", ".mcap", ".pcd", ".pose", ".npz")) for n in names)
 
 
 def _remove(p: Path) -> None:

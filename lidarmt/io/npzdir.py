@@ -10,7 +10,7 @@ from pathlib import Path
 from lidarmt.errors import InputError
 from lidarmt.io.base import Recording
 from lidarmt.io.cloud import drop_non_finite
-from lidarmt.io.errors import NoPointCloudError, RecordingError, WriterError
+from lidarmt.io.errors import NoPointCloudError, RecordingError
 from lidarmt.io.npz import load_frame_npz, save_frame_npz
 from lidarmt.types import Frame, Provenance, finite_mask
 
@@ -61,11 +61,16 @@ class NpzRecording(Recording):
 
 def write_npz_folder(folder: str | os.PathLike[str], frames, *, overwrite: bool = False,
                      compress: bool = True) -> int:
-    """Write frames as ``000000.npz``, ``000001.npz``... into ``folder``; returns the count."""
-    folder = Path(folder)
-    if folder.exists() and any(folder.iterdir()) and not overwrite:
-        raise WriterError(f"{folder} exists and is not empty; pass overwrite=True to write into it")
+    """Write frames as ``000000.npz``, ``000001.npz``... into a new ``folder``; returns the count.
+
+    The folder is built beside the target and renamed into place when complete; an existing folder is replaced
+    (not merged) only with ``overwrite=True``.
+    """
+    from lidarmt.io._output import staged
+
     n = 0
-    for n, f in enumerate(frames, 1):
-        save_frame_npz(folder / f"{n - 1:06d}.npz", f, compress=compress)
+    with staged(folder, overwrite=overwrite) as tmp:
+        tmp.mkdir()
+        for n, f in enumerate(frames, 1):
+            save_frame_npz(tmp / f"{n - 1:06d}.npz", f, compress=compress)
     return n

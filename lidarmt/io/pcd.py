@@ -236,18 +236,21 @@ def write_pcd(path: str | os.PathLike[str], frame: Frame, *, encoding: str = "bi
 
 def write_pcd_folder(folder: str | os.PathLike[str], frames, *, encoding: str = "binary_compressed",
                      overwrite: bool = False) -> int:
-    """Write frames as ``<i>.pcd`` + ``<i>.pose`` (when posed) into ``folder``, Apollo's offline layout."""
+    """Write frames as ``<i>.pcd`` + ``<i>.pose`` (when posed), i = 1, 2, ..., Apollo's offline layout.
+
+    The folder is built beside the target and renamed into place when complete; an existing folder is replaced
+    (not merged) only with ``overwrite=True``.
+    """
+    from lidarmt.io._output import staged
     from lidarmt.io.posefile import write_pose_file
 
-    folder = Path(folder)
-    if folder.exists() and any(folder.iterdir()) and not overwrite:
-        raise WriterError(f"{folder} exists and is not empty; pass overwrite=True to write into it")
-    folder.mkdir(parents=True, exist_ok=True)
     k = 0
-    for k, f in enumerate(frames, 1):
-        write_pcd(folder / f"{k}.pcd", f, encoding=encoding, overwrite=overwrite)
-        if f.pose is not None:
-            write_pose_file(folder / f"{k}.pose", k, f.stamp, f.pose, overwrite=overwrite)
+    with staged(folder, overwrite=overwrite) as tmp:
+        tmp.mkdir()
+        for k, f in enumerate(frames, 1):
+            write_pcd(tmp / f"{k}.pcd", f, encoding=encoding)
+            if f.pose is not None:
+                write_pose_file(tmp / f"{k}.pose", k, f.stamp, f.pose)
     return k
 
 
