@@ -8,6 +8,7 @@ import pytest
 
 from lidarmt.roi import PointLabelRoi, RoiMask
 from lidarmt.roi._reference import (
+    PARALLEL_EDGE_BOUND,
     boundary_distance,
     even_odd,
     perpendicular_edge_distance,
@@ -52,7 +53,7 @@ def check_against_references(polygons: list[np.ndarray], *, rng: float = 70.0, c
     if bad.any():
         d = boundary_distance(polygons, x64[bad], y64[bad])
         perp = perpendicular_edge_distance(polygons, m.major, x64[bad], y64[bad])
-        assert np.all((d <= cell * np.sqrt(2) + 1e-9) | (perp <= 1.5 * cell + 1e-9)), d.max()
+        assert np.all((d <= cell * np.sqrt(2) + 1e-9) | (perp <= PARALLEL_EDGE_BOUND * cell + 1e-9)), d.max()
     assert bad.mean() < 0.01
     return m
 

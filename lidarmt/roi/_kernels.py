@@ -8,7 +8,8 @@ Apollo's rules are kept where they depart from an exact even-odd fill (each is p
 
 * scan lines sit at cell centres from the polygon's first cell, and there are floor((end - start) / cell) of
   them, so the polygon's last partial row along the scan axis (and the bitmap's last row) is never drawn;
-* an edge parallel to the scan lines contributes its interval on the *next* scan line (up to 1.5 cells off);
+* an edge parallel to the scan lines contributes its interval on the *next* scan line (up to 1.5 cells
+  across the edge and one along it, i.e. 1.8 cells from it);
 * the active edges are re-sorted only on scan lines where an edge starts or ends, so in a self-intersecting
   polygon two edges that cross between such lines are paired in their old order (the real LGSVL maps have such
   section polygons: left edges of both directions, then right edges reversed);

@@ -175,10 +175,15 @@ def boundary_distance(polygons: list[np.ndarray], x: np.ndarray, y: np.ndarray) 
     return shapely.distance(lines, shapely.points(x, y))
 
 
+PARALLEL_EDGE_BOUND = float(np.hypot(1.5, 1.0))
+"""How far (in cells) the bitmap may reach past an edge parallel to the scan lines."""
+
+
 def perpendicular_edge_distance(polygons: list[np.ndarray], major: int, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Distance from each point to the nearest polygon edge parallel to the scan lines (|d major| < float eps),
     inf when there is none. Apollo draws such an edge's interval on the *next* scan line, i.e. in the cell row
-    after it, so the bitmap may be off by up to 1.5 cells from such an edge (instead of one cell diagonal)."""
+    after it, so the bitmap may be off by up to 1.5 cells across such an edge and one cell along it, i.e. up to
+    sqrt(1.5² + 1²) = 1.80 cells from it (instead of one cell diagonal)."""
     import shapely
 
     segs = []
