@@ -98,6 +98,18 @@ def _decode(buf, xs, ys, zs, inten, ts, rings, spans):
             it = np.uint64(0)
             tt = np.uint64(0)
             rr = np.uint64(0)
+            # fast path: x, y, z first as fixed 32-bit fields (how Apollo and lidarmt write them)
+            if pos + 15 <= end and buf[pos] == 0x0D and buf[pos + 5] == 0x15 and buf[pos + 10] == 0x1D:
+                word[0] = (np.uint32(buf[pos + 1]) | (np.uint32(buf[pos + 2]) << np.uint32(8))
+                           | (np.uint32(buf[pos + 3]) << np.uint32(16)) | (np.uint32(buf[pos + 4]) << np.uint32(24)))
+                x = as_float[0]
+                word[0] = (np.uint32(buf[pos + 6]) | (np.uint32(buf[pos + 7]) << np.uint32(8))
+                           | (np.uint32(buf[pos + 8]) << np.uint32(16)) | (np.uint32(buf[pos + 9]) << np.uint32(24)))
+                y = as_float[0]
+                word[0] = (np.uint32(buf[pos + 11]) | (np.uint32(buf[pos + 12]) << np.uint32(8))
+                           | (np.uint32(buf[pos + 13]) << np.uint32(16)) | (np.uint32(buf[pos + 14]) << np.uint32(24)))
+                z = as_float[0]
+                pos += 15
             while pos < end:
                 t2, pos = _varint(buf, pos, end)
                 if pos < 0:
