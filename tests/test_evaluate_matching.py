@@ -137,3 +137,23 @@ def test_evaluate_frames_with_an_oracle():
     assert d["classes"]["car"]["tp"] == 1 and d["classes"]["car"]["fp"] == 1  # the far car is ignored, false alarm
     assert d["classes"]["pedestrian"]["recall"] == 1.0
     assert res.frames == 1 and res.detections == 4
+
+
+def test_labelled_area_covers_objects_standing_on_the_road():
+    from lidarmt.perception.apollo.evaluate import GridRoi, labelled_area
+
+    rng = np.random.default_rng(0)
+    road = np.c_[rng.uniform(0, 30, 20000), rng.uniform(-4, 4, 20000), np.full(20000, -1.7)]
+    in_car = (np.abs(road[:, 0] - 15) < 2.5) & (np.abs(road[:, 1]) < 1.2)
+    road = road[~in_car]  # the car hides the road under it
+    car = np.c_[rng.uniform(13, 17, 300), rng.uniform(-1, 1, 300), rng.uniform(-1.5, 0, 300)]
+    house = np.c_[rng.uniform(5, 10, 300), rng.uniform(12, 15, 300), rng.uniform(-1.7, 3, 300)]
+    xyz = np.concatenate([road, car, house])
+    sem = np.r_[np.full(len(road), 40), np.full(300, 10), np.full(300, 50)].astype(np.uint32)
+    frame = Frame(points=make_points(xyz, 10.0), labels=Labels(point_semantic=sem))
+    inside = labelled_area(frame)
+    assert inside[: len(road)].mean() > 0.99
+    assert inside[len(road) : len(road) + 300].all()  # the car's points are over the (hidden) road
+    assert not inside[len(road) + 300 :].any()  # the house is not
+    g = GridRoi(10.0)
+    assert g.contains(np.array([[9.0, -9.0], [11.0, 0.0]])).tolist() == [True, False]

@@ -34,9 +34,10 @@ def evaluate(
     """Per-class precision/recall of the full Apollo pipeline (ROI, CNN, Cluster2D, MinBox).
 
     A detection matches a ground-truth box of its class when their rotated bird's-eye-view IoU is >= 0.5 (cars)
-    or >= 0.3 (pedestrians, cyclists, unknown). "found" is class-agnostic recall. Simulated frames use the ROI of
-    their ground-truth drivable-surface labels; KITTI frames the road/parking/sidewalk labels, and only
-    detections inside the camera's field of view are counted (KITTI labels nothing outside it).
+    or >= 0.3 (pedestrians, cyclists, unknown). "found" is class-agnostic recall. Simulated frames use Apollo's
+    HDMap ROI on the map of their town (from the dataset's dataset.json); KITTI frames the area covered by their
+    road/parking/sidewalk labels, and only detections inside the camera's field of view are counted (KITTI
+    labels nothing outside it).
     """
     import json
 
@@ -45,7 +46,7 @@ def evaluate(
     from lidarmt._atomic import atomic_write_text
     from lidarmt.errors import ArgumentError
     from lidarmt.perception.apollo.config import ApolloConfig
-    from lidarmt.perception.apollo.evaluate import IOU_THRESHOLD, evaluate_frames, kitti_roi, sim_roi
+    from lidarmt.perception.apollo.evaluate import IOU_THRESHOLD, SimRoi, evaluate_frames, kitti_roi
     from lidarmt.perception.apollo.pipeline import ApolloLOP
     from lidarmt.types import CLASS_ORDER
 
@@ -64,20 +65,28 @@ def evaluate(
         rec = open_recording(data)
         n = len(rec) if frames is None else min(frames, len(rec))
         it = (rec[i] for i in range(n))
+        sim_roi = SimRoi(str(data) if data.is_dir() else None)
         res = evaluate_frames(f"sim:{data}", track(it, total=n, description="simulated frames"), lop, sim_roi,
                               min_points=min_points)
-        res.notes.append("ROI: points labelled as drivable surface in the simulator's ground truth (PointLabelRoi)")
+        res.notes.append(sim_roi.describe())
         results.append(res)
     if kitti is not None:
+        from lidarmt.perception.apollo.evaluate import GridRoi
+
         rec = open_recording(kitti)
-        n = len(rec)
-        it = (rec[i] for i in range(n))
-        res = evaluate_frames(f"kitti:{kitti}", track(it, total=n, description="KITTI frames"), lop, kitti_roi,
-                              min_points=min_points, fov_deg=fov, count_unknown_fp=False)
-        res.notes.append(f"ROI: road/parking/sidewalk road_label points (PointLabelRoi); only detections within "
-                         f"+-{fov / 2:g} deg of +x counted (KITTI labels only the camera view); UNKNOWN detections "
-                         "never count as false positives (KITTI labels no poles or signs)")
-        results.append(res)
+        variants = [("road-label ROI", kitti_roi,
+                     "ROI: the area covered by the road/parking/sidewalk road_label points (closed morphologically, "
+                     "PointLabelRoi)"),
+                    ("whole-grid ROI", lambda _f: GridRoi(),
+                     "ROI: every point within the CNN grid (no road restriction), so off-road labelled objects count")]
+        for label, roi_of, note in variants:
+            it = (rec[i] for i in range(len(rec)))
+            res = evaluate_frames(f"kitti ({label}):{kitti}", track(it, total=len(rec), description=f"KITTI, {label}"),
+                                  lop, roi_of, min_points=min_points, fov_deg=fov, count_unknown_fp=False)
+            res.notes.append(note)
+            res.notes.append(f"only detections within +-{fov / 2:g} deg of +x counted (KITTI labels only the camera "
+                             "view); UNKNOWN detections never count as false positives (KITTI labels no poles or signs)")
+            results.append(res)
 
     for res in results:
         t = Table(title=f"{res.name}: {res.frames} frames, {res.detections} detections, {res.seconds:.0f} s")

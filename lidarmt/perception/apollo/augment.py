@@ -26,7 +26,7 @@ class AugmentConfig:
 
     rotate_max: float = np.pi  # rotation about z, uniform in [-rotate_max, rotate_max] radians
     flip_y_prob: float = 0.5  # mirror y -> -y
-    intensity_scale: tuple[float, float] = (0.5, 1.6)  # global multiplicative factor
+    intensity_scale: tuple[float, float] = (0.6, 2.0)  # global multiplicative factor (sim median ~43, KITTI ~70)
     intensity_jitter: float = 6.0  # per-point additive Gaussian sigma, in 0..255 units
     intensity_replace_prob: float = 0.2  # chance to redraw all intensities from a skewed distribution
     dropout: tuple[float, float] = (0.0, 0.3)  # fraction of points dropped uniformly at random

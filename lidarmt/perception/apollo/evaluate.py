@@ -303,20 +303,75 @@ def evaluate_frames(
 # ------------------------------------------------------------------------------------------ ROIs
 
 
-#: SemanticKITTI ids that make the ROI of a KITTI frame: road, parking, sidewalk.
+#: SemanticKITTI ids of the drivable surface that make the ROI of a KITTI frame: road, parking, sidewalk.
 KITTI_ROI_IDS = (40, 44, 48)
 
 
+def labelled_area(
+    frame: Frame,
+    ids: Iterable[int] = KITTI_ROI_IDS,
+    *,
+    cell: float = 0.25,
+    close_radius: float = 1.5,
+    hole_area: float = 60.0,
+) -> np.ndarray:
+    """Per point: does it lie (in x/y, any z) over the area covered by points labelled with ``ids``?
+
+    The labels mark surface points only; the road *under* a car or a pedestrian is hidden by them and behind
+    them. So the labelled points are rasterised (``cell`` metres), closed morphologically with a disk of
+    ``close_radius`` metres, and enclosed holes smaller than ``hole_area`` m² are filled: what remains is the
+    drivable area an HD map would give, and the points of objects standing on it are inside it.
+    """
+    from scipy import ndimage
+
+    lb = frame.labels
+    n = len(frame)
+    if lb is None or lb.point_semantic is None:
+        return np.zeros(n, dtype=bool)
+    sem = np.asarray(lb.point_semantic).astype(np.int64) & 0xFFFF
+    lab = np.isin(sem, list(ids))
+    x = frame.points["x"].astype(np.float64)
+    y = frame.points["y"].astype(np.float64)
+    ok = lab & np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
+        return np.zeros(n, dtype=bool)
+    r = int(math.ceil(close_radius / cell))
+    pad = r + 2
+    x0 = math.floor(x[ok].min() / cell) - pad
+    y0 = math.floor(y[ok].min() / cell) - pad
+    ix = np.floor(x[ok] / cell).astype(np.int64) - x0
+    iy = np.floor(y[ok] / cell).astype(np.int64) - y0
+    occ = np.zeros((int(ix.max()) + pad + 1, int(iy.max()) + pad + 1), dtype=bool)
+    occ[ix, iy] = True
+    yy, xx = np.mgrid[-r : r + 1, -r : r + 1]
+    disk = xx * xx + yy * yy <= r * r
+    area = ndimage.binary_closing(occ, structure=disk)
+    holes, nh = ndimage.label(~area)
+    if nh:
+        sizes = np.bincount(holes.ravel(), minlength=nh + 1) * cell * cell
+        border = np.unique(np.r_[holes[0], holes[-1], holes[:, 0], holes[:, -1]])
+        small = sizes < hole_area
+        small[border] = False
+        small[0] = False
+        area |= small[holes]
+    px = np.floor(np.where(np.isfinite(x), x, 0.0) / cell).astype(np.int64) - x0
+    py = np.floor(np.where(np.isfinite(y), y, 0.0) / cell).astype(np.int64) - y0
+    inside = np.isfinite(x) & np.isfinite(y) & (px >= 0) & (px < area.shape[0]) & (py >= 0) & (py < area.shape[1])
+    out = np.zeros(n, dtype=bool)
+    out[inside] = area[px[inside], py[inside]]
+    return out
+
+
 def kitti_roi(frame: Frame) -> Roi:
-    """ROI of a KITTI frame: its points labelled road, parking or sidewalk (``road_label``)."""
+    """ROI of a KITTI frame: the area covered by its road/parking/sidewalk ``road_label`` points
+    (:func:`labelled_area`), as a :class:`~lidarmt.roi.bitmap.PointLabelRoi` of the points over it."""
     from lidarmt.roi.bitmap import PointLabelRoi
 
     if frame.labels is None or frame.labels.point_semantic is None:
         from lidarmt.errors import InputError
 
         raise InputError(f"KITTI frame {frame.index} has no road_label file; the ROI needs its road labels")
-    sem = np.asarray(frame.labels.point_semantic).astype(np.int64) & 0xFFFF
-    return PointLabelRoi(frame, np.isin(sem, KITTI_ROI_IDS))
+    return PointLabelRoi(frame, labelled_area(frame))
 
 
 class GridRoi:
@@ -332,7 +387,7 @@ class GridRoi:
         if getattr(xy, "dtype", None) is not None and xy.dtype.names:
             x, y = np.asarray(xy["x"], dtype=np.float64), np.asarray(xy["y"], dtype=np.float64)
         else:
-            a = np.asarray(xy, dtype=np.float64).reshape(-1, np.shape(xy)[-1] if np.ndim(xy) > 1 else 2)
+            a = np.asarray(xy, dtype=np.float64)
             x, y = a[:, 0], a[:, 1]
         return (np.abs(x) < self.range) & (np.abs(y) < self.range)
 
@@ -343,15 +398,52 @@ class GridRoi:
         return f"GridRoi(±{self.range:g} m)"
 
 
-def sim_roi(frame: Frame) -> Roi:
-    """ROI of a simulated frame: its points labelled as drivable surface (road, parking, sidewalk; SemanticKITTI
-    ids in ``point_semantic``) when the frame has such labels, else the whole CNN grid (:class:`GridRoi`)."""
-    lb = frame.labels
-    if lb is not None and lb.point_semantic is not None:
-        from lidarmt.roi.bitmap import PointLabelRoi
+class SimRoi:
+    """ROI of the simulator's dataset frames: Apollo's HDMap ROI on the map of the frame's town.
 
-        sem = np.asarray(lb.point_semantic).astype(np.int64) & 0xFFFF
-        keep = np.isin(sem, KITTI_ROI_IDS)
-        if keep.any():
-            return PointLabelRoi(frame, keep)
-    return GridRoi()
+    A dataset folder's ``dataset.json`` says which town (seed) each frame was recorded in; the town is rebuilt
+    from its seed (:func:`lidarmt.sim.town.build_town`) and its HD map queried with the frame's pose through
+    :class:`lidarmt.roi.query.HDMapRoi`, as the fuzzer does for a recording. Frames without that information
+    fall back to the area of their drivable-surface labels (:func:`labelled_area`), else the whole grid.
+    """
+
+    def __init__(self, dataset_dir: str | None = None) -> None:
+        self.kind = "labels"
+        self._town_of: dict[int, int] = {}
+        self._rois: dict[int, Any] = {}
+        if dataset_dir is not None:
+            import json
+            from pathlib import Path
+
+            meta = Path(dataset_dir) / "dataset.json"
+            if meta.is_file():
+                d = json.loads(meta.read_text())
+                for drv in d.get("drives", []):
+                    first, last = drv["frames"]
+                    for i in range(int(first), int(last) + 1):
+                        self._town_of[i] = int(drv["town_seed"])
+                self.kind = "hdmap"
+
+    def describe(self) -> str:
+        if self.kind == "hdmap":
+            return ("ROI: Apollo's HDMap ROI (lidarmt.roi HDMapRoi, range 70 m, cell 0.25 m) on the HD map of each "
+                    "frame's simulated town, rebuilt from its seed in dataset.json")
+        return ("ROI: the area covered by the frames' road/parking/sidewalk ground-truth labels (morphologically "
+                "closed, PointLabelRoi)")
+
+    def __call__(self, frame: Frame) -> Roi:
+        town = self._town_of.get(frame.index) if frame.pose is not None else None
+        if town is not None:
+            if town not in self._rois:
+                from lidarmt.roi.query import HDMapRoi
+                from lidarmt.sim.town import build_town
+
+                self._rois.clear()  # one town at a time
+                self._rois[town] = HDMapRoi(build_town(town).hdmap())
+            return self._rois[town].frame_mask(frame)
+        lb = frame.labels
+        if lb is not None and lb.point_semantic is not None:
+            from lidarmt.roi.bitmap import PointLabelRoi
+
+            return PointLabelRoi(frame, labelled_area(frame))
+        return GridRoi()
