@@ -49,6 +49,8 @@ def test_round_trip(tmp_path, storage):
                 np.testing.assert_array_equal(f.points[k], w.points[k][m])
                 np.testing.assert_array_equal(streamed[i].points[k], f.points[k])
             np.testing.assert_allclose(f.points["time"], w.points["time"][m], atol=1e-6)
+            np.testing.assert_allclose(streamed[i].pose, f.pose, atol=1e-9)  # one-pass streaming = random access
+            assert streamed[i].provenance.index == i % 4
             assert f.dropped == 2 and f.stamp == pytest.approx(w.stamp, abs=1e-6)
             if w.pose is None:  # no /tf at this stamp: interpolated between its neighbours, as tf2 does
                 mid = (frames[0].pose[:3, 3] + frames[2].pose[:3, 3]) / 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,36 @@ class Ros2Recording(BagRecording):
                               f"the bag may be truncated") from err
         except Exception as err:  # sqlite3/apsw and zstd errors
             raise FormatError(f"{self.path}: unreadable bag storage ({err})") from err
+
+    def _iter(self) -> Iterator[Frame]:
+        """One pass over the clouds and /tf together: each cloud is held back until the /tf recorded up to
+        TF_WINDOW after it has been read, so no storage chunk is read twice (mcap chunks mix both)."""
+        if not self._conns:
+            return
+        _ = self.tf  # /tf_static
+        tf_conns = [c for c in self._reader.connections
+                    if c.msgtype in TF_TYPES and not c.topic.rstrip("/").endswith("tf_static")]
+        tf_ids = {c.id for c in tf_conns}
+        margin = int(self.TF_WINDOW * 1e9)
+        pending: deque[tuple[int, bytes]] = deque()
+        i = 0
+        for conn, t, raw in self._messages(self._conns + tf_conns):
+            if conn.id in tf_ids:
+                try:
+                    msg = TYPESTORE.deserialize_cdr(raw, TFMESSAGE)
+                except Exception as err:  # rosbags' generated deserialisers raise assorted errors
+                    raise FormatError(f"{self.path}: unreadable {conn.topic} message ({err})") from err
+                self._add_tf([msg], static=False)
+            else:
+                pending.append((t, raw))
+            self._tf_loaded.missing(-(2**62), t + 1)  # all /tf recorded up to t is in the buffer
+            while pending and pending[0][0] + margin < t:
+                yield self._frame(pending.popleft()[1], i)
+                i += 1
+        self._tf_loaded.missing(-(2**62), 2**62)
+        while pending:
+            yield self._frame(pending.popleft()[1], i)
+            i += 1
 
     def _iter_raw(self) -> Iterator[bytes]:
         if not self._conns:
