@@ -341,6 +341,9 @@ def pole(rng: np.random.Generator, *, lamp: bool) -> Model:
         arm = rng.uniform(1.2, 2.2)
         m.add(geom.segment_box([0, 0, h - 0.1], [0, arm, h], 0.08), Mat.METAL, 0.28, (110, 110, 115))
         m.add(geom.box(0.3, 0.6, 0.15, center=(0, arm, h - 0.05)), Mat.METAL, 0.35, (90, 90, 95))
+        # centre the bounding box (post and arm) on the origin: the post stands arm/2 behind it
+        for q in m.parts:
+            q.vertices = q.vertices - [0.0, arm / 2, 0.0]
         m.width = arm + 0.3
     return m
 

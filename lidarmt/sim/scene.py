@@ -187,8 +187,9 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
             # lamps along the curb
             pos_s = rng.uniform(3, 15)
             while pos_s < length - 3:
-                x, y, h = at(pos_s, side * (half + 0.6))
-                put(objects.pole(rng, lamp=True), "lamp", x, y, h + face, int(MetaType.UNKNOWN), new_id())
+                lamp = objects.pole(rng, lamp=True)
+                x, y, h = at(pos_s, side * (half + 0.6 - (lamp.width - 0.3) / 2))  # post 0.6 m behind the curb
+                put(lamp, "lamp", x, y, h + face, int(MetaType.UNKNOWN), new_id())
                 pos_s += rng.uniform(25, 40)
             # signs near the road end facing oncoming traffic, posts, bins, cabinets
             if rng.random() < 0.6:
