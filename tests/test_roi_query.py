@@ -210,3 +210,15 @@ def test_range_120_covers_more(borregas):
     pts = np.random.default_rng(0).uniform(-69, 69, (5000, 3)).astype(np.float32)
     # inside both grids the two bitmaps agree except on scan-line placement near edges
     assert (a.contains(pts) == b.contains(pts)).mean() > 0.98
+
+
+def test_masks_are_cached_by_pose(borregas):
+    roi = HDMapRoi(borregas)
+    pos = lane_positions(borregas, 2, seed=9)
+    a = roi.mask(make_pose([*pos[0], 0.0], [0, 0, 0, 1]))
+    assert roi.mask(make_pose([*pos[0], 0.0], [0, 0, 0, 1])) is a
+    b = roi.mask(make_pose([*pos[1], 0.0], [0, 0, 0, 1]))
+    assert b is not a
+    for k in range(20):  # bounded
+        roi.mask(make_pose([pos[0][0] + k, pos[0][1], 0.0], [0, 0, 0, 1]))
+    assert len(roi._cache) <= 16

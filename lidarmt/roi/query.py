@@ -177,6 +177,7 @@ class HDMapRoi:
         self.max_offset = float(max_offset)
         self.bounds = hdmap.bounds()
         self._section_poly: dict[tuple[int, int], np.ndarray] = {}
+        self._cache: dict[bytes, RoiMask] = {}  # the last masks by pose (treat a returned mask as read-only)
         junction_index = {j.id: i for i, j in enumerate(hdmap.junctions)}
         self._junction_poly = [junction_polygon(j.polygon) for j in hdmap.junctions]
         # lane -> (road, section)
@@ -315,6 +316,17 @@ class HDMapRoi:
         pose = np.asarray(pose, dtype=np.float64)
         if pose.shape != (4, 4) or not np.all(np.isfinite(pose)):
             raise RoiArgumentError(f"pose must be a finite 4x4 matrix, got shape {pose.shape}")
+        key = pose.tobytes()
+        hit = self._cache.get(key)
+        if hit is not None:  # e.g. a source frame and its mutated follow-ups share the pose
+            return hit
+        mask = self._mask(pose)
+        if len(self._cache) >= 16:
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = mask
+        return mask
+
+    def _mask(self, pose: np.ndarray) -> RoiMask:
         position = pose[:3, 3]
         polys, ids = self.query_with_ids(position[:2])
         # TransformFrame: translate to the sensor; Apollo's local polygons are float32
@@ -328,6 +340,12 @@ class HDMapRoi:
         return self.mask(frame.pose)
 
     def _sensor_mask(self) -> RoiMask:
+        cached = self._cache.get(b"sensor")
+        if cached is None:
+            cached = self._cache[b"sensor"] = self._build_sensor_mask()
+        return cached
+
+    def _build_sensor_mask(self) -> RoiMask:
         polys, ids = self._sensor_polys()
         local = [p.astype(np.float32).astype(np.float64) for p in polys]
         return RoiMask.from_polygons(local, np.eye(3), range=self.range, cell=self.cell,
