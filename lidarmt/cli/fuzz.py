@@ -206,8 +206,13 @@ def fuzz(
     paths = write_reports(out, summary, records=iter_records(out / JOURNAL_NAME), run=run_info,
                           bundles=bundle_infos, findings=findings)
     main, per = rich_tables(summary)
-    console.print(main)
-    console.print(per)
+    out_console = console
+    if not console.is_terminal and console.width < 132:  # piped or logged: do not squeeze the tables
+        from rich.console import Console
+
+        out_console = Console(width=132)
+    out_console.print(main)
+    out_console.print(per)
     if run_info["throughput"]:
         console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
                       f"{workers} worker(s)); {len(viol)} violating pairs, {len(bundle_infos)} bundles")
