@@ -125,6 +125,49 @@ def matmul_gflops(dtype: torch.dtype, size: int = 4096, repeat: int = 3) -> floa
     return 2 * size**3 / best / 1e9
 
 
+def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int) -> dict:
+    """CNN forward and a 4096^2 bf16 matmul timed back to back, ``repeat`` times: the machine is shared, so the
+    ratio of the two rates within each pair is what stays comparable; medians over the pairs."""
+    a = torch.randn(4096, 4096).to(torch.bfloat16)
+    b = torch.randn(4096, 4096).to(torch.bfloat16)
+    p.runner(features)
+    a @ b
+    ratios, cnn_s, mm = [], [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        a @ b
+        t1 = time.perf_counter()
+        p.runner(features)
+        t2 = time.perf_counter()
+        mm_rate = 2 * 4096**3 / (t1 - t0) / 1e9
+        ratios.append(flops / (t2 - t1) / 1e9 / mm_rate)
+        cnn_s.append(t2 - t1)
+        mm.append(mm_rate)
+    return {
+        "cnn_s_median": statistics.median(cnn_s),
+        "cnn_gflops_median": flops / statistics.median(cnn_s) / 1e9,
+        "matmul_bf16_gflops_median": statistics.median(mm),
+        "cnn_over_matmul_median": statistics.median(ratios),
+        "cnn_over_matmul_all": ratios,
+    }
+
+
+def stress_network(grid: int):
+    """A network whose outputs make every non-empty cell an object and its own centre (confident, tall,
+    'car'): the most obstacles the non-CNN stages can be given on a frame (an upper bound of their cost)."""
+    from lidarmt.perception.apollo.network import build_network
+
+    net = build_network(grid, seed=0)
+    with torch.no_grad():
+        net.deconv0.weight.zero_()
+        bias = torch.zeros(12)
+        bias[0], bias[3], bias[11] = 10.0, 3.0, 10.0
+        bias[4:9] = -5.0
+        bias[5] = 5.0
+        net.deconv0.bias.copy_(bias)
+    return net
+
+
 def time_pipeline(p: ApolloLOP, frames, repeat: int) -> dict[str, float]:
     per: dict[str, list[float]] = {k: [] for k in STAGES}
     p.detect(*frames[0])  # warm-up (numba compile cache, oneDNN primitives, torch.compile)
@@ -211,34 +254,40 @@ def main() -> None:
         "matmul_4096_gflops": {"bf16": peak_bf16, "fp32": peak_fp32},
         "modes": {},
     }  # fmt: skip
+    feats0 = pipes["exact"].features(frames[0][0], frames[0][1].indices(frames[0][0])).copy()
     for m, p in pipes.items():
         t = time_pipeline(p, frames, args.repeat)
-        gflops = flops / t["cnn"] / 1e9
         results["modes"][m] = {
             "precision": p.runner.precision,
             "median_s": t,
-            "cnn_gflops": gflops,
-            "cnn_vs_bf16_matmul": gflops / peak_bf16,
-            "cnn_vs_fp32_matmul": gflops / peak_fp32,
+            "cnn_gflops": flops / t["cnn"] / 1e9,
+            "paired_with_matmul": paired_cnn_rate(p, feats0, flops, max(args.repeat, 3)),
             "non_cnn_s": t["total"] - t["cnn"],
             "obstacles_mean": float(np.mean([len(p.detect(f, r)) for f, r in frames])),
         }
+    stress = ApolloLOP(base.replace(mode="fast"), network=stress_network(args.grid))
+    results["non_cnn_stress"] = {
+        "what": "fast mode, a network making every non-empty cell an object: upper bound of the non-CNN cost",
+        "median_s": time_pipeline(stress, frames, args.repeat),
+        "obstacles_mean": float(np.mean([len(stress.detect(f, r)) for f, r in frames])),
+    }
     results["agreement_fast_vs_exact"] = agreement(pipes["exact"], pipes["fast"], frames)
 
-    print(f"# Apollo perception, grid {args.grid}, {len(frames)} {source} frames "
-          f"(~{results['data']['points_mean']:.0f} points, ~{results['data']['roi_points_mean']:.0f} in the ROI), "
-          f"weights: {results['weights']}, {threads} threads, CPU bf16: {results['machine']['cpu_bf16']}")  # fmt: skip
-    print(
-        f"# matmul 4096^2: bf16 {peak_bf16:.0f} GFLOP/s, fp32 {peak_fp32:.0f} GFLOP/s; CNN = {flops / 1e9:.1f} GFLOP"
-    )
-    head = (
-        f"{'mode':<14}{'prec':<6}" + "".join(f"{s:>10}" for s in STAGES) + f"{'CNN GF/s':>10}{'vs bf16':>9}"
-    )
-    print(head + "   (ms, medians)")
+    d = results["data"]
+    print(f"# Apollo perception, grid {args.grid}, {len(frames)} {source} frames (~{d['points_mean']:.0f} points, "
+          f"~{d['roi_points_mean']:.0f} in the ROI), weights: {results['weights']}, {threads} threads, "
+          f"CPU bf16: {results['machine']['cpu_bf16']}")  # fmt: skip
+    print(f"# matmul 4096^2 at start: bf16 {peak_bf16:.0f} GFLOP/s, fp32 {peak_fp32:.0f} GFLOP/s; "
+          f"CNN = {flops / 1e9:.1f} GFLOP")  # fmt: skip
+    print(f"{'mode':<14}{'prec':<6}" + "".join(f"{s:>10}" for s in STAGES) + f"{'CNN GF/s':>10}{'/matmul':>9}"
+          + "   (ms, medians; /matmul: CNN rate over a bf16 matmul's timed just before it, median of pairs)")  # fmt: skip
     for m, r in results["modes"].items():
-        t = r["median_s"]
+        t, pr = r["median_s"], r["paired_with_matmul"]
         print(f"{m:<14}{r['precision']:<6}" + "".join(f"{t[s] * 1000:>10.1f}" for s in STAGES)
-              + f"{r['cnn_gflops']:>10.0f}{r['cnn_vs_bf16_matmul']:>9.2f}")  # fmt: skip
+              + f"{pr['cnn_gflops_median']:>10.0f}{pr['cnn_over_matmul_median']:>9.2f}")  # fmt: skip
+    st = results["non_cnn_stress"]
+    print(f"{'stress (fast)':<14}{'bf16':<6}" + "".join(f"{st['median_s'][s] * 1000:>10.1f}" for s in STAGES)
+          + f"   <- every non-empty cell an object: {st['obstacles_mean']:.0f} obstacles/frame")  # fmt: skip
     ag = results["agreement_fast_vs_exact"]
     print("# fast vs exact: max |diff| " + ", ".join(f"{k} {v:.3g}" for k, v in ag["max_abs_diff"].items()))
     print(f"# objectness flips: {ag['objectness_flip_fraction_all_cells']:.2e} of all cells, "

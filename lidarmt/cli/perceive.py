@@ -115,7 +115,8 @@ def perceive(
         frame = rec[frame_index]
     roi = _roi_for(map_path, frame, roi_range=roi_range, map_frame=map_frame)
     if perception is None or perception.startswith("apollo"):
-        cfg = ApolloConfig(grid=grid, mode=mode, weights=str(weights) if weights else None)
+        preset = {"apollo-512": {"grid": 512}, "apollo-3.0": {"filter_noise": True}}.get(perception or "", {})
+        cfg = ApolloConfig(**{"grid": grid, **preset}, mode=mode, weights=str(weights) if weights else None)
         if set_:
             cfg = cfg.with_overrides(set_)
         sut = get_perception(perception or ("apollo" if cfg.grid == 640 else "apollo-512"), config=cfg)
