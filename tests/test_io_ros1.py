@@ -71,6 +71,7 @@ def test_apollo_layout_round_trip(tmp_path):
             assert_same_frame(rec[i], frames[i])
         with pytest.raises(IndexError):
             rec[4]
+        assert [f.index for f in rec[::2]] == [0, 2] and [f.index for f in rec[-2:]] == [2, 3]
 
 
 def test_point_layout_is_apollos(tmp_path):

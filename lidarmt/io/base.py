@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 
@@ -124,7 +124,16 @@ class Recording(abc.ABC):
     def __len__(self) -> int:
         return self._count()
 
-    def __getitem__(self, i: int) -> Frame:
+    @overload
+    def __getitem__(self, i: int) -> Frame: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Frame]: ...
+
+    def __getitem__(self, i):
+        """Frame ``i`` (negative counts from the end), or a list of frames for a slice (e.g. ``rec[::10]``)."""
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
         if not isinstance(i, int | np.integer):
             raise TypeError(f"recording indices must be integers, not {type(i).__name__}")
         n = len(self)
