@@ -38,13 +38,7 @@ app = typer.Typer(
 COMMANDS = ("info", "roi", "simulate", "perceive", "train", "evaluate", "fuzz", "replay")
 
 for _name in COMMANDS:
-    try:
-        _mod = importlib.import_module(f"lidarmt.cli.{_name}")
-    except ModuleNotFoundError as _err:  # a command not built yet in this checkout
-        if _err.name != f"lidarmt.cli.{_name}":
-            raise
-        continue
-    _mod.register(app)
+    importlib.import_module(f"lidarmt.cli.{_name}").register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
