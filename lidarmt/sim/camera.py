@@ -45,7 +45,9 @@ class Camera:
         origin = pose[:3, 3].copy()
         origin[:2] += rot[:2, 0] * self.forward
         origin[2] = self.mount_height
-        dirs = (self.ray_directions() @ rot.T).astype(np.float32)
+        d0 = self.ray_directions()
+        dirs = np.stack([d0[:, 0] * rot[j, 0] + d0[:, 1] * rot[j, 1] + d0[:, 2] * rot[j, 2] for j in range(3)],
+                        axis=1).astype(np.float32)
         dyn, _ = drive.scene.agent_meshes(t, origin[:2], 200.0)
         hits = drive.caster.cast(origin, dirs, dyn, max_range=400.0, with_rgb=True, with_normal=True)
         hit = np.isfinite(hits.t)

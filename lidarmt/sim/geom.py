@@ -135,19 +135,20 @@ def box(lx: float, ly: float, lz: float, *, center: tuple[float, float, float] =
 
 def segment_box(a: np.ndarray, b: np.ndarray, thickness: float) -> Mesh:
     """A square-section beam from point a to point b (limbs, frame tubes)."""
-    a, b = np.asarray(a, float), np.asarray(b, float)
-    d = b - a
-    length = float(np.linalg.norm(d))
+    ax, ay, az = (float(v) for v in a)
+    dx, dy, dz = float(b[0]) - ax, float(b[1]) - ay, float(b[2]) - az
+    length = (dx * dx + dy * dy + dz * dz) ** 0.5
     if length < 1e-9:
-        return box(thickness, thickness, thickness, center=tuple(a))
-    z = d / length
-    helper = np.array([1.0, 0, 0]) if abs(z[0]) < 0.9 else np.array([0, 1.0, 0])
-    x = np.cross(helper, z)
-    x /= np.linalg.norm(x)
-    y = np.cross(z, x)
+        return box(thickness, thickness, thickness, center=(ax, ay, az))
+    zx, zy, zz = dx / length, dy / length, dz / length
+    hx, hy, hz = (1.0, 0.0, 0.0) if abs(zx) < 0.9 else (0.0, 1.0, 0.0)
+    xx, xy, xz = hy * zz - hz * zy, hz * zx - hx * zz, hx * zy - hy * zx  # helper x z
+    n = (xx * xx + xy * xy + xz * xz) ** 0.5
+    xx, xy, xz = xx / n, xy / n, xz / n
+    yx, yy, yz = zy * xz - zz * xy, zz * xx - zx * xz, zx * xy - zy * xx  # z x x
+    r = np.array([[xx, yx, zx], [xy, yy, zy], [xz, yz, zz]])
     v, f = box(thickness, thickness, length, center=(0, 0, length / 2))
-    r = np.stack([x, y, z], axis=1)
-    return v @ r.T + a, f
+    return v @ r.T + (ax, ay, az), f
 
 
 def cylinder(radius: float, height: float, *, segments: int = 12, radius_top: float | None = None,

@@ -9,6 +9,8 @@ dropped before the first frame (there is no traffic logic, only constant speeds)
 
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +22,7 @@ from lidarmt.sim.town import Town
 from lidarmt.types import MetaType
 
 BACKGROUND = -1
+PHASES = 8  # animation poses per stride of a walking or pedalling person
 
 
 @dataclass(slots=True)
@@ -51,6 +54,7 @@ class Agent:
     model: Model | None = None  # fixed shape (vehicles); people are rebuilt per frame from params
     params: dict = field(default_factory=dict)
     pingpong: bool = False
+    _lists: tuple | None = field(default=None, repr=False, compare=False)
 
     def arc(self, t: float) -> float:
         s = self.s0 + self.speed * t
@@ -62,15 +66,21 @@ class Agent:
         return s
 
     def pose(self, t: float) -> tuple[float, float, float]:
-        s = self.arc(t)
-        pos, head = geom.interp_pose(self.path, self.s_cum, s)
-        if self.pingpong:
-            cyc = (self.s0 + self.speed * t) % (2 * self.s_cum[-1])
-            if cyc > self.s_cum[-1]:
-                head = head + np.pi
-        x = pos[0] - np.sin(head) * self.lateral
-        y = pos[1] + np.cos(head) * self.lateral
-        return float(x), float(y), float(head)
+        """(x, y, heading) at time ``t``: scalar arithmetic, as this runs for every agent in every frame."""
+        if self._lists is None:
+            self._lists = (self.s_cum.tolist(), self.path[:, 0].tolist(), self.path[:, 1].tolist())
+        sl, px, py = self._lists
+        s = min(max(self.arc(t), 0.0), sl[-1])
+        i = min(max(bisect.bisect_right(sl, s) - 1, 0), len(sl) - 2)
+        ds = sl[i + 1] - sl[i]
+        f = (s - sl[i]) / ds if ds > 1e-12 else 0.0
+        dx, dy = px[i + 1] - px[i], py[i + 1] - py[i]
+        head = math.atan2(dy, dx)
+        if self.pingpong and (self.s0 + self.speed * t) % (2 * sl[-1]) > sl[-1]:
+            head += math.pi
+        x = px[i] + dx * f - math.sin(head) * self.lateral
+        y = py[i] + dy * f + math.cos(head) * self.lateral
+        return x, y, head
 
     def dims(self) -> tuple[float, float, float]:
         if self.model is not None:
@@ -108,24 +118,43 @@ class Scene:
     agents: list[Agent]
     ego: Ego
     duration: float
+    _meshes: dict = field(default_factory=dict, repr=False)  # (instance, phase) -> (local mesh, dims)
 
-    def agent_meshes(self, t: float, center: np.ndarray, radius: float) -> tuple[CompiledMesh, list[StaticObject]]:
-        """The agents within ``radius`` of ``center`` at time ``t``: one mesh, and their boxes."""
-        parts, boxes = [], []
-        for a in self.agents:
-            x, y, yaw = a.pose(t)
-            if (x - center[0]) ** 2 + (y - center[1]) ** 2 > radius * radius:
-                continue
-            z = float(self.town.ground_z(np.array([[x, y]]))[0])
+    def _local_mesh(self, a: Agent, t: float) -> tuple[CompiledMesh, tuple[float, float, float]]:
+        """The agent's mesh in its own frame; people walk and pedal through ``PHASES`` cached poses."""
+        if a.model is not None:
+            key = (a.instance, 0)
+        else:
+            key = (a.instance, int(round(a.arc(t) / a.params["stride"] * PHASES)) % PHASES)
+        hit = self._meshes.get(key)
+        if hit is None:
             if a.model is not None:
                 model = a.model
             else:
-                phase = 2 * np.pi * a.arc(t) / a.params["stride"]
                 builder = objects.pedestrian if a.kind == "pedestrian" else objects.cyclist
-                model, _ = builder(None, phase=phase, params=a.params)  # type: ignore[arg-type]
-            parts.append(objects.compile_model(model, x=x, y=y, z=z, yaw=yaw, instance=a.instance, meta=a.meta,
-                                               kind=a.kind))
-            ln, wd, ht = a.dims() if a.model is not None else (model.length, model.width, model.height)
+                model, _ = builder(None, phase=2 * np.pi * key[1] / PHASES, params=a.params)  # type: ignore[arg-type]
+            mesh = objects.compile_model(model, x=0.0, y=0.0, z=0.0, yaw=0.0, instance=a.instance, meta=a.meta,
+                                         kind=a.kind)
+            hit = self._meshes[key] = (mesh, (model.length, model.width, model.height))
+        return hit
+
+    def agent_meshes(self, t: float, center: np.ndarray, radius: float) -> tuple[CompiledMesh, list[StaticObject]]:
+        """The agents within ``radius`` of ``center`` at time ``t``: one mesh, and their boxes."""
+        poses = [a.pose(t) for a in self.agents]
+        near = [i for i, (x, y, _) in enumerate(poses)
+                if (x - center[0]) ** 2 + (y - center[1]) ** 2 <= radius * radius]
+        if not near:
+            return CompiledMesh.empty(), []
+        zs = self.town.ground_z(np.array([poses[i][:2] for i in near]))
+        parts, boxes = [], []
+        for i, z in zip(near, zs.tolist(), strict=True):
+            a = self.agents[i]
+            x, y, yaw = poses[i]
+            local, (ln, wd, ht) = self._local_mesh(a, t)
+            c, s = math.cos(yaw), math.sin(yaw)
+            rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+            parts.append(CompiledMesh(local.vertices @ rot.T + [x, y, z], local.triangles, local.reflectivity,
+                                      local.rgb, local.mat, local.instance, local.meta, local.semantic))
             boxes.append(StaticObject(a.instance, a.meta, a.kind, x, y, z, yaw, ln, wd, ht))
         return CompiledMesh.concat(parts), boxes
 
