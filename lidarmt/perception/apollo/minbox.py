@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Box", "build_boxes", "build_box"]
+__all__ = ["Box", "build_box", "build_boxes", "build_boxes_arrays"]
 
 
 @dataclass(slots=True)
@@ -37,16 +37,19 @@ class Box:
     polygon: np.ndarray  # (K, 3) hull at z = min z, clockwise
 
 
-def build_boxes(xyz: np.ndarray, offsets: np.ndarray) -> list[Box]:
-    """MinBox for many clusters at once: the points of cluster k are ``xyz[offsets[k]:offsets[k+1]]``
-    (an (N, 3) array, used as float32 as Apollo's clouds are). Clusters must not be empty."""
+def build_boxes_arrays(
+    xyz: np.ndarray, offsets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """MinBox for many clusters as arrays: ``boxes`` (K, 8) = [cx, cy, cz, length, width, dx, dy, dz],
+    ``heights`` (K,), ``polygons`` (V, 3) and ``polygon_offsets`` (K + 1) (cluster k's hull is
+    ``polygons[polygon_offsets[k]:polygon_offsets[k+1]]``). See :func:`build_boxes`."""
     from lidarmt.perception.apollo._minbox_kernels import build_boxes_kernel
 
     xyz = np.asarray(xyz)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
     k = len(offsets) - 1
     if k <= 0:
-        return []
+        return np.zeros((0, 8)), np.zeros(0), np.zeros((0, 3)), np.zeros(1, dtype=np.int64)
     sizes = np.diff(offsets)
     if (sizes <= 0).any():
         raise ValueError("every cluster needs at least one point")
@@ -57,7 +60,14 @@ def build_boxes(xyz: np.ndarray, offsets: np.ndarray) -> list[Box]:
     heights = np.zeros(k)
     poly = np.zeros((int(np.maximum(sizes, 4).sum()), 3))
     poly_off = np.zeros(k + 1, dtype=np.int64)
-    build_boxes_kernel(x, y, z, offsets, boxes, heights, poly, poly_off)
+    written = build_boxes_kernel(x, y, z, offsets, boxes, heights, poly, poly_off)
+    return boxes, heights, poly[:written], poly_off
+
+
+def build_boxes(xyz: np.ndarray, offsets: np.ndarray) -> list[Box]:
+    """MinBox for many clusters at once: the points of cluster k are ``xyz[offsets[k]:offsets[k+1]]``
+    (an (N, 3) array, used as float32 as Apollo's clouds are). Clusters must not be empty."""
+    boxes, heights, poly, poly_off = build_boxes_arrays(xyz, offsets)
     return [
         Box(
             center=boxes[i, 0:3].copy(),
@@ -67,7 +77,7 @@ def build_boxes(xyz: np.ndarray, offsets: np.ndarray) -> list[Box]:
             direction=boxes[i, 5:8].copy(),
             polygon=poly[poly_off[i] : poly_off[i + 1]].copy(),
         )
-        for i in range(k)
+        for i in range(len(boxes))
     ]
 
 

@@ -32,7 +32,7 @@ from lidarmt.perception.apollo.cluster2d import ClusterOutput, cluster2d
 from lidarmt.perception.apollo.config import ApolloConfig
 from lidarmt.perception.apollo.errors import WeightsError
 from lidarmt.perception.apollo.features import compute_features
-from lidarmt.perception.apollo.minbox import build_boxes
+from lidarmt.perception.apollo.minbox import build_boxes_arrays
 from lidarmt.types import Frame, MetaType, Obstacle, Obstacles, Roi, finite_mask
 
 __all__ = ["ApolloLOP", "StageOutputs"]
@@ -205,29 +205,39 @@ class ApolloLOP:
         cl = clusters.clusters
         if not cl:
             return Obstacles()
+        sizes = np.fromiter((len(c.points) for c in cl), dtype=np.int64, count=len(cl))
         members = np.concatenate([c.points for c in cl])
         offsets = np.zeros(len(cl) + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum([len(c.points) for c in cl])
-        xyz = np.empty((len(members), 3), dtype=np.float32)
+        np.cumsum(sizes, out=offsets[1:])
         sel = rp[members]
+        xyz = np.empty((len(members), 3), dtype=np.float32)
         xyz[:, 0], xyz[:, 1], xyz[:, 2] = sel["x"], sel["y"], sel["z"]
-        boxes = build_boxes(xyz, offsets)
+        boxes, heights, poly, poly_off = build_boxes_arrays(xyz, offsets)
+        probs = np.stack([c.meta_probs for c in cl])  # (K, 5)
+        metas = np.argmax(probs, axis=1)  # the first maximum wins, as std::max_element
+        tprobs = np.zeros((len(cl), 6), dtype=np.float32)
+        tprobs[:, 0], tprobs[:, 3], tprobs[:, 4] = probs[:, 0], probs[:, 4], probs[:, 3]
+        tprobs[:, 5] = probs[:, 1] + probs[:, 2]
+        point_idx = roi_idx[members]
         out = []
-        for c, b in zip(cl, boxes, strict=True):
-            meta = c.meta_type
+        for k, c in enumerate(cl):
+            meta = _METAS[metas[k]]
             out.append(
                 Obstacle(
-                    cls=MetaType(meta).obstacle_class,
+                    cls=meta.obstacle_class,
                     score=c.score,
-                    point_indices=roi_idx[c.points],
-                    center=b.center,
-                    length=b.length,
-                    width=b.width,
-                    height=b.height,
-                    direction=b.direction,
-                    polygon=b.polygon,
+                    point_indices=point_idx[offsets[k] : offsets[k + 1]],
+                    center=boxes[k, 0:3],
+                    length=float(boxes[k, 3]),
+                    width=float(boxes[k, 4]),
+                    height=float(heights[k]),
+                    direction=boxes[k, 5:8],
+                    polygon=poly[poly_off[k] : poly_off[k + 1]],
                     meta_type=meta,
-                    type_probs=c.type_probs,
+                    type_probs=tprobs[k],
                 )
             )
         return Obstacles(out)
+
+
+_METAS = tuple(MetaType)
