@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt._atomic import atomic_path
+from lidarmt.errors import OutputError
 from lidarmt.types import CLASS_ORDER, Frame, Obstacle, ObstacleClass
 
 #: Apollo offline visualizer colours per class.
@@ -150,8 +151,11 @@ def draw_bev(
         ax.set_title(title or f"{len(obstacles)} obstacles", fontsize=11)
         fig.tight_layout()
         target = Path(out)
-        with atomic_path(target) as tmp:
-            fig.savefig(tmp, format="png")
+        try:
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, format="png")
+        except OSError as err:  # e.g. the folder cannot be made: one clear line, not a traceback
+            raise OutputError(f"cannot write {target}: {err.strerror or err}") from err
     finally:
         plt.close(fig)
     return target
