@@ -62,14 +62,22 @@ def evaluate(
     from lidarmt.io import open_recording
 
     if data is not None:
+        from lidarmt.perception.apollo.evaluate import label_area_roi
+
         rec = open_recording(data)
         n = len(rec) if frames is None else min(frames, len(rec))
-        it = (rec[i] for i in range(n))
         sim_roi = SimRoi(str(data) if data.is_dir() else None)
-        res = evaluate_frames(f"sim:{data}", track(it, total=n, description="simulated frames"), lop, sim_roi,
-                              min_points=min_points)
-        res.notes.append(sim_roi.describe())
-        results.append(res)
+        variants = [(sim_roi.kind, sim_roi, sim_roi.describe())]
+        if sim_roi.kind == "hdmap":  # the map's ROI is the road only: add the one with sidewalks (pedestrians)
+            variants.append(("road+sidewalk labels", label_area_roi,
+                             "ROI: the area covered by the ground-truth road/parking/sidewalk points (closed "
+                             "morphologically, PointLabelRoi): includes sidewalks, where most pedestrians are"))
+        for label, roi_of, note in variants:
+            it = (rec[i] for i in range(n))
+            res = evaluate_frames(f"sim ({label} ROI):{data}", track(it, total=n, description=f"sim, {label} ROI"),
+                                  lop, roi_of, min_points=min_points)
+            res.notes.append(note)
+            results.append(res)
     if kitti is not None:
         from lidarmt.perception.apollo.evaluate import GridRoi
 

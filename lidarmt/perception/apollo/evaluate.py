@@ -374,6 +374,16 @@ def kitti_roi(frame: Frame) -> Roi:
     return PointLabelRoi(frame, labelled_area(frame))
 
 
+def label_area_roi(frame: Frame) -> Roi:
+    """ROI of the area covered by a frame's road/parking/sidewalk labels (:func:`labelled_area`); the whole
+    grid for a frame without such labels."""
+    from lidarmt.roi.bitmap import PointLabelRoi
+
+    if frame.labels is None or frame.labels.point_semantic is None:
+        return GridRoi()
+    return PointLabelRoi(frame, labelled_area(frame))
+
+
 class GridRoi:
     """The whole ±``range`` metre square of the CNN grid as ROI (for frames that carry neither a map nor road
     labels: every point the CNN sees may be reported)."""
