@@ -114,3 +114,11 @@ def test_out_buffer_is_reused_and_checked() -> None:
     assert out is buf and buf[7].sum() == 1
     with pytest.raises(ValueError):
         compute_features(pts, grid=640, out=buf)
+
+
+def test_buffer_reuse_with_constants_filled_gives_the_same_features() -> None:
+    rng = np.random.default_rng(9)
+    a, b = _random_cloud(rng, 3000), _random_cloud(rng, 3000)
+    buf = compute_features(a, grid=512).copy()
+    again = compute_features(b, grid=512, out=buf, constants_filled=True)
+    np.testing.assert_array_equal(again, compute_features_reference(b, grid=512))

@@ -16,10 +16,13 @@ from numba import njit
 def feature_kernel(
     x, y, z, intensity, sel, use_sel, range_, inv_res, min_h, max_h, log_table, out
 ):  # pragma: no cover
-    """Fill channels 0, 1, 2, 4, 5, 7 of ``out`` (8, H, W) float32; channels 3 and 6 are left untouched.
+    """Fill channels 0, 1, 2, 4, 5, 7 of ``out`` (8, H, W) float32, which must be zero on entry (channels 3 and 6
+    are not touched).
 
     ``range_``, ``inv_res``, ``min_h``, ``max_h`` are float32 scalars. ``sel`` (int64) lists the points to use
     when ``use_sel``; otherwise every point is used. Non-finite points are skipped (Apollo drops them on input).
+    Only the cells that receive points are finalised: an empty cell keeps its zeros, which is what Apollo's
+    finalisation leaves there (max height reset to 0, log(1 + 0) = 0).
     """
     rows = out.shape[1]
     cols = out.shape[2]
@@ -29,15 +32,9 @@ def feature_kernel(
     top = out[4]
     meani = out[5]
     nonempty = out[7]
-    for r in range(rows):
-        for c in range(cols):
-            maxh[r, c] = min_h
-            meanh[r, c] = 0.0
-            cnt[r, c] = 0.0
-            top[r, c] = 0.0
-            meani[r, c] = 0.0
-            nonempty[r, c] = 0.0
     n = sel.shape[0] if use_sel else x.shape[0]
+    touched = np.empty(n, dtype=np.int64)
+    n_touched = 0
     c255 = np.float32(255.0)
     for k in range(n):
         i = sel[k] if use_sel else k
@@ -57,23 +54,29 @@ def feature_kernel(
         if pz <= min_h or pz >= max_h:
             continue
         pin = pi / c255
-        if maxh[row, col] < pz:
+        # Apollo starts the max at min_height and updates on a strictly greater z; every kept z > min_height,
+        # so the first point of a cell always sets it: the same as testing the count
+        if cnt[row, col] == 0.0:
+            touched[n_touched] = row * cols + col
+            n_touched += 1
+            maxh[row, col] = pz
+            top[row, col] = pin
+        elif maxh[row, col] < pz:
             maxh[row, col] = pz
             top[row, col] = pin
         meanh[row, col] += pz
         meani[row, col] += pin
         cnt[row, col] += np.float32(1.0)
-    for r in range(rows):
-        for c in range(cols):
-            cc = cnt[r, c]
-            if cc < 1e-6:
-                maxh[r, c] = 0.0
-            else:
-                meanh[r, c] = meanh[r, c] / cc
-                meani[r, c] = meani[r, c] / cc
-                nonempty[r, c] = 1.0
-            ic = int(cc)
-            if ic < log_table.shape[0]:
-                cnt[r, c] = log_table[ic]
-            else:
-                cnt[r, c] = np.float32(math.log(1.0 + ic))
+    for t in range(n_touched):
+        g = touched[t]
+        r = g // cols
+        c = g - r * cols
+        cc = cnt[r, c]
+        meanh[r, c] = meanh[r, c] / cc
+        meani[r, c] = meani[r, c] / cc
+        nonempty[r, c] = 1.0
+        ic = int(cc)
+        if ic < log_table.shape[0]:
+            cnt[r, c] = log_table[ic]
+        else:
+            cnt[r, c] = np.float32(math.log(1.0 + ic))

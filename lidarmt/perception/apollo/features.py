@@ -87,11 +87,13 @@ def compute_features(
     max_height: float = 5.0,
     indices: np.ndarray | None = None,
     out: np.ndarray | None = None,
+    constants_filled: bool = False,
 ) -> np.ndarray:
     """Apollo's 8 feature channels of ``points`` (sensor frame) as an ``(8, grid, grid)`` float32 array.
 
     ``indices`` restricts the features to those points (Apollo with ``use_full_cloud: false`` feeds the ROI
-    cloud); ``out`` reuses a buffer of the right shape.
+    cloud); ``out`` reuses a buffer of the right shape, and ``constants_filled=True`` says it already holds the
+    two constant channels (direction, distance) of this grid and range, which are then not rewritten.
     """
     from lidarmt.perception.apollo._feature_kernels import feature_kernel
 
@@ -102,14 +104,17 @@ def compute_features(
         raise ValueError(f"out must be a C-contiguous float32 array of shape (8, {grid}, {grid})")
     use_sel = indices is not None
     sel = np.ascontiguousarray(indices, dtype=np.int64) if use_sel else np.zeros(0, dtype=np.int64)
+    for k in (0, 1, 2, 4, 5, 7):  # the kernel accumulates into zeroed channels
+        out[k].fill(0.0)
     feature_kernel(
         x, y, z, it, sel, use_sel,
         np.float32(range), np.float32(0.5 * grid / range),
         np.float32(min_height), np.float32(max_height), _LOG_TABLE, out,
     )  # fmt: skip
     direction, distance = constant_channels(grid, float(range))
-    out[3] = direction
-    out[6] = distance
+    if not constants_filled:
+        out[3] = direction
+        out[6] = distance
     return out
 
 

@@ -112,7 +112,8 @@ class ApolloLOP:
 
         The returned array is a buffer reused by the next call; copy it to keep it."""
         cfg = self.config
-        if self._feat_buf is None or self._feat_buf.shape[1] != cfg.grid:
+        fresh = self._feat_buf is None or self._feat_buf.shape[1] != cfg.grid
+        if fresh:
             self._feat_buf = np.empty((8, cfg.grid, cfg.grid), dtype=np.float32)
         indices = (
             None
@@ -127,6 +128,7 @@ class ApolloLOP:
             max_height=cfg.max_height,
             indices=indices,
             out=self._feat_buf,
+            constants_filled=not fresh,  # the buffer is private: channels 3 and 6 stay as written
         )
 
     def forward_grid(self, frame: Frame, roi_indices: np.ndarray | None = None) -> dict[str, np.ndarray]:
