@@ -231,3 +231,30 @@ def test_kernels_equal_reference_on_random_grids(seed: int) -> None:
         for ca, cb in zip(a.clusters, b.clusters, strict=True):
             np.testing.assert_array_equal(ca.points, cb.points)
             np.testing.assert_array_equal(ca.meta_probs, cb.meta_probs)
+
+
+def test_kernels_equal_reference_on_a_real_frame_at_640(kitti_dir) -> None:
+    """A real KITTI frame, full 640 grid: object cells where the cloud has points, random offsets."""
+    from lidarmt.io import open_recording
+    from lidarmt.perception.apollo.features import compute_features
+
+    frame = open_recording(kitti_dir)[0]
+    sem = frame.labels.point_semantic & 0xFFFF
+    roi = frame.points[np.isin(sem, (40, 44, 48))]
+    feats = compute_features(frame.points, grid=640)
+    rng = np.random.default_rng(0)
+    n = 640
+    out = {
+        "category_score": (feats[7] * rng.uniform(0.3, 1.0, (n, n))).astype(np.float32),
+        "instance_pt": rng.normal(0, 1.5, (2, n, n)).astype(np.float32),
+        "confidence_score": rng.uniform(0, 0.6, (n, n)).astype(np.float32),
+        "class_score": rng.random((5, n, n)).astype(np.float32),
+        "height_pt": rng.normal(0.5, 1, (n, n)).astype(np.float32),
+    }
+    a = cluster2d(out, roi["x"], roi["y"], roi["z"])
+    b = cluster2d_reference(out, roi["x"], roi["y"], roi["z"])
+    assert a.num_obstacles > 100 and len(a.clusters) > 50
+    assert a.num_obstacles == b.num_obstacles
+    np.testing.assert_array_equal(a.id_img, b.id_img)
+    np.testing.assert_array_equal(a.point_obstacle, b.point_obstacle)
+    np.testing.assert_array_equal(a.scores, b.scores)
