@@ -7,7 +7,8 @@ version of the same rules that the tests compare against these kernels bit for b
 Apollo's rules are kept where they depart from an exact even-odd fill (each is pinned by a test):
 
 * scan lines sit at cell centres from the polygon's first cell, and there are floor((end - start) / cell) of
-  them, so the polygon's last partial row along the scan axis (and the bitmap's last row) is never drawn;
+  them, so the rows up to two cells before the polygon's far end along the scan axis (and the bitmap's last row)
+  are never drawn;
 * an edge parallel to the scan lines contributes its interval on the *next* scan line (up to 1.5 cells
   across the edge and one along it, i.e. 1.8 cells from it);
 * the active edges are re-sorted only on scan lines where an edge starts or ends, so in a self-intersecting

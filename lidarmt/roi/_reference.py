@@ -195,3 +195,32 @@ def perpendicular_edge_distance(polygons: list[np.ndarray], major: int, x: np.nd
     if not segs:
         return np.full(len(x), np.inf)
     return shapely.distance(shapely.MultiLineString(segs), shapely.points(x, y))
+
+
+def scan_range(poly: np.ndarray, major: int, rng: float, cell: float) -> tuple[float, int]:
+    """(x of the first scan line, number of scan lines) Apollo gives a polygon."""
+    xs = [float(p[major]) for p in poly]
+    lo = max(min([DBL_MAX_PY, *xs]), -rng)
+    hi = min(max([DBL_MIN, *xs]), rng)
+    first = (int((lo + rng) / cell) + 0.5) * cell - rng
+    span = (hi - first) / cell
+    return first, int(span) if span >= 1.0 else 0
+
+
+def after_last_scan_line(polygons: list[np.ndarray], major: int, rng: float, cell: float, x: np.ndarray,
+                         y: np.ndarray) -> np.ndarray:
+    """Points inside a polygon (exact even-odd) but past the last cell row Apollo draws for it.
+
+    Apollo draws floor((end - start) / cell) scan lines from the cell centre ``start`` at or before the polygon's
+    minimum along the scan axis, where ``end`` is its maximum clipped to the range: the rows up to two cells before
+    the polygon's far end (and the bitmap's last row) are never drawn."""
+    major_coord = np.asarray(x if major == 0 else y, dtype=np.float64)
+    out = np.zeros(len(major_coord), dtype=bool)
+    for p in polygons:
+        first, scans = scan_range(p, major, rng, cell)
+        end = first + (scans - 0.5) * cell if scans else -np.inf
+        cand = major_coord >= end
+        if cand.any():
+            idx = np.flatnonzero(cand)
+            out[idx] |= even_odd([p], np.asarray(x, dtype=np.float64)[idx], np.asarray(y, dtype=np.float64)[idx])
+    return out
