@@ -224,3 +224,10 @@ def test_masks_are_cached_by_pose(borregas):
     for k in range(20):  # bounded
         roi.mask(make_pose([pos[0][0] + k, pos[0][1], 0.0], [0, 0, 0, 1]))
     assert len(roi._cache) <= 16
+
+
+def test_map_without_geometry_is_a_map_error():
+    from lidarmt.roi import HDMap, MapError
+
+    with pytest.raises(MapError, match="no geometry"):
+        HDMapRoi(HDMap())

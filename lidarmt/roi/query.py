@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lidarmt.roi.bitmap import RoiMask, _check_grid
-from lidarmt.roi.errors import MapProjectionError, MapProjectionWarning, RoiArgumentError
+from lidarmt.roi.errors import MapError, MapProjectionError, MapProjectionWarning, RoiArgumentError
 from lidarmt.roi.model import EdgeType, HDMap, RoadSection
 from lidarmt.types import Frame
 
@@ -175,7 +175,10 @@ class HDMapRoi:
         self.extend_dist = float(extend_dist)
         self.map_radius = float(map_radius)
         self.max_offset = float(max_offset)
-        self.bounds = hdmap.bounds()
+        try:
+            self.bounds = hdmap.bounds()
+        except ValueError as err:
+            raise MapError(f"{hdmap.source or 'the map'}: holds no geometry (no lane, boundary or junction)") from err
         self._section_poly: dict[tuple[int, int], np.ndarray] = {}
         self._cache: dict[bytes, RoiMask] = {}  # the last masks by pose (treat a returned mask as read-only)
         junction_index = {j.id: i for i, j in enumerate(hdmap.junctions)}
@@ -220,12 +223,12 @@ class HDMapRoi:
         return poly
 
     def _check_position(self, p: np.ndarray) -> None:
+        if not np.all(np.isfinite(p)):
+            raise RoiArgumentError(f"sensor position {p.tolist()} is not finite")
         x0, y0, x1, y1 = self.bounds
         dx = max(x0 - p[0], 0.0, p[0] - x1)
         dy = max(y0 - p[1], 0.0, p[1] - y1)
         off = math.hypot(dx, dy)
-        if not np.all(np.isfinite(p)):
-            raise RoiArgumentError(f"sensor position {p.tolist()} is not finite")
         if off > self.max_offset:
             src = self.hdmap.source or "the map"
             raise MapProjectionError(
