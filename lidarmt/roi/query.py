@@ -13,7 +13,9 @@
 3. road polygons first, then junction polygons; translated to the sensor position and rounded to float32 (the
    local frame), then drawn into the bitmap (:class:`~lidarmt.roi.bitmap.RoiMask`).
 
-Maps without lanes (hand-drawn GeoJSON) are queried by their polygons instead: a road section or junction is
+A lane that belongs to no road section, or a road naming a junction the map lacks, is skipped (Apollo's query
+fails for the whole frame then; the real maps have neither). Maps without lanes (hand-drawn GeoJSON) are queried
+by their polygons instead: a road section or junction is
 taken when its outline comes within ``map_radius`` of the sensor or contains it.
 """
 
