@@ -1,8 +1,8 @@
 """How close are simulated HDL-64E sweeps to real ones? Side-by-side statistics against the 7 KITTI frames.
 
-    .venv/bin/python benchmarks/bench_sim_realism.py [--frames 7] [--kitti ../shared/data/kitti/training]
+    .venv/bin/python benchmarks/bench_sim_realism.py [--frames 16] [--kitti ../shared/data/kitti/training]
 
-The simulated frames come from as many towns (seeds 1..N), one sweep each (sweep 10 of a drive), with the
+The simulated frames (16 by default) come from as many towns (seeds 1..N), one sweep each (sweep 10 of a drive), with the
 sensor mounted at KITTI's 1.73 m. Statistics: lidarmt.sim.realism. Prints a table and writes
 benchmarks/results/sim_realism.json.
 """
@@ -46,7 +46,7 @@ def _fmt(v, f="{:.3f}"):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--frames", type=int, default=7)
+    ap.add_argument("--frames", type=int, default=16)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kitti", type=Path, default=ROOT.parent / "shared" / "data" / "kitti" / "training")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sim_realism.json")
@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         ("ground fraction", _fmt(real["ground_fraction"]), _fmt(sim["ground_fraction"])),
         ("intensity mean (0..255)", _fmt(real["intensity_mean"], "{:.1f}"), _fmt(sim["intensity_mean"], "{:.1f}")),
     ]
+    for name in realism.CLASS_MIX:
+        rows.append((f"share of points: {name}", _fmt((real["class_mix"] or {}).get(name)),
+                     _fmt((sim["class_mix"] or {}).get(name))))
     for name in realism.SURFACES:
         rows.append((f"median intensity: {name}", _fmt(real["surface_intensity"][name], "{:.0f}"),
                      _fmt(sim["surface_intensity"][name], "{:.0f}")))

@@ -106,3 +106,18 @@ def test_things_move(drive) -> None:
     assert moving
     ag = moving[0]
     assert ag.pose(0.1) != ag.pose(0.5)
+
+
+def test_camera_sees_sky_and_road(drive) -> None:
+    from lidarmt.sim.camera import Camera
+    from lidarmt.sim.objects import GROUND_RGB, Mat
+
+    img = Camera(width=160, height=120, focal=130.0).render(drive, 1)
+    assert img.shape == (120, 160, 3) and img.dtype == np.uint8
+    top = img[0].astype(int)
+    assert (top[:, 2] > top[:, 0]).mean() > 0.5  # mostly sky (blue over red) at the top, or trees
+    bottom = img[-1, 60:100].astype(int)
+    road = GROUND_RGB[Mat.ASPHALT].astype(int)
+    # the road just ahead, lit by the sun: the asphalt colour scaled by the shading
+    ratio = bottom.mean(axis=0) / road
+    assert np.all((ratio > 0.4) & (ratio < 1.3)) or (bottom > 200).all(axis=1).any()  # or a lane marking

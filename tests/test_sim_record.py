@@ -69,6 +69,13 @@ def test_refuses_to_overwrite(recording) -> None:
         simulate_recording(out / "drive.bag", out / "map", seed=3, frames=1, camera=False)
 
 
+def test_recording_is_byte_identical(tmp_path) -> None:
+    for d in ("a", "b"):
+        simulate_recording(tmp_path / d / "x.bag", tmp_path / d / "map", seed=6, frames=1, camera=False)
+    for name in ("x.bag", "x.labels.npz", "map/base_map.bin", "map/base_map.txt", "map/base_map.geojson"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
 def test_ensure_demo_builds_once(tmp_path) -> None:
     bag, mdir = ensure_demo(tmp_path / "demo.bag", tmp_path / "demo_map", seed=2, frames=2, camera=False)
     assert bag.is_file() and (mdir / "base_map.bin").is_file() and labels_path(bag).is_file()

@@ -25,7 +25,7 @@ import numpy as np
 
 from lidarmt.errors import require
 from lidarmt.sim import _kernels
-from lidarmt.sim.objects import GROUND_REFLECTIVITY, GROUND_SEMANTIC, CompiledMesh
+from lidarmt.sim.objects import GROUND_REFLECTIVITY, GROUND_SEMANTIC, CompiledMesh, Mat
 
 
 def hdl64e_elevations() -> np.ndarray:
@@ -64,11 +64,12 @@ class Hdl64e:
     min_range: float = 0.9
     max_range: float = 120.0
     range_noise: float = 0.02
-    dropout: float = 0.02
+    dropout: float = 0.01
     # detection: p = sigmoid((log(signal) - log(threshold)) / softness), signal = max(rho, floor) * cos / r^2
     detect_threshold: float = 2.5e-6
     detect_softness: float = 0.6
-    detect_floor: float = 0.2  # specular car paint and glass return little light diffusely yet are detected
+    detect_floor: float = 0.2  # specular car paint returns little light diffusely yet is detected
+    glass_returns: float = 0.35  # windows: most pulses pass through or glance off
     # intensity = 255 * rho * gain[ring] * g(cos) / (1 + (r / r_half)^2) * lognormal(noise) + N(0, add_noise)
     # with g(cos) = 1 / (1 + (cos0 / cos)^4): flat until grazing incidence, then a steep fall (as KITTI's road)
     intensity_cos0: float = 0.055
@@ -109,6 +110,7 @@ class Hits:
     meta: np.ndarray  # (N,) int8
     code: np.ndarray  # (N,) uint8 surface code for ground hits (255 for objects or none)
     semantic: np.ndarray  # (N,) int32 SemanticKITTI id (0 = nothing hit)
+    mat: np.ndarray  # (N,) uint8 material (objects.Mat; ground hits carry their surface code)
     rgb: np.ndarray | None = None  # (N, 3) uint8 when asked for
     normal: np.ndarray | None = None  # (N, 3) float32 when asked for
 
@@ -164,6 +166,7 @@ class Caster:
         meta = np.full(n, -1, np.int8)
         code_out = np.full(n, 255, np.uint8)
         sem = np.zeros(n, np.int32)
+        mat = np.full(n, 255, np.uint8)
         rgb = np.zeros((n, 3), np.uint8) if with_rgb else None
         normal = np.zeros((n, 3), np.float32) if with_normal else None
         g = hit & (which == 0)
@@ -174,6 +177,7 @@ class Caster:
         cos[g] = np.where(face, np.sqrt(np.maximum(1 - dz * dz, 0)) * 0.8, dz)
         code_out[g] = gc
         sem[g] = GROUND_SEMANTIC[np.minimum(gc, len(GROUND_SEMANTIC) - 1)]
+        mat[g] = gc
         if with_rgb or with_normal:
             from lidarmt.sim.objects import GROUND_RGB
 
@@ -194,11 +198,12 @@ class Caster:
             inst[m] = mesh.instance[pid]
             meta[m] = mesh.meta[pid]
             sem[m] = mesh.semantic[pid]
+            mat[m] = mesh.mat[pid]
             if with_rgb:
                 rgb[m] = mesh.rgb[pid]
             if with_normal:
                 normal[m] = nrm[m]
-        return Hits(t, refl, cos, inst, meta, code_out, sem, rgb, normal)
+        return Hits(t, refl, cos, inst, meta, code_out, sem, mat, rgb, normal)
 
 
 def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarray
@@ -221,6 +226,7 @@ def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarra
         signal = np.maximum(hits.reflectivity, model.detect_floor) * np.maximum(hits.cos, 0.02) / np.maximum(t, 0.5) ** 2
         z = (np.log(np.maximum(signal, 1e-30)) - np.log(model.detect_threshold)) / model.detect_softness
     p_det = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+    p_det = np.where(hits.mat == Mat.GLASS, p_det * model.glass_returns, p_det)
     keep = ok & (u_drop >= model.dropout) & (u_det < p_det)
     r = np.where(keep, rng_m, 0.0)
     falloff = 1.0 / (1.0 + (np.where(keep, t, 0.0) / model.intensity_range_half) ** 2)

@@ -29,7 +29,7 @@ class Mat:
 
 
 #: base LiDAR reflectivity and colour per ground material code (indices = Mat ids 0..5)
-GROUND_REFLECTIVITY = np.array([0.235, 0.55, 0.55, 0.31, 0.36, 0.30], dtype=np.float32)
+GROUND_REFLECTIVITY = np.array([0.235, 0.55, 0.55, 0.31, 0.34, 0.30], dtype=np.float32)
 GROUND_RGB = np.array(
     [[72, 72, 76], [235, 235, 228], [238, 238, 232], [172, 170, 164], [86, 128, 62], [190, 188, 182]],
     dtype=np.uint8,
@@ -40,7 +40,7 @@ GROUND_SEMANTIC = np.array([40, 60, 60, 48, 72, 48], dtype=np.int32)
 #: SemanticKITTI class id of each kind of object (per-material exceptions in :func:`semantic_id`)
 SEMANTIC_BY_KIND = {
     "car": 10, "van": 10, "parked_car": 10, "parked_van": 10, "truck": 18, "bus": 13, "pedestrian": 30,
-    "cyclist": 31, "building": 50, "wall": 51, "tree": 70, "lamp": 80, "post": 80, "sign": 81,
+    "cyclist": 31, "building": 50, "wall": 51, "tree": 70, "hedge": 70, "lamp": 80, "post": 80, "sign": 81,
     "street_furniture": 99,
 }
 
@@ -390,7 +390,7 @@ def tree(rng: np.random.Generator) -> Model:
         c = (rng.uniform(-0.3, 0.3) * b, rng.uniform(-0.3, 0.3) * b, trunk_h + crown_r * (0.9 + 0.25 * b))
         rr = crown_r * (1.0 - 0.2 * b)
         m.add(geom.sphere((rr, rr, rr * rng.uniform(0.8, 1.1)), center=c, subdiv=2, jitter=jit), Mat.FOLIAGE,
-              rng.uniform(0.3, 0.42), colour)
+              rng.uniform(0.26, 0.36), colour)
     return m
 
 
@@ -398,7 +398,7 @@ def building(rng: np.random.Generator, frontage: float, depth: float) -> Model:
     """A building block: one or two stacked boxes, with a window band on the front (+y) facade."""
     h = rng.uniform(4.0, 22.0) if rng.random() < 0.8 else rng.uniform(3.0, 6.0)
     colour = tuple(int(c) for c in rng.integers(90, 230, 3))
-    refl = rng.uniform(0.32, 0.55)
+    refl = rng.uniform(0.3, 0.5)
     m = Model(length=frontage, width=depth, height=h)
     m.add(geom.box(frontage, depth, h, center=(0, 0, h / 2)), Mat.BUILDING, refl, colour)
     if h > 8 and rng.random() < 0.5:
@@ -408,6 +408,23 @@ def building(rng: np.random.Generator, frontage: float, depth: float) -> Model:
     if rng.random() < 0.7:  # shop windows on the street side
         m.add(geom.box(frontage * 0.9, 0.05, min(2.2, h - 0.8), center=(0, depth / 2 + 0.02, 0.5 + min(2.2, h - 0.8) / 2)),
               Mat.GLASS, 0.08, (50, 60, 70))
+    return m
+
+
+def hedge(rng: np.random.Generator, length: float) -> Model:
+    """A hedge or row of shrubs along x: lumpy blobs 0.8-2.2 m tall, 0.8-1.8 m deep."""
+    h = rng.uniform(0.8, 2.2)
+    depth = rng.uniform(0.8, 1.8)
+    m = Model(length=length, width=depth, height=h)
+    colour = (int(rng.integers(35, 70)), int(rng.integers(80, 125)), int(rng.integers(30, 55)))
+    n_blob = max(int(length / (depth * 1.2)), 1)
+    nv = geom.sphere_vertex_count(1)
+    step = length / n_blob
+    for i in range(n_blob):
+        cx = -length / 2 + step * (i + 0.5)
+        r = (step * 0.65, depth / 2, h / 2 * rng.uniform(0.85, 1.0))
+        m.add(geom.sphere(r, center=(cx, 0, r[2]), subdiv=1, jitter=rng.uniform(0.8, 1.1, nv)), Mat.FOLIAGE,
+              rng.uniform(0.26, 0.36), colour)
     return m
 
 

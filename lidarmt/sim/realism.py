@@ -24,6 +24,9 @@ GROUND_IDS = (40, 44, 48, 49, 60, 72)
 RANGE_BINS = (0, 2.5, 5, 7.5, 10, 15, 20, 30, 40, 50, 60, 80, 120)
 INTENSITY_BINS = tuple(range(0, 257, 16))
 CAR_BANDS = {"10m": (5.0, 15.0), "20m": (15.0, 30.0), "40m": (30.0, 50.0)}
+CLASS_MIX = {"road": (40, 44, 60), "sidewalk": (48, 49), "terrain": (72,), "building/fence": (50, 51, 52),
+             "vegetation": (70, 71), "vehicles": (10, 13, 18, 20), "people/cyclists": (11, 30, 31, 32),
+             "poles/signs": (80, 81)}
 SURFACES = {"road": (40, 44), "sidewalk": (48,), "terrain": (72,), "building": (50, 51), "vegetation": (70, 71),
             "car": (10,), "pole": (80, 81)}
 
@@ -99,6 +102,7 @@ def frame_stats(frame: Frame) -> dict:
     sem = None if lb is None else lb.point_semantic
     if sem is not None:
         out["ground_fraction"] = float(np.isin(sem, GROUND_IDS).mean())
+        out["class_mix"] = {k: float(np.isin(sem, ids).mean()) for k, ids in CLASS_MIX.items()}
         out["surface_intensity"] = {}
         for name, ids in SURFACES.items():
             m = np.isin(sem, ids)
@@ -148,6 +152,8 @@ def summarize(stats: list[dict]) -> dict:
     out["ring_counts"] = np.mean(rc, axis=0).tolist() if rc else None
     g = [s["ground_fraction"] for s in stats if "ground_fraction" in s]
     out["ground_fraction"] = float(np.mean(g)) if g else None
+    mixes = [s["class_mix"] for s in stats if "class_mix" in s]
+    out["class_mix"] = {k: float(np.mean([m[k] for m in mixes])) for k in CLASS_MIX} if mixes else None
     out["surface_intensity"] = {}
     for name in SURFACES:
         vals = [s["surface_intensity"][name] for s in stats if s.get("surface_intensity", {}).get(name) is not None]

@@ -146,12 +146,26 @@ def simulate_recording(
             if on_frame is not None:
                 on_frame(k + 1, frames)
         labels["stamps"] = np.asarray(stamps, dtype=np.float64)
-        with atomic_path(lab) as tmp, open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **labels)
+        write_npz_deterministic(lab, labels)
         if map_dir is not None:
             write_town_map(drive.town, map_dir, name=f"lidarmt_town_{seed}", overwrite=overwrite)
     return RecordingSummary(bag, None if map_dir is None else Path(map_dir), lab, frames, total_points,
                             time.perf_counter() - t0)
+
+
+def write_npz_deterministic(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
+    """Write arrays as a compressed .npz whose bytes depend only on the arrays (fixed zip time stamps)."""
+    import io
+    import zipfile
+
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, arr in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asanyarray(arr), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, buf.getvalue())
 
 
 def _image_msg(writer, img: np.ndarray, t_ns: int):

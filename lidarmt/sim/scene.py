@@ -23,6 +23,7 @@ from lidarmt.types import MetaType
 
 BACKGROUND = -1
 PHASES = 8  # animation poses per stride of a walking or pedalling person
+EGO_HEADWAY = 6.0  # metres kept clear ahead of and behind the ego vehicle in its lane
 
 
 @dataclass(slots=True)
@@ -208,11 +209,11 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
                     kind = "car" if rng.random() < 0.88 else "van"
                     model = objects.VEHICLE_BUILDERS[kind][0](rng)
                     pos_s += model.length / 2
-                    if rng.random() < 0.8 * min(density, 1.25):
+                    if rng.random() < 0.5 * min(density, 2.0):
                         x, y, h = at(pos_s, side * (half - park / 2 - 0.05))
                         put(model, f"parked_{kind}", x, y, h + park_heading + rng.normal(0, 0.02),
                             int(MetaType.SMALLMOT), new_id())
-                    pos_s += model.length / 2 + rng.uniform(0.8, 6.0)
+                    pos_s += model.length / 2 + rng.uniform(0.8, 9.0)
             # lamps along the curb
             pos_s = rng.uniform(3, 15)
             while pos_s < length - 3:
@@ -233,14 +234,22 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
                 else:
                     x, y, h = at(pos_s, side * (half + 0.4))
                     put(objects.pole(rng, lamp=False), "post", x, y, h + face, int(MetaType.UNKNOWN), new_id())
-                pos_s += rng.uniform(15, 45) / max(density, 0.2)
+                pos_s += rng.uniform(12, 35) / max(density, 0.2)
             # trees on the outer sidewalk edge
-            if rng.random() < 0.7:
+            if rng.random() < 0.85:
                 pos_s = rng.uniform(2, 10)
                 while pos_s < length - 2:
                     x, y, h = at(pos_s, side * (half + sw - rng.uniform(0.6, 1.0)))
                     put(objects.tree(rng), "tree", x, y, rng.uniform(0, 2 * np.pi), BACKGROUND, BACKGROUND)
-                    pos_s += rng.uniform(7, 16)
+                    pos_s += rng.uniform(6, 13)
+            # shrubs along the back of the sidewalk
+            pos_s = rng.uniform(0, 12)
+            while pos_s < length - 2:
+                ln_h = rng.uniform(2.0, 8.0)
+                x, y, h = at(pos_s + ln_h / 2, side * (half + sw + 0.6))
+                if _clear(town, x, y, h, ln_h, 0.8, sw + 0.1):
+                    put(objects.hedge(rng, ln_h), "hedge", x, y, h, BACKGROUND, BACKGROUND)
+                pos_s += ln_h + rng.uniform(3, 20)
             # buildings and walls set back from the sidewalk
             pos_s = rng.uniform(-5, 5)
             while pos_s < length + 5:
@@ -250,16 +259,22 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
                 x, y, h = at(pos_s + frontage / 2, off)
                 if _clear(town, x, y, h, frontage, depth, sw + 0.5):
                     put(objects.building(rng, frontage, depth), "building", x, y, h + face, BACKGROUND, BACKGROUND)
+                    if setback > 2.0 and rng.random() < 0.85:  # a front garden: hedge along the sidewalk
+                        hx, hy, hh = at(pos_s + frontage / 2, side * (half + sw + 0.9))
+                        if _clear(town, hx, hy, hh, frontage * 0.9, 1.0, sw + 0.2):
+                            put(objects.hedge(rng, frontage * 0.9), "hedge", hx, hy, hh, BACKGROUND, BACKGROUND)
                 elif rng.random() < 0.5:
                     wl = frontage * 0.8
                     x, y, h = at(pos_s + frontage / 2, side * (half + sw + 1.0))
                     if _clear(town, x, y, h, wl, 0.4, sw + 0.3):
-                        put(objects.wall(rng, wl), "wall", x, y, h, BACKGROUND, BACKGROUND)
+                        kind = "hedge" if rng.random() < 0.6 else "wall"
+                        model = objects.hedge(rng, wl) if kind == "hedge" else objects.wall(rng, wl)
+                        put(model, kind, x, y, h, BACKGROUND, BACKGROUND)
                 pos_s += frontage + rng.uniform(0.0, 8.0)
     # scattered trees and bushes in open terrain
     lo = town.raster_origin
     hi = lo + np.array(town.raster.shape[::-1]) * town.res
-    for _ in range(int(40 * density)):
+    for _ in range(int(80 * density)):
         x, y = rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1])
         if town.distance_to_road(np.array([[x, y]]))[0] > sw + 3:
             put(objects.tree(rng), "tree", x, y, rng.uniform(0, 2 * np.pi), BACKGROUND, BACKGROUND)
@@ -274,7 +289,7 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
             speed = rng.uniform(6.0, 12.0)
             path, _ = town.route(rng, ln.id, pos_s + speed * duration + model.length + 5)
             agents.append(Agent(new_id(), int(meta), kind, path, geom.arc_length(path), pos_s, speed, 0.0, model))
-            pos_s += model.length + rng.uniform(6, 40) / max(density, 0.2)
+            pos_s += model.length + rng.uniform(8, 55) / max(density, 0.2)
     # cyclists near the right edge of the outer lane
     for r in town.roads:
         for lanes in (r.lanes_fwd, r.lanes_bwd):
@@ -289,7 +304,7 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
                 params["_dims"] = (m.length, m.width, m.height)
                 agents.append(Agent(new_id(), int(MetaType.NONMOT), "cyclist", path, geom.arc_length(path), pos_s,
                                     speed, -(ln.width / 2 - 0.75), None, params))
-                pos_s += rng.uniform(40, 110) / max(density, 0.2)
+                pos_s += rng.uniform(12, 35) / max(density, 0.2)
     # pedestrians on sidewalks (walking to and fro) and across crosswalks
     for r in town.roads:
         for side in (1, -1):
@@ -358,7 +373,7 @@ def _remove_conflicts(agents: list[Agent], ego: Ego, duration: float) -> list[Ag
     alive = np.ones(len(agents), bool)
     for t in np.arange(0.0, duration + 1e-9, 0.1):
         ex, ey, eyaw = ego.pose(t)
-        circles = [_footprint_circles(ex, ey, eyaw, 4.8, 2.0)]
+        circles = [_footprint_circles(ex, ey, eyaw, 4.8 + 2 * EGO_HEADWAY, 2.0)]  # keep a gap ahead and behind
         owner = [np.full(len(circles[0]), -1)]
         for i, a in enumerate(agents):
             if not alive[i]:

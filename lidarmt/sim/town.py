@@ -234,7 +234,7 @@ def build_town(seed: int, *, size: tuple[int, int] | None = None) -> Town:
     roads: list[RoadGeom] = []
     raw: list[np.ndarray] = []
     for k, (a, b) in enumerate(edges):
-        n = int(rng.choice([1, 2, 3], p=[0.4, 0.42, 0.18]))
+        n = int(rng.choice([1, 2, 3], p=[0.55, 0.33, 0.12]))
         w = float(rng.uniform(3.2, 3.7))
         pl = 2.4 if rng.random() < 0.55 else 0.0
         pr = 2.4 if rng.random() < 0.55 else 0.0
