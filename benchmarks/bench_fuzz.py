@@ -17,7 +17,7 @@ Data: the demo recording (``lidarmt.sim.ensure_demo``) when the simulator is ins
 HDL-64E-like recording (64 rings x 1,800 azimuths cast on a ground plane and walls, plus cars) written as a
 ROS1 bag with a GeoJSON road map. SUT: ``apollo`` with its trained weights when shipped, else random weights.
 
-    .venv/bin/python benchmarks/bench_fuzz.py [--frames 6] [--quick]
+    .venv/bin/python benchmarks/bench_fuzz.py [--frames 6] [--quick] [--bag REC --map MAP]
 """
 
 from __future__ import annotations
@@ -77,8 +77,10 @@ def synthetic_frame(i: int, rng: np.random.Generator):
                  provenance=Provenance("synthetic", "sim", i))
 
 
-def make_data(folder: Path, frames: int) -> tuple[str, str, str]:
+def make_data(folder: Path, frames: int, bag: str | None = None, hdmap: str | None = None) -> tuple[str, str, str]:
     """(recording, map, what) for the benchmark."""
+    if bag and hdmap:
+        return bag, hdmap, f"{bag} with map {hdmap}"
     try:
         from lidarmt.sim import ensure_demo  # type: ignore[attr-defined]
     except ImportError:
@@ -113,6 +115,33 @@ def sut_spec() -> tuple[SutSpec, str]:
 
 
 # ----------------------------------------------------------------------------------------------- measurements
+
+
+class NullSut:
+    """A perception stand-in that costs (almost) nothing: 20 obstacles cut from the ROI points (roi.indices is
+    computed, as a SUT would). Timing a campaign with it gives the cost of everything but perception."""
+
+    name = "null"
+
+    def detect(self, frame, roi):
+        from lidarmt.types import Obstacle, ObstacleClass, Obstacles
+
+        idx = roi.indices(frame)
+        out = []
+        for part in np.array_split(idx, 20):
+            if len(part) < 3:
+                continue
+            x, y, z = frame.points["x"][part], frame.points["y"][part], frame.points["z"][part]
+            c = np.array([(x.min() + x.max()) / 2, (y.min() + y.max()) / 2, z.min()], dtype=np.float64)
+            poly = np.array([[x.max(), y.max(), z.min()], [x.max(), y.min(), z.min()], [x.min(), y.min(), z.min()],
+                             [x.min(), y.max(), z.min()]], dtype=np.float64)
+            out.append(Obstacle(ObstacleClass.CAR, 0.9, part, c, float(x.max() - x.min()), float(y.max() - y.min()),
+                                float(z.max() - z.min()), np.array([1.0, 0, 0]), poly))
+        return Obstacles(out)
+
+
+def null_sut() -> NullSut:
+    return NullSut()
 
 
 def perception_only(config: CampaignConfig) -> dict:
@@ -162,6 +191,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=6)
     ap.add_argument("--quick", action="store_true", help="2 frames, no memory runs")
+    ap.add_argument("--bag", help="recording to use (default: the demo, built by lidarmt.sim.ensure_demo)")
+    ap.add_argument("--map", dest="hdmap", help="its map (with --bag)")
     ap.add_argument("--child-memory", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child_memory:
@@ -174,7 +205,7 @@ def main() -> None:
     con = Console(width=150)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        bag, hdmap, data_what = make_data(tmp, max(frames, 8))
+        bag, hdmap, data_what = make_data(tmp, max(frames, 8), args.bag, args.hdmap)
         sut, sut_what = sut_spec()
         ns = (10, 100, 1000)
         rows = []
@@ -196,6 +227,11 @@ def main() -> None:
                          "cnn_calls_per_s": p["calls"] / p["cnn_s"], "ratio_to_raw_cnn_calls": camp_rate / (p["calls"] / p["cnn_s"]),
                          "seconds_per_source_frame": c["elapsed_s"] / frames})
         study_s = rows[0]["seconds_per_source_frame"] * 1000
+        # everything but perception: the same campaign with a SUT that costs nothing
+        null_cfg = CampaignConfig(SourceSpec(bag), RoiSpec(hdmap), SutSpec("bench_fuzz:null_sut"), ns,
+                                  tuple(range(frames)), trials=2)
+        nc = campaign(null_cfg, tmp / "null")
+        overhead_ms = 1000 * nc["elapsed_s"] / nc["verdicts"]
         mem = [] if args.quick else memory(bag, hdmap, [2, 8])
     t = Table(title=f"MR1 campaign throughput ({frames} frames, n = 10, 100, 1000; W=1)")
     for col in ("trials", "verdicts", "campaign v/s", "perception-only v/s", "CNN-only v/s", "campaign/perception",
@@ -211,10 +247,15 @@ def main() -> None:
     con.print(f"the study's campaign (1,000 frames x n in {{10, 100, 1000}}, 1 trial) would take about "
               f"{study_s / 3600:.2f} h on this machine (extrapolated from {rows[0]['seconds_per_source_frame']:.2f} s "
               f"per source frame measured above, W=1)")
+    con.print(f"everything but perception (same campaign, a SUT that costs nothing): {overhead_ms:.1f} ms per verdict "
+              f"(recording read + ROI mask per source frame, injection, oracle, fsync'd journal), vs "
+              f"{1000 / rows[0]['cnn_calls_per_s']:.0f} ms per CNN call")
+    con.print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     if mem:
         con.print("memory (peak RSS, n = 10): " + ", ".join(f"{m['frames']} frames: {m['maxrss_mib']:.0f} MiB" for m in mem))
     result = {"environment": environment(), "data": data_what, "sut": sut_what, "rows": rows,
               "study_campaign_hours_extrapolated": study_s / 3600, "memory": mem,
+              "overhead_ms_per_verdict_without_perception": overhead_ms, "loadavg_1min": os.getloadavg()[0],
               "command": "python benchmarks/bench_fuzz.py " + " ".join(sys.argv[1:])}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, default=float) + "\n")

@@ -8,8 +8,8 @@ classes whose count dropped.
 
 * a source obstacle i and a follow-up obstacle j are *compatible* when they have the same class and either
   the Jaccard index of their point-index sets is at least 0.5 (the follow-up keeps the source points at the
-  same indices, so shared indices are shared points), or, failing that, their bird's-eye polygons overlap
-  with IoU at least 0.5;
+  same indices, so shared indices are shared points), or, for a source obstacle that no follow-up obstacle
+  matches by its points, their bird's-eye polygons (hulls) overlap with IoU at least 0.5;
 * the score of a compatible pair is max(Jaccard, IoU); the assignment is one-to-one and maximises the total
   score (Hungarian algorithm, :func:`scipy.optimize.linear_sum_assignment`).
 
@@ -153,24 +153,34 @@ def shared_points(source: Obstacles, follow: Obstacles) -> np.ndarray:
     return np.bincount(flat, minlength=m * k).reshape(m, k)
 
 
-def _bev_iou(a, b) -> float:
+def _polygon(o):
+    """The obstacle's bird's-eye footprint as a shapely polygon (its hull, or its box when the hull is degenerate)."""
     from shapely.geometry import Polygon
 
-    def poly(o):
-        p = np.asarray(o.polygon)[:, :2] if o.polygon is not None and len(o.polygon) >= 3 else None
-        if p is None:
-            c, d = np.asarray(o.center[:2]), np.asarray(o.direction[:2])
-            d = d / (np.linalg.norm(d) or 1.0)
-            e = np.array([-d[1], d[0]])
-            hl, hw = max(o.length, 1e-3) / 2, max(o.width, 1e-3) / 2
-            p = np.array([c + d * hl + e * hw, c - d * hl + e * hw, c - d * hl - e * hw, c + d * hl - e * hw])
-        g = Polygon(p)
-        return g if g.is_valid else g.buffer(0)
+    p = np.asarray(o.polygon)[:, :2] if o.polygon is not None and len(o.polygon) >= 3 else None
+    if p is None:
+        c, d = np.asarray(o.center[:2], dtype=np.float64), np.asarray(o.direction[:2], dtype=np.float64)
+        d = d / (np.linalg.norm(d) or 1.0)
+        e = np.array([-d[1], d[0]])
+        hl, hw = max(o.length, 1e-3) / 2, max(o.width, 1e-3) / 2
+        p = np.array([c + d * hl + e * hw, c - d * hl + e * hw, c - d * hl - e * hw, c + d * hl - e * hw])
+    g = Polygon(p)
+    return g if g.is_valid else g.buffer(0)
 
-    pa, pb = poly(a), poly(b)
+
+def _iou(pa, pb) -> float:
     inter = pa.intersection(pb).area
     union = pa.area + pb.area - inter
     return float(inter / union) if union > 0 else 0.0
+
+
+def _reach(obstacles: Obstacles) -> tuple[np.ndarray, np.ndarray]:
+    """Centres (K, 2) and half-diagonals (K,) for a cheap "could the footprints overlap" pre-test."""
+    if not len(obstacles):
+        return np.zeros((0, 2)), np.zeros(0)
+    c = np.array([np.asarray(o.center[:2], dtype=np.float64) for o in obstacles])
+    r = np.array([0.5 * float(np.hypot(o.length, o.width)) for o in obstacles])
+    return c, r
 
 
 def judge(source: Obstacles, follow: Obstacles, *, jaccard_min: float = JACCARD_MIN,
@@ -182,18 +192,30 @@ def judge(source: Obstacles, follow: Obstacles, *, jaccard_min: float = JACCARD_
     shared = shared_points(source, follow)
     size_s = np.array([len(o.point_indices) for o in source], dtype=np.int64)
     size_f = np.array([len(o.point_indices) for o in follow], dtype=np.int64)
-    score = np.zeros((m, k))
-    for i in range(m):
-        for j in range(k):
-            if source[i].cls != follow[j].cls:
+    cls_s = np.array([o.cls.value for o in source], dtype=object)
+    cls_f = np.array([o.cls.value for o in follow], dtype=object)
+    same = cls_s[:, None] == cls_f[None, :] if m and k else np.zeros((m, k), dtype=bool)
+    union = size_s[:, None] + size_f[None, :] - shared
+    jac = np.divide(shared, union, out=np.zeros((m, k)), where=union > 0)
+    score = np.where(same & (jac >= jaccard_min), jac, 0.0)
+    # BEV IoU only for a source obstacle that no follow-up obstacle matches by its points
+    need = [i for i in range(m) if not score[i].any()]
+    if need and k:
+        cs, rs = _reach(source)
+        cf, rf = _reach(follow)
+        polys_f: dict[int, Any] = {}
+        for i in need:
+            near = np.hypot(*(cf - cs[i]).T) <= rs[i] + rf
+            cand = np.flatnonzero(same[i] & near)
+            if not len(cand):
                 continue
-            union = size_s[i] + size_f[j] - shared[i, j]
-            jac = shared[i, j] / union if union > 0 else 0.0
-            s = jac if jac >= jaccard_min else 0.0
-            if s == 0.0 and _boxes_close(source[i], follow[j]):
-                iou = _bev_iou(source[i], follow[j])
-                s = iou if iou >= iou_min else 0.0
-            score[i, j] = s
+            pa = _polygon(source[i])
+            for j in cand:
+                if j not in polys_f:
+                    polys_f[j] = _polygon(follow[j])
+                iou = _iou(pa, polys_f[j])
+                if iou >= iou_min:
+                    score[i, j] = iou
     matches: list[tuple[int, int, float]] = []
     if m and k and score.any():
         rows, cols = linear_sum_assignment(score, maximize=True)
@@ -217,10 +239,3 @@ def judge(source: Obstacles, follow: Obstacles, *, jaccard_min: float = JACCARD_
         else:
             missing.append(Missing(i, cls, "degraded", into=j, shared=frac))
     return Verdict(source.counts(), follow.counts(), matches, missing)
-
-
-def _boxes_close(a, b) -> bool:
-    """Cheap pre-test for the IoU: the centres are closer than the sum of the half-diagonals."""
-    da = 0.5 * float(np.hypot(a.length, a.width))
-    db = 0.5 * float(np.hypot(b.length, b.width))
-    return float(np.hypot(*(np.asarray(a.center[:2]) - np.asarray(b.center[:2])))) <= da + db
