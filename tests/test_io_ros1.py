@@ -354,3 +354,16 @@ def test_tf_found_when_bag_times_differ_from_stamps(tmp_path):
     with open_recording(path) as rec:
         for i, g in enumerate(rec):
             np.testing.assert_allclose(g.pose, frames[i].pose, atol=1e-6)
+
+
+@pytest.mark.parametrize("prefetch", [0, 3])
+def test_streaming_with_and_without_prefetch(tmp_path, prefetch):
+    frames = synthetic_frames(6, 3000, seed=12)
+    path = tmp_path / "p.bag"
+    write_ros1_bag(path, frames, chunk_threshold=20_000)
+    with open_recording(path) as rec:
+        rec.PREFETCH = prefetch
+        got = list(rec)
+        assert not rec._prefetched
+    for g, w in zip(got, frames, strict=True):
+        assert_same_frame(g, w)

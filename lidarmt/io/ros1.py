@@ -184,10 +184,15 @@ class Ros1Recording(BagRecording):
                 raise
             raise FormatError(f"{self.path}: {what}: {err}") from err
 
-    PREFETCH = 6
-    """Chunks decompressed ahead in a worker thread while streaming (LZ4 releases the GIL)."""
+    PREFETCH = 6 if (os.cpu_count() or 1) >= 4 else 0
+    """Chunks decompressed ahead in a worker thread while streaming (LZ4 releases the GIL). Off on machines with
+    fewer than 4 cores, where the extra thread measured slower (benchmarks/bench_io.py on 2 busy cores)."""
 
     def _iter_raw(self) -> Iterator[memoryview]:
+        if self.PREFETCH <= 0:
+            for i in range(len(self._entries)):
+                yield self._raw(i)
+            return
         from concurrent.futures import ThreadPoolExecutor
 
         order = list(dict.fromkeys(e.chunk_pos for e in self._entries))  # distinct chunks in reading order
