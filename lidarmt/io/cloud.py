@@ -119,20 +119,50 @@ APOLLO_LAYOUT = FieldLayout(
 APOLLO_LAYOUT_RING = FieldLayout((*APOLLO_LAYOUT.fields[:4], Field("ring", 18, "u2"), APOLLO_LAYOUT.fields[4]), 32)
 
 
-def _time_seconds(col: np.ndarray, stamp: float, kind: str) -> np.ndarray:
-    """Per-point times as absolute seconds (see the module docstring for the rules)."""
+def _time_rule(col: np.ndarray, stamp: float, kind: str) -> tuple[float, float]:
+    """(scale, offset) turning a per-point time column into absolute seconds: t * scale + offset."""
     if len(col) == 0:
-        return np.zeros(0, dtype=np.float64)
+        return 1.0, 0.0
     probe = float(np.nanmax(np.abs(col[:: max(1, len(col) // 64)].astype(np.float64))))
     if kind in "iu":
         if probe > 1e15:  # absolute nanoseconds
-            return col.astype(np.float64) * 1e-9
+            return 1e-9, 0.0
         if probe > 1e8:  # absolute seconds as an integer (unusual)
-            return col.astype(np.float64)
-        return stamp + col.astype(np.float64) * 1e-9
+            return 1.0, 0.0
+        return 1e-9, stamp  # nanoseconds after the stamp
     if probe > 1e8:
-        return col.astype(np.float64)
-    return stamp + col.astype(np.float64)
+        return 1.0, 0.0  # absolute seconds
+    return 1.0, stamp  # seconds after the stamp
+
+
+def _column(view: np.ndarray, name: str) -> np.ndarray:
+    col = view[name]
+    return col if col.ndim == 1 else col[:, 0]
+
+
+def _prepare(view: np.ndarray, layout: FieldLayout, keep_time: bool, keep_ring: bool):
+    f_int = layout.find(INTENSITY_NAMES)
+    f_ring = layout.find(("ring",)) if keep_ring else None
+    f_time = layout.find(TIME_NAMES) if keep_time else None
+    out = np.empty(len(view), dtype=point_dtype(ring=f_ring is not None, time=f_time is not None))
+    return f_int, f_ring, f_time, out
+
+
+def to_points_reference(
+    view: np.ndarray, layout: FieldLayout, *, stamp: float = 0.0, keep_time: bool = True, keep_ring: bool = True,
+) -> tuple[np.ndarray, int]:
+    """:func:`to_points` in plain NumPy, field by field (the reference the numba path is tested against)."""
+    f_int, f_ring, f_time, out = _prepare(view, layout, keep_time, keep_ring)
+    for axis in "xyz":
+        out[axis] = _column(view, axis)
+    out["intensity"] = 0.0 if f_int is None else _column(view, f_int.name)
+    if f_ring is not None:
+        out["ring"] = _column(view, "ring")
+    if f_time is not None:
+        col = _column(view, f_time.name)
+        scale, offset = _time_rule(col, stamp, np.dtype(f_time.dtype).kind)
+        out["time"] = col.astype(np.float64) * scale + offset
+    return drop_non_finite(out)
 
 
 def to_points(
@@ -145,28 +175,33 @@ def to_points(
 ) -> tuple[np.ndarray, int]:
     """Copy a structured view into a lidarmt point array; returns ``(points, dropped)``.
 
-    ``dropped`` counts points whose x, y, z or intensity is NaN or infinite; they are left out.
+    ``dropped`` counts points whose x, y, z or intensity is NaN or infinite; they are left out. Per-point times
+    become absolute seconds (see the module docstring). Native-endian records go through one-pass numba kernels
+    (:mod:`lidarmt.io._convert`); others through :func:`to_points_reference`.
     """
-    f_int = layout.find(INTENSITY_NAMES)
-    f_ring = layout.find(("ring",)) if keep_ring else None
-    f_time = layout.find(TIME_NAMES) if keep_time else None
-    n = len(view)
-    out = np.empty(n, dtype=point_dtype(ring=f_ring is not None, time=f_time is not None))
-    out["x"] = view["x"] if view["x"].ndim == 1 else view["x"][:, 0]
-    out["y"] = view["y"] if view["y"].ndim == 1 else view["y"][:, 0]
-    out["z"] = view["z"] if view["z"].ndim == 1 else view["z"][:, 0]
-    if f_int is None:
-        out["intensity"] = 0.0
-    else:
-        col = view[f_int.name]
-        out["intensity"] = col if col.ndim == 1 else col[:, 0]
-    if f_ring is not None:
-        col = view["ring"]
-        out["ring"] = col if col.ndim == 1 else col[:, 0]
+    f_int, f_ring, f_time, out = _prepare(view, layout, keep_time, keep_ring)
+    cols = [_column(view, n) for n in ("x", "y", "z")]
+    if f_int is not None:
+        cols.append(_column(view, f_int.name))
     if f_time is not None:
-        col = view[f_time.name]
-        col = col if col.ndim == 1 else col[:, 0]
-        out["time"] = _time_seconds(col, stamp, np.dtype(f_time.dtype).kind)
+        cols.append(_column(view, f_time.name))
+    if len(view) < 1024 or not all(c.dtype.isnative and c.dtype.kind in "fiu" for c in cols):
+        return to_points_reference(view, layout, stamp=stamp, keep_time=keep_time, keep_ring=keep_ring)
+    from lidarmt.io import _convert
+
+    x, y, z = cols[:3]
+    if f_int is None:
+        bad = _convert.copy_xyz_zero_i(x, y, z, out["x"], out["y"], out["z"], out["intensity"])
+    else:
+        bad = _convert.copy_xyzi(x, y, z, cols[3], out["x"], out["y"], out["z"], out["intensity"])
+    if f_ring is not None:
+        out["ring"] = _column(view, "ring")
+    if f_time is not None:
+        col = cols[-1]
+        scale, offset = _time_rule(col, stamp, np.dtype(f_time.dtype).kind)
+        _convert.copy_time(col, out["time"], scale, offset)
+    if bad == 0:
+        return out, 0
     return drop_non_finite(out)
 
 
