@@ -105,6 +105,7 @@ def test_sigkill_then_resume_gives_the_same_summary(rec, tmp_path):
     a = json.loads((tmp_path / "full" / "summary.json").read_text())
     b = json.loads((tmp_path / "cut" / "summary.json").read_text())
     assert a == b and a["complete"]
+    assert (tmp_path / "full" / "junit.xml").read_text() == (tmp_path / "cut" / "junit.xml").read_text()
     recs = list(iter_records(journal))
     assert len(recs) == 24 and len({(r["frame"], r["n"], r["trial"]) for r in recs}) == 24
     run = json.loads((tmp_path / "cut" / "run.json").read_text())

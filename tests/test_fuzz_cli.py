@@ -161,3 +161,10 @@ def test_replay_cli(rec, tmp_path, capsys):
     j["verdict"]["count_violation"] = not j["verdict"]["count_violation"]
     (bundle / "bundle.json").write_text(json.dumps(j))
     assert main(["replay", str(bundle)]) == 1
+
+
+def test_sut_that_cannot_be_built_leaves_no_run_folder(rec, tmp_path, capsys):
+    for workers in ("1", "2"):
+        assert main(fuzz(rec, tmp_path / "o", "--sut-option", "no_such_option=1", "--workers", workers)) == 2
+        assert not (tmp_path / "o").exists()
+        capsys.readouterr()

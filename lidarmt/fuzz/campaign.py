@@ -362,6 +362,24 @@ class _Pool:
                 s.proc.kill()
                 s.proc.join()
 
+    def wait_ready(self) -> None:
+        """Block until every worker has built its SUT, ROI and reader (or raise what went wrong)."""
+        while not all(s.ready for s in self.slots):
+            try:
+                wid, gen, kind, payload = self.results.get(timeout=0.1)
+            except queue.Empty:
+                wid = None
+            if wid is None:
+                for s in self.slots:
+                    if not s.ready and s.proc.exitcode is not None:
+                        raise WorkerFailure(f"a worker process died while starting (exit code {s.proc.exitcode})")
+                    if not s.ready and time.monotonic() - s.since > self.startup_timeout:
+                        raise WorkerFailure(f"a worker process did not start within {self.startup_timeout:g} s")
+                continue
+            s = self.slots[wid]
+            if gen == s.gen:
+                self._handle(s, kind, payload, lambda rec: None, None)
+
     def run(self, tasks: Iterable[tuple[str, Any]], on_pair: Callable[[dict], None],
             on_bundle: Callable[[dict], None] | None = None) -> None:
         pending = deque(tasks)
@@ -454,8 +472,26 @@ class CampaignResult:
     resumed: int = 0  # pairs already in the journal when this invocation began
 
 
+def check_out(out: Path, *, resume: bool, force: bool) -> bool:
+    """Check the run folder without touching it; returns True when an existing journal is to be resumed."""
+    journal = out / JOURNAL_NAME
+    if out.exists() and not out.is_dir():
+        raise FuzzOutputError(f"--out {out}: exists and is not a folder")
+    if resume and force:
+        raise FuzzArgumentError("--resume and --force contradict each other: resume keeps the journal, force discards it")
+    if resume:
+        if not journal.is_file():
+            raise FuzzInputError(f"--resume: {out} holds no campaign journal ({JOURNAL_NAME}); run without --resume")
+        return True
+    if out.exists() and any(out.iterdir()) and not force:
+        raise FuzzOutputError(
+            f"--out {out}: the folder exists; pass --resume to continue its campaign or --force to start over"
+        )
+    return False
+
+
 def prepare_out(out: Path, *, resume: bool, force: bool) -> bool:
-    """Check the run folder; returns True when an existing journal is to be resumed."""
+    """Check the run folder and, with ``force``, clear what a campaign owns in it; True when resuming."""
     journal = out / JOURNAL_NAME
     if out.exists() and not out.is_dir():
         raise FuzzOutputError(f"--out {out}: exists and is not a folder")
@@ -498,7 +534,25 @@ def run_campaign(
     out = Path(out)
     if workers < 1:
         raise FuzzArgumentError(f"--workers {workers}: use at least 1")
-    resuming = prepare_out(out, resume=resume, force=force)
+    check_out(out, resume=resume, force=force)
+    # build the SUT, ROI and reader before anything is written: a missing model leaves no half-made run folder
+    ev: Evaluator | None = None
+    pool: _Pool | None = None
+    if workers == 1:
+        ev = Evaluator(config)
+    else:
+        pool = _Pool(config, min(workers, len(config.frames)))
+        try:
+            pool.wait_ready()
+        except BaseException:
+            pool.close()
+            raise
+    try:
+        resuming = prepare_out(out, resume=resume, force=force)
+    except BaseException:
+        if pool is not None:
+            pool.close()
+        raise
     journal_path = out / JOURNAL_NAME
     tally = Tally(config.ns)
     if resuming:
@@ -534,22 +588,18 @@ def run_campaign(
         keys = [k for k in config.keys_of(f) if k not in seen]
         if keys:
             todo.append(("frame", (f, keys)))
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # throughput counts judging, not building the SUT
     try:
         if todo:
-            if workers == 1:
-                ev = Evaluator(config)
-                t0 = time.perf_counter()  # throughput counts judging, not building the SUT
+            if ev is not None:
                 for _, (f, keys) in todo:
                     ev.run_frame(f, keys, lambda kind, rec: record(rec) if kind == "pair" else None)
-            else:
-                pool = _Pool(config, min(workers, len(todo)))
-                try:
-                    pool.run(todo, record)
-                finally:
-                    pool.close()
+            elif pool is not None:
+                pool.run(todo, record)
     finally:
         journal.close()
+        if pool is not None:
+            pool.close()
     elapsed = time.perf_counter() - t0
     return CampaignResult(out, config, tally, tally.done - already, elapsed, resumed=already)
 

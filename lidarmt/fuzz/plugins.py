@@ -75,11 +75,17 @@ def build_sut(spec: SutSpec):
         get_perception = importlib.import_module("lidarmt.perception.registry").get_perception
     except (ImportError, AttributeError):
         get_perception = None
-    if get_perception is not None:
-        sut = get_perception(spec.name, **dict(spec.options))
-    elif is_callable_spec(spec.name):
-        sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
-    else:
+    try:
+        if get_perception is not None:
+            sut = get_perception(spec.name, **dict(spec.options))
+        elif is_callable_spec(spec.name):
+            sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
+        else:
+            sut = None
+    except (TypeError, ValueError) as err:  # options the SUT does not take, or values it refuses
+        opts = ", ".join(f"{k}={v!r}" for k, v in spec.options.items()) or "none"
+        raise SutError(f"cannot build SUT {spec.name!r} with options ({opts}): {err}; check --sut-option") from err
+    if sut is None:
         raise SutError(
             f"unknown SUT {spec.name!r}: the perception registry (lidarmt.perception.registry) is not "
             "available in this installation; pass --sut package.module:callable"

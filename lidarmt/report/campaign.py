@@ -209,7 +209,7 @@ def rate_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None
 def write_junit(path: str | os.PathLike[str], records: Iterable[dict[str, Any]], ns: Iterable[int], *,
                 name: str = "lidarmt.mr1") -> None:
     """JUnit XML: a test suite per n, a test case per pair; violations fail, crashes/timeouts are errors."""
-    suites: dict[int, list[str]] = {int(n): [] for n in ns}
+    suites: dict[int, list[tuple[tuple[int, int], str]]] = {int(n): [] for n in ns}
     stats: dict[int, list[int]] = {int(n): [0, 0, 0] for n in suites}  # tests, failures, errors
     for rec in records:
         n = int(rec["n"])
@@ -230,15 +230,15 @@ def write_junit(path: str | os.PathLike[str], records: Iterable[dict[str, Any]],
                 msg = f"{what}: {ns_} obstacles in t, {nf} in t′; {len(v['missing'])} source obstacle(s) unmatched"
                 detail = "\n".join(f"#{m['source']} {m['class']}: {m['kind']}" for m in v["missing"])
                 body = f"<failure type={quoteattr('MR1')} message={quoteattr(msg)}>{escape(detail)}</failure>"
-        suites.setdefault(n, []).append(
-            f'    <testcase classname={quoteattr(f"{name}.n{n}")} name={quoteattr(case)}>{body}</testcase>')
+        suites.setdefault(n, []).append(((int(rec["frame"]), int(rec["trial"])),
+            f'    <testcase classname={quoteattr(f"{name}.n{n}")} name={quoteattr(case)}>{body}</testcase>'))
     total = [sum(s[i] for s in stats.values()) for i in range(3)]
     out = ['<?xml version="1.0" encoding="UTF-8"?>',
            f'<testsuites name={quoteattr(name)} tests="{total[0]}" failures="{total[1]}" errors="{total[2]}">']
     for n in sorted(suites):
         t, f, e = stats.get(n, [0, 0, 0])
         out.append(f'  <testsuite name={quoteattr(f"{name}.n{n}")} tests="{t}" failures="{f}" errors="{e}">')
-        out.extend(suites[n])
+        out.extend(text for _, text in sorted(suites[n]))  # frame order, whatever order the journal has
         out.append("  </testsuite>")
     out.append("</testsuites>")
     atomic_write_text(path, "\n".join(out) + "\n")
@@ -285,7 +285,7 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
             lines.append(f"\n… and {len(findings) - 50} more in journal.jsonl")
         lines.append("")
     if bundles:
-        lines += ["## Bug bundles", "", "| bundle | n | frame | trial | |O| → |O′| | lost | minimal subset | |",
+        lines += ["## Bug bundles", "", "| bundle | n | frame | trial | \\|O\\| → \\|O′\\| | lost | minimal subset | picture |",
                   "|---|---:|---:|---:|---|---|---|---|"]
         for b in bundles:
             if b.get("error"):
@@ -295,11 +295,9 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
             mini = b.get("ddmin") or {}
             ms = (f"{mini.get('size')} point(s), {'1-minimal' if mini.get('one_minimal') else mini.get('stopped', '')}"
                   if mini else "–")
+            pic = f"![bev](violations/{b['id']}/bev.png)" if b.get("has_bev") else ""
             lines.append(f"| [{b['id']}](violations/{b['id']}/report.md) | {k[1]} | {k[0]} | {k[2]} | "
-                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')} | {ms} | "
-                         f"![bev](violations/{b['id']}/bev.png) |" if b.get("has_bev") else
-                         f"| [{b['id']}](violations/{b['id']}/report.md) | {k[1]} | {k[0]} | {k[2]} | "
-                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')} | {ms} | |")
+                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')} | {ms} | {pic} |")
         lines.append("")
     return "\n".join(lines)
 
