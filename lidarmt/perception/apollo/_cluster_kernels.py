@@ -97,24 +97,24 @@ def cluster_kernel(
     cols = n // rows
     parent = np.arange(n).astype(np.int32)
     rank = np.zeros(n, dtype=np.int32)
-    is_object = np.zeros(n, dtype=np.bool_)
     is_center = np.zeros(n, dtype=np.bool_)
     traversed = np.zeros(n, dtype=np.int8)
+    objects = np.empty(n, dtype=np.int32)  # object cells in row-major order
     n_obj = 0
     for g in range(n):
+        id_img[g] = -1
         if category[g] >= objectness and (use_all_grids or point_num[g] > 0):
-            is_object[g] = True
+            objects[n_obj] = g
             n_obj += 1
     if n_obj == 0:
-        for g in range(n):
-            id_img[g] = -1
         return 0
     # traverse from every object node, in row-major order
     stack = np.empty(n, dtype=np.int32)
     centres = np.empty(n, dtype=np.int32)
     n_centres = 0
-    for g0 in range(n):
-        if not is_object[g0] or traversed[g0] != 0:
+    for t0 in range(n_obj):
+        g0 = objects[t0]
+        if traversed[g0] != 0:
             continue
         top = 0
         x = g0
@@ -156,10 +156,8 @@ def cluster_kernel(
     # obstacle ids in row-major order of their first object cell
     root_id = np.full(n, -1, dtype=np.int32)
     count = 0
-    for g in range(n):
-        if not is_object[g]:
-            id_img[g] = -1
-            continue
+    for t in range(n_obj):
+        g = objects[t]
         r = _find(parent, g)
         if root_id[r] < 0:
             root_id[r] = count
