@@ -119,9 +119,10 @@ class BagRecording(Recording):
             yield self._frame(raw, i)
 
     # poses
-    TF_WINDOW = 0.5
+    TF_WINDOW = 0.25
     """/tf messages recorded within this many seconds of a cloud's stamp are loaded to find its pose (tf2 needs the
-    samples bracketing the stamp; Apollo publishes /tf at 100 Hz)."""
+    samples bracketing the stamp: Apollo publishes /tf at 100 Hz, lidarmt's writers with every cloud). When the
+    window holds no usable pair, all of /tf is read once (see :meth:`pose_at`)."""
 
     @property
     def tf(self) -> TfBuffer:
