@@ -324,9 +324,51 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
             agents.append(_walker(rng, new_id(), path, geom.arc_length(path)))
 
     ego = _make_ego(town, rng, duration, sensor_height)
+    agents = _near_ego(town, rng, ego, duration, new_id) + agents  # first: they win conflicts with traffic
     agents = _remove_conflicts(agents, ego, duration)
     return Scene(town=town, static_mesh=CompiledMesh.concat(meshes), statics=statics, agents=agents, ego=ego,
                  duration=duration)
+
+
+def _near_ego(town: Town, rng: np.random.Generator, ego: Ego, duration: float, new_id) -> list[Agent]:
+    """Road users the ego vehicle meets for sure: cyclists ahead at the right edge of its road, people on the
+    crosswalks along its route (both inside the HD map's ROI, where perception must see them)."""
+    out: list[Agent] = []
+    lane = town.lanes[ego.lane_ids[0]]
+    road = next(r for r in town.roads if r.id == lane.road)
+    same = road.lanes_fwd if lane.id in road.lanes_fwd else road.lanes_bwd
+    edge = town.lanes[same[-1]]
+    # cyclists ahead at the right edge of the ego's road (beyond where the ego will be at the end, so that it
+    # never has to overtake them), and oncoming ones at the far edge
+    opposite = road.lanes_bwd if lane.id in road.lanes_fwd else road.lanes_fwd
+    starts = [(edge, ego.s0 + ego.speed * duration + rng.uniform(4, 30)) for _ in range(int(rng.integers(1, 3)))]
+    if opposite:
+        far = town.lanes[opposite[-1]]
+        starts.append((far, far.length - ego.s0 - rng.uniform(0, 50)))
+    for ln, s0 in starts:
+        if not 0 <= s0 < ln.length:
+            continue
+        _, params = objects.cyclist(rng)
+        m, _ = objects.cyclist(rng, phase=0.0, params=params)
+        params["stride"] = 2.1
+        params["_dims"] = (m.length, m.width, m.height)
+        speed = float(rng.uniform(3.5, 6.0))
+        path, _ = town.route(rng, ln.id, s0 + speed * duration + 5)
+        out.append(Agent(new_id(), int(MetaType.NONMOT), "cyclist", path, geom.arc_length(path), float(s0), speed,
+                         -(ln.width / 2 - 0.75), None, params))
+    route = [ego.pose(t)[:2] for t in np.linspace(0, duration, 5)]
+    for cw in town.crosswalks:
+        c = cw.mean(axis=0)
+        if min(np.hypot(c[0] - x, c[1] - y) for x, y in route) > 60:
+            continue
+        a, b, cc, d = cw
+        start, end = (a + b) / 2, (cc + d) / 2
+        u = (end - start) / np.linalg.norm(end - start)
+        path = np.array([start - u * 1.5, end + u * 1.5])
+        for _ in range(int(rng.integers(1, 3))):
+            w = _walker(rng, new_id(), path + rng.normal(0, 0.4, 2), geom.arc_length(path))
+            out.append(w)
+    return out
 
 
 def _walker(rng: np.random.Generator, instance: int, path: np.ndarray, s_cum: np.ndarray) -> Agent:
