@@ -162,7 +162,7 @@ def _decode(buf, xs, ys, zs, inten, ts, rings, spans):
 
 
 POINT_DTYPE_PB = np.dtype([("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("intensity", "<u4"), ("timestamp", "<u8"),
-                           ("ring", "<u4")])
+                           ("ring", "<u4")], align=False)
 
 
 def decode(content: bytes | memoryview) -> tuple[np.ndarray, bool, bytes]:
@@ -171,21 +171,12 @@ def decode(content: bytes | memoryview) -> tuple[np.ndarray, bool, bytes]:
     npts, nother = _count(buf)
     if npts < 0:
         raise FormatError("apollo.drivers.PointCloud message is truncated or corrupt")
-    xs = np.empty(npts, np.float32)
-    ys = np.empty(npts, np.float32)
-    zs = np.empty(npts, np.float32)
-    inten = np.empty(npts, np.uint64)
-    ts = np.empty(npts, np.uint64)
-    rings = np.empty(npts, np.uint64)
+    out = np.empty(npts, dtype=POINT_DTYPE_PB)
     spans = np.empty((nother, 2), np.int64)
-    k, s, ring_seen = _decode(buf, xs, ys, zs, inten, ts, rings, spans)
+    k, s, ring_seen = _decode(buf, out["x"], out["y"], out["z"], out["intensity"], out["timestamp"], out["ring"],
+                              spans)  # the kernel writes straight into the record fields
     if k < 0:
         raise FormatError("apollo.drivers.PointCloud message is truncated or corrupt")
-    out = np.empty(npts, dtype=POINT_DTYPE_PB)
-    out["x"], out["y"], out["z"] = xs, ys, zs
-    out["intensity"] = inten
-    out["timestamp"] = ts
-    out["ring"] = rings
     rest = b"".join(bytes(buf[a:b]) for a, b in spans[:s])
     return out, bool(ring_seen), rest
 
