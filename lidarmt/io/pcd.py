@@ -96,6 +96,17 @@ def parse_header(buf: bytes, *, where: str) -> PcdHeader:
     return PcdHeader(fields, sizes, types, counts, width, height, points, viewpoint, data, pos)
 
 
+class _Columns(dict):
+    """Columns by field name with the length of one of them: what to_points needs of a record array."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+
 def _records(buf: bytes, h: PcdHeader, where: str) -> np.ndarray:
     """The points as a packed structured array (a view for binary, a new array otherwise)."""
     layout = h.layout
@@ -120,15 +131,16 @@ def _records(buf: bytes, h: PcdHeader, where: str) -> np.ndarray:
             raw = _lzf.decompress(body[8 : 8 + csize], usize)
         except FormatError as err:
             raise FormatError(f"{where}: {err}") from err
-        out = np.empty(n, dtype=layout.numpy_dtype())
+        cols = _Columns(n)  # the fields lie one after another: view each block in place, no record array
         pos = 0
         for f in layout.fields:
             nbytes = np.dtype(f.dtype).itemsize * f.count * n
-            if f.name:
-                block = raw[pos : pos + nbytes].view(f.dtype)
-                out[f.name] = block if f.count == 1 else block.reshape(n, f.count)
+            if f.name and f.name not in cols:
+                block = raw[pos : pos + nbytes].view("<" + f.dtype if f.dtype[0] not in "iu" or f.dtype[1] != "1"
+                                                     else f.dtype)
+                cols[f.name] = block if f.count == 1 else block.reshape(n, f.count)
             pos += nbytes
-        return out
+        return cols  # type: ignore[return-value]
     # ascii
     text = bytes(body).decode("ascii", "replace")
     cols = sum(h.counts)
