@@ -572,8 +572,6 @@ class CyberRecording(Recording):
         info.notes.extend(self._c.notes)
         ts, ps, qs = self.localization()
         if ts:
-            from lidarmt.io.tf import TfBuffer as _T  # noqa: F401  (keeps the import graph obvious)
-
             poses = []
             for t, p, q in zip(ts, ps, qs, strict=True):
                 r = make_pose(p, q)[:3, :3]
