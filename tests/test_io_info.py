@@ -195,3 +195,15 @@ def test_info_every_format(tmp_path, capsys, fmt):
     assert d["position_range"]["x"][0] == pytest.approx(315323.45, abs=1e-5)
     rc, out, _ = run(capsys, path)
     assert rc == 0 and "points / frame" in out
+
+
+def test_truncated_bag_with_recover(bag, tmp_path, capsys):
+    data = bag.read_bytes()
+    p = tmp_path / "cut.bag"
+    p.write_bytes(data[: len(data) - 200])  # the closing index is damaged
+    rc, _, err = run(capsys, p)
+    assert_one_line_error(rc, err, "cut.bag", "--recover")
+    rc, out, err = run(capsys, p, "--recover", "--json")
+    assert rc == 0, err
+    d = json.loads(out)
+    assert d["frame_count"] == 4 and any("scanning" in n for n in d["notes"])

@@ -367,3 +367,35 @@ def test_streaming_with_and_without_prefetch(tmp_path, prefetch):
         assert not rec._prefetched
     for g, w in zip(got, frames, strict=True):
         assert_same_frame(g, w)
+
+
+def test_recover_unindexed_and_truncated_bags(tmp_path):
+    frames = synthetic_frames(5, 3000, seed=21, ring=True)
+    path = tmp_path / "a.bag"
+    write_ros1_bag(path, frames, chunk_threshold=30_000)
+    data = bytearray(path.read_bytes())
+    # recorder killed before writing the index: index_pos = 0 in the bag header
+    k = data.index(b"index_pos=") + len(b"index_pos=")
+    unindexed = bytes(data[:k]) + bytes(8) + bytes(data[k + 8 :])
+    (tmp_path / "noindex.bag").write_bytes(unindexed)
+    with pytest.raises(FormatError, match="recover=True"):
+        open_recording(tmp_path / "noindex.bag")
+    with open_recording(tmp_path / "noindex.bag", recover=True) as rec:
+        assert len(rec) == 5
+        for i, g in enumerate(rec):
+            assert_same_frame(g, frames[i])
+            np.testing.assert_array_equal(g.points["ring"], frames[i].points["ring"])
+        assert any("scanning" in n for n in rec.describe().notes)
+    # cut inside the 4th frame's chunk (no index section, no index data for that chunk): 3 complete frames
+    with open_recording(path) as rec:
+        cut_at = rec._entries[3].chunk_pos + 100
+    (tmp_path / "cut.bag").write_bytes(unindexed[:cut_at])
+    with open_recording(tmp_path / "cut.bag", recover=True) as rec:
+        assert len(rec) == 3
+        for i in (2, 0):
+            assert_same_frame(rec[i], frames[i])
+        assert any("truncated record" in n for n in rec.describe().notes)
+    # nothing complete at all: still an error
+    (tmp_path / "head.bag").write_bytes(unindexed[:5000])
+    with pytest.raises(FormatError, match="no complete chunk"):
+        open_recording(tmp_path / "head.bag", recover=True)

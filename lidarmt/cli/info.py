@@ -35,6 +35,8 @@ def info(
                                                "spaced, for the point statistics (faster on big bags).")] = None,
     require_pose: Annotated[bool, typer.Option("--require-pose", help="Fail when a frame has no pose "
                                                "world <- sensor (what an HD-map ROI needs).")] = False,
+    recover: Annotated[bool, typer.Option("--recover", help="Read a ROS1 bag without a usable index (truncated "
+                                          "or still being recorded) by scanning its complete chunks.")] = False,
 ) -> None:
     """Topics and message counts, frame count, duration, points per frame, pose source and coordinate ranges.
 
@@ -47,7 +49,7 @@ def info(
     from lidarmt.io import open_recording
     from lidarmt.io.errors import NoPointCloudError
 
-    with open_recording(path, topic=topic, allow_empty=True) as rec:
+    with open_recording(path, topic=topic, allow_empty=True, recover=recover) as rec:
         n = len(rec)
         progress = None
         if not json_out and err_console.is_terminal and n > 50 and (sample is None or sample > 50):

@@ -50,8 +50,9 @@ class BagRecording(Recording):
     """A bag (ROS1 or ROS2): PointCloud2 frames, poses from /tf + /tf_static."""
 
     def __init__(self, path, *, topic: str | None = None, require_pose: bool = False, allow_empty: bool = False,
-                 world_frame: str | None = None, max_extrapolation: float = 0.1) -> None:
+                 world_frame: str | None = None, max_extrapolation: float = 0.1, recover: bool = False) -> None:
         super().__init__(path, topic=topic, require_pose=require_pose)
+        self.recover = recover
         self.world_frame = world_frame
         self.max_extrapolation = max_extrapolation
         self._tf: TfBuffer | None = None

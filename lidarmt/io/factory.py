@@ -73,6 +73,7 @@ def open_recording(
     topic: str | None = None,
     require_pose: bool = False,
     allow_empty: bool = False,
+    recover: bool = False,
 ) -> Recording:
     """Open a recording of any supported format (see :func:`sniff`).
 
@@ -80,14 +81,16 @@ def open_recording(
     ``/apollo/sensor/velodyne64/compensator/PointCloud2``, or the only cloud topic). ``require_pose=True`` makes
     reading a frame without a pose world <- sensor raise :class:`lidarmt.io.errors.PoseError`. A recording with no
     point clouds raises :class:`lidarmt.io.errors.NoPointCloudError` unless ``allow_empty=True`` (then it has 0
-    frames, and ``describe()`` still lists its topics).
+    frames, and ``describe()`` still lists its topics). A ROS1 bag without a usable index (truncated, or still
+    being recorded) is an error unless ``recover=True``, which lists its messages by scanning the complete chunks
+    (Cyber records without an index are always scanned, as Apollo's tools do).
     """
     fmt = sniff(path)
     p = Path(path)
     if fmt == "ros1":
         from lidarmt.io.ros1 import Ros1Recording
 
-        return Ros1Recording(p, topic=topic, require_pose=require_pose, allow_empty=allow_empty)
+        return Ros1Recording(p, topic=topic, require_pose=require_pose, allow_empty=allow_empty, recover=recover)
     if fmt == "ros2":
         from lidarmt.io.ros2 import Ros2Recording
 

@@ -13,13 +13,17 @@ at each cloud's stamp and one latched ``/tf_static`` novatel→velodyne64, LZ4-c
 from __future__ import annotations
 
 import bisect
+import bz2
+import contextlib
 import os
 import struct
 from collections import OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lz4.frame
 import numpy as np
 from rosbags.rosbag1 import Reader, ReaderError, Writer, WriterError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -88,6 +92,40 @@ def _record_at(buf: memoryview, pos: int) -> tuple[dict[bytes, bytes], memoryvie
     return fields, buf[start : start + dlen], start + dlen
 
 
+def _fields(buf: memoryview) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    pos = 0
+    while pos + 4 <= len(buf):
+        (flen,) = _HDR_LEN.unpack_from(buf, pos)
+        k, _, v = bytes(buf[pos + 4 : pos + 4 + flen]).partition(b"=")
+        out[k] = v
+        pos += 4 + flen
+    return out
+
+
+@dataclass(slots=True)
+class _Conn:
+    id: int
+    topic: str
+    msgtype: str
+
+
+@dataclass(slots=True)
+class _ChunkRef:
+    datasize: int
+    datapos: int
+    decompressor: Any
+
+
+_DECOMPRESSORS = {"none": lambda b: b, "lz4": lz4.frame.decompress, "bz2": bz2.decompress}
+
+
+def _connection(header: dict[bytes, bytes], data: memoryview) -> _Conn:
+    d = _fields(data)
+    topic = (d.get(b"topic") or header.get(b"topic") or b"").decode("utf-8", "replace")
+    return _Conn(struct.unpack("<I", header[b"conn"])[0], topic, ros_msgtype(d.get(b"type", b"?").decode()))
+
+
 class Ros1Recording(BagRecording):
     """A ROS1 bag: frames from one PointCloud2 topic, poses from /tf and /tf_static."""
 
@@ -102,21 +140,125 @@ class Ros1Recording(BagRecording):
             raise RecordingError(f"{path} is a folder; a ROS1 bag is a single .bag file")
         if not is_ros1_bag(path):
             raise FormatError(f"{path}: not a ROS1 bag (the file does not start with '#ROSBAG V2.0')")
-        self._reader = Reader(path)
+        self._notes: list[str] = []
+        self._reader: Reader | None = Reader(path)
         try:
             self._reader.open()
+            self._bio = self._reader.bio
+            self._connections: list[Any] = list(self._reader.connections)
+            self._indexes: dict[int, list[Any]] = self._reader.indexes
+            self._chunkmap: dict[int, Any] = self._reader.chunks
         except (ReaderError, AssertionError, struct.error, KeyError, ValueError, OSError) as err:
-            hint = "; it may be truncated or still being recorded: try `rosbag reindex` on a copy"
-            raise FormatError(f"{path}: unreadable ROS1 bag ({err}){hint}") from err
-        self._bio = self._reader.bio
+            # no index (the recorder was killed) or a damaged/truncated one: list the messages by scanning the
+            # chunks, as `rosbag reindex` would, up to the first incomplete record
+            with contextlib.suppress(Exception):
+                self._reader.close()
+            self._reader = None
+            if not self.recover:
+                raise FormatError(
+                    f"{path}: unreadable ROS1 bag ({err}); it may be truncated or still being recorded: open it "
+                    f"with recover=True (lidarmt info --recover) to read the complete chunks, or run "
+                    f"`rosbag reindex` on a copy") from err
+            try:
+                self._scan()
+            except (FormatError, struct.error, ValueError, IndexError, OSError) as err2:
+                hint = "; it may be truncated or still being recorded: try `rosbag reindex` on a copy"
+                raise FormatError(f"{path}: unreadable ROS1 bag ({err}; scanning: {err2}){hint}") from err
+            self._notes.append(f"bag index unusable ({err}); messages listed by scanning the chunks")
         self._chunks: OrderedDict[int, memoryview] = OrderedDict()
         self._prefetched: dict[int, Any] = {}
         self._entries: list[Any] = []
 
+    def _scan(self) -> None:
+        """Build connections, per-connection message entries and chunk positions from the records themselves."""
+        from rosbags.rosbag1.reader import IndexData
+
+        fh = open(self.path, "rb")  # noqa: SIM115 (closed in close())
+        self._bio = fh
+        size = os.fstat(fh.fileno()).st_size
+        conns: dict[int, _Conn] = {}
+        indexes: dict[int, list[Any]] = {}
+        chunks: dict[int, _ChunkRef] = {}
+        indexed_chunks: set[int] = set()
+        pos = len(ROSBAG_MAGIC)
+        last_chunk = -1
+        while pos + 8 <= size:
+            fh.seek(pos)
+            head = fh.read(4)
+            (hlen,) = _HDR_LEN.unpack(head)
+            if pos + 4 + hlen + 4 > size:
+                self._notes.append(f"truncated record at byte {pos}: the rest of the bag is ignored")
+                break
+            fields = _fields(memoryview(fh.read(hlen)))
+            (dlen,) = _HDR_LEN.unpack(fh.read(4))
+            dpos = pos + 8 + hlen
+            if dpos + dlen > size:
+                self._notes.append(f"truncated record at byte {pos}: the rest of the bag is ignored")
+                break
+            op = fields.get(b"op", b"\0")[0]
+            if op == 0x05:  # chunk
+                comp = fields.get(b"compression", b"none").decode()
+                if comp not in _DECOMPRESSORS:
+                    raise FormatError(f"chunk at byte {pos} has unknown compression {comp!r}")
+                chunks[pos] = _ChunkRef(dlen, dpos, _DECOMPRESSORS[comp])
+                last_chunk = pos
+            elif op == 0x04 and last_chunk >= 0:  # index data of the chunk before it
+                conn = struct.unpack("<I", fields[b"conn"])[0]
+                count = struct.unpack("<I", fields[b"count"])[0]
+                fh.seek(dpos)
+                data = fh.read(dlen)
+                lst = indexes.setdefault(conn, [])
+                for k in range(min(count, dlen // 12)):
+                    sec, nsec, off = struct.unpack_from("<III", data, 12 * k)
+                    lst.append(IndexData(sec * 10**9 + nsec, last_chunk, off))
+                indexed_chunks.add(last_chunk)
+            elif op == 0x07:  # connection (in the closing index section)
+                fh.seek(dpos)
+                c = _connection(fields, memoryview(fh.read(dlen)))
+                conns.setdefault(c.id, c)
+            pos = dpos + dlen
+        # chunks without index data (the last one of a killed recording), and connections only defined inside
+        # chunks: walk the decompressed records
+        need = {cid for cid in indexes if cid not in conns}
+        for cpos, ch in chunks.items():
+            if cpos in indexed_chunks and not need:
+                continue
+            fh.seek(ch.datapos)
+            try:
+                buf = memoryview(ch.decompressor(fh.read(ch.datasize)))
+            except Exception:  # noqa: BLE001 (a damaged chunk: skip it, as rosbag reindex does)
+                self._notes.append(f"chunk at byte {cpos} does not decompress: skipped")
+                continue
+            p = 0
+            while p + 8 <= len(buf):
+                try:
+                    f2, data, nxt = _record_at(buf, p)
+                except (FormatError, struct.error, IndexError):
+                    break
+                op = f2.get(b"op", b"\0")[0]
+                if op == 0x07:
+                    c = _connection(f2, data)
+                    conns.setdefault(c.id, c)
+                    need.discard(c.id)
+                elif op == 0x02 and cpos not in indexed_chunks:
+                    conn = struct.unpack("<I", f2[b"conn"])[0]
+                    sec, nsec = struct.unpack("<II", f2[b"time"])
+                    indexes.setdefault(conn, []).append(IndexData(sec * 10**9 + nsec, cpos, p))
+                p = nxt
+        if not chunks:
+            raise FormatError("no complete chunk in the file")
+        self._connections = [conns[c] for c in sorted(conns)]
+        self._indexes = {cid: sorted(v) for cid, v in indexes.items()}
+        self._chunkmap = chunks
+
+    def _describe_extra(self, info) -> None:
+        super()._describe_extra(info)
+        info.notes.extend(self._notes)
+
     def topics(self) -> list[TopicInfo]:
         counts: dict[str, TopicInfo] = {}
-        for c in self._reader.connections:
-            n = len(self._reader.indexes.get(c.id, ()))
+        for c in self._connections:
+            n = len(self._indexes.get(c.id, ()))
             if c.topic in counts:
                 counts[c.topic].count += n
             else:
@@ -127,15 +269,15 @@ class Ros1Recording(BagRecording):
         if topic is None:
             self._entries = []
             return
-        conns = [c for c in self._reader.connections if c.topic == topic]
-        entries = [e for c in conns for e in self._reader.indexes.get(c.id, ())]
+        conns = [c for c in self._connections if c.topic == topic]
+        entries = [e for c in conns for e in self._indexes.get(c.id, ())]
         self._entries = sorted(entries)
 
     def _count(self) -> int:
         return len(self._entries)
 
     def _read_compressed(self, chunk_pos: int) -> tuple[bytes, Any]:
-        ch = self._reader.chunks[chunk_pos]
+        ch = self._chunkmap[chunk_pos]
         self._bio.seek(ch.datapos)
         raw = self._bio.read(ch.datasize)
         if len(raw) != ch.datasize:
@@ -215,9 +357,9 @@ class Ros1Recording(BagRecording):
                      ) -> Iterator[object]:
         cache = self.__dict__.setdefault("_tf_entries", {})
         if static not in cache:
-            conns = [c for c in self._reader.connections if c.msgtype in TF_TYPES
+            conns = [c for c in self._connections if c.msgtype in TF_TYPES
                      and c.topic.rstrip("/").endswith("tf_static") == static]
-            entries = sorted(e for c in conns for e in self._reader.indexes.get(c.id, ()))
+            entries = sorted(e for c in conns for e in self._indexes.get(c.id, ()))
             cache[static] = (entries, [e.time for e in entries])
         entries, times = cache[static]
         first = 0 if start_ns is None else bisect.bisect_left(times, start_ns)
@@ -234,6 +376,8 @@ class Ros1Recording(BagRecording):
         r = getattr(self, "_reader", None)
         if r is not None and r.bio is not None:
             r.close()
+        elif getattr(self, "_bio", None) is not None:
+            self._bio.close()
         self._chunks = OrderedDict()
         super().close()
 
