@@ -70,9 +70,13 @@ class Hdl64e:
     detect_softness: float = 0.6
     detect_floor: float = 0.2  # specular car paint returns little light diffusely yet is detected
     glass_returns: float = 0.35  # windows: most pulses pass through or glance off
-    # intensity = 255 * rho * gain[ring] * g(cos) / (1 + (r / r_half)^2) * lognormal(noise) + N(0, add_noise)
-    # with g(cos) = 1 / (1 + (cos0 / cos)^4): flat until grazing incidence, then a steep fall (as KITTI's road)
-    intensity_cos0: float = 0.055
+    # intensity = 255 * (rho * gain[ring] * g(cos) / (1 + (r / r_half)^2) * lognormal(noise) + N(0, add_noise)
+    #                    - offset), clipped to 0..255, with g(cos) = 1 / (1 + (cos0 / cos)^power): flat until
+    # grazing incidence, then a steep fall. KITTI's road reads ~59 up to 20 m, and mostly 0 beyond 30 m (cos < 0.06),
+    # where its points are still detected; its dark cars read 0.
+    intensity_cos0: float = 0.068
+    intensity_cos_power: float = 10.0
+    intensity_offset: float = 0.02
     intensity_range_half: float = 60.0
     intensity_noise: float = 0.25
     intensity_add_noise: float = 0.015
@@ -230,8 +234,8 @@ def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarra
     keep = ok & (u_drop >= model.dropout) & (u_det < p_det)
     r = np.where(keep, rng_m, 0.0)
     falloff = 1.0 / (1.0 + (np.where(keep, t, 0.0) / model.intensity_range_half) ** 2)
-    g = 1.0 / (1.0 + (model.intensity_cos0 / np.maximum(hits.cos, 1e-3)) ** 4)
+    g = 1.0 / (1.0 + (model.intensity_cos0 / np.maximum(hits.cos, 1e-3)) ** model.intensity_cos_power)
     value = hits.reflectivity * model.ring_gain[ring] * g * falloff * np.exp(inoise * model.intensity_noise)
-    value = value + u_add * model.intensity_add_noise
+    value = value + u_add * model.intensity_add_noise - model.intensity_offset
     inten = np.clip(np.round(value * 255.0), 0, 255).astype(np.float32)
     return keep, r, inten

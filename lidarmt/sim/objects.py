@@ -29,7 +29,7 @@ class Mat:
 
 
 #: base LiDAR reflectivity and colour per ground material code (indices = Mat ids 0..5)
-GROUND_REFLECTIVITY = np.array([0.235, 0.55, 0.55, 0.31, 0.34, 0.30], dtype=np.float32)
+GROUND_REFLECTIVITY = np.array([0.255, 0.57, 0.57, 0.33, 0.36, 0.32], dtype=np.float32)
 GROUND_RGB = np.array(
     [[72, 72, 76], [235, 235, 228], [238, 238, 232], [172, 170, 164], [86, 128, 62], [190, 188, 182]],
     dtype=np.uint8,
@@ -336,7 +336,7 @@ def pole(rng: np.random.Generator, *, lamp: bool) -> Model:
     """A street-light pole (with an arm and lamp head, facing +y) or a plain post."""
     h = rng.uniform(5.5, 8.5) if lamp else rng.uniform(2.5, 3.5)
     m = Model(length=0.3, width=0.3, height=h)
-    m.add(geom.cylinder(0.11 if lamp else 0.06, h, segments=8, radius_top=0.07 if lamp else 0.06), Mat.METAL, 0.2, (110, 110, 115))
+    m.add(geom.cylinder(0.11 if lamp else 0.06, h, segments=8, radius_top=0.07 if lamp else 0.06), Mat.METAL, 0.22, (110, 110, 115))
     if lamp:
         arm = rng.uniform(1.2, 2.2)
         m.add(geom.segment_box([0, 0, h - 0.1], [0, arm, h], 0.08), Mat.METAL, 0.28, (110, 110, 115))
@@ -381,7 +381,7 @@ def tree(rng: np.random.Generator) -> Model:
     r_trunk = rng.uniform(0.12, 0.3)
     crown_r = rng.uniform(1.3, 3.2)
     m = Model(length=2 * crown_r, width=2 * crown_r, height=trunk_h + 2 * crown_r)
-    m.add(geom.cylinder(r_trunk, trunk_h + crown_r * 0.5, segments=8, radius_top=r_trunk * 0.7), Mat.TRUNK, 0.3, (85, 62, 40))
+    m.add(geom.cylinder(r_trunk, trunk_h + crown_r * 0.5, segments=8, radius_top=r_trunk * 0.7), Mat.TRUNK, 0.32, (85, 62, 40))
     n = geom.sphere_vertex_count(2)
     colour = (int(rng.integers(35, 70)), int(rng.integers(85, 130)), int(rng.integers(30, 55)))
     blobs = 1 if rng.random() < 0.6 else 2
@@ -390,7 +390,7 @@ def tree(rng: np.random.Generator) -> Model:
         c = (rng.uniform(-0.3, 0.3) * b, rng.uniform(-0.3, 0.3) * b, trunk_h + crown_r * (0.9 + 0.25 * b))
         rr = crown_r * (1.0 - 0.2 * b)
         m.add(geom.sphere((rr, rr, rr * rng.uniform(0.8, 1.1)), center=c, subdiv=2, jitter=jit), Mat.FOLIAGE,
-              rng.uniform(0.26, 0.36), colour)
+              rng.uniform(0.28, 0.38), colour)
     return m
 
 
@@ -398,7 +398,7 @@ def building(rng: np.random.Generator, frontage: float, depth: float) -> Model:
     """A building block: one or two stacked boxes, with a window band on the front (+y) facade."""
     h = rng.uniform(4.0, 22.0) if rng.random() < 0.8 else rng.uniform(3.0, 6.0)
     colour = tuple(int(c) for c in rng.integers(90, 230, 3))
-    refl = rng.uniform(0.3, 0.5)
+    refl = rng.uniform(0.32, 0.52)
     m = Model(length=frontage, width=depth, height=h)
     m.add(geom.box(frontage, depth, h, center=(0, 0, h / 2)), Mat.BUILDING, refl, colour)
     if h > 8 and rng.random() < 0.5:
@@ -424,7 +424,7 @@ def hedge(rng: np.random.Generator, length: float) -> Model:
         cx = -length / 2 + step * (i + 0.5)
         r = (step * 0.65, depth / 2, h / 2 * rng.uniform(0.85, 1.0))
         m.add(geom.sphere(r, center=(cx, 0, r[2]), subdiv=1, jitter=rng.uniform(0.8, 1.1, nv)), Mat.FOLIAGE,
-              rng.uniform(0.26, 0.36), colour)
+              rng.uniform(0.28, 0.38), colour)
     return m
 
 

@@ -263,6 +263,9 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
                         hx, hy, hh = at(pos_s + frontage / 2, side * (half + sw + 0.9))
                         if _clear(town, hx, hy, hh, frontage * 0.9, 1.0, sw + 0.2):
                             put(objects.hedge(rng, frontage * 0.9), "hedge", hx, hy, hh, BACKGROUND, BACKGROUND)
+                    if setback > 4.0 and rng.random() < 0.6:  # and a tree in it
+                        tx, ty, _ = at(pos_s + frontage * rng.uniform(0.2, 0.8), side * (half + sw + setback / 2 + 0.5))
+                        put(objects.tree(rng), "tree", tx, ty, rng.uniform(0, 2 * np.pi), BACKGROUND, BACKGROUND)
                 elif rng.random() < 0.5:
                     wl = frontage * 0.8
                     x, y, h = at(pos_s + frontage / 2, side * (half + sw + 1.0))
@@ -274,9 +277,9 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
     # scattered trees and bushes in open terrain
     lo = town.raster_origin
     hi = lo + np.array(town.raster.shape[::-1]) * town.res
-    for _ in range(int(80 * density)):
+    for _ in range(int(220 * density)):
         x, y = rng.uniform(lo[0], hi[0]), rng.uniform(lo[1], hi[1])
-        if town.distance_to_road(np.array([[x, y]]))[0] > sw + 3:
+        if town.distance_to_road(np.array([[x, y]]))[0] > sw + 2:
             put(objects.tree(rng), "tree", x, y, rng.uniform(0, 2 * np.pi), BACKGROUND, BACKGROUND)
 
     agents: list[Agent] = []
