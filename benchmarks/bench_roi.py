@@ -7,8 +7,8 @@ Measured in one run:
   lookup, and their sum; median and 95th percentile in milliseconds;
 * **lookup throughput**: ``RoiMask.contains`` on 1e7 random sensor-frame points (M points/s), and on the frame's
   structured point array;
-* **exact path for comparison**: shapely (``contains_xy`` on the prepared union of the same polygons) on the same
-  frame's points, same positions;
+* **exact path for comparison**: shapely on the same polygons and points, same positions: make_valid + union +
+  prepare + ``contains_xy`` (and ``contains_xy`` alone);
 * **agreement** of the bitmap with exact even-odd containment of the same polygons, ``--positions`` positions x
   ``--points`` uniform random points in the ±range square (1,000 x 1e6 by default). Every disagreement is
   classified: within one cell diagonal of a polygon edge (rasterisation), in the rows between a polygon's last
@@ -121,7 +121,7 @@ def bench_frames(hd, points: np.ndarray, n_pos: int, rng, *, range_: float = 70.
 
     roi = HDMapRoi(hd, range=range_)
     frame_pts = points
-    t_q, t_b, t_l, t_tot, t_shp, n_in = [], [], [], [], [], []
+    t_q, t_b, t_l, t_tot, t_shp, t_shp_c, n_in = [], [], [], [], [], [], []
     positions = lane_positions(hd, n_pos, rng)
     # warm-up (numba compile / cache load)
     roi.mask(make_pose([*positions[0], 0.0], [0, 0, 0, 1])).contains(frame_pts)
@@ -147,37 +147,44 @@ def bench_frames(hd, points: np.ndarray, n_pos: int, rng, *, range_: float = 70.
         loc = m.to_local(frame_pts).astype(np.float64)
         if geom is not None:
             shapely.prepare(geom)
+            t5 = time.perf_counter()
             shapely.contains_xy(geom, loc[:, 0], loc[:, 1])
+            t_shp_c.append(time.perf_counter() - t5)
         t_shp.append(time.perf_counter() - t4)
     ms = lambda a: {"median": 1e3 * pct(a, 50), "p95": 1e3 * pct(a, 95)}  # noqa: E731
     return {"positions": n_pos, "frame_points": len(frame_pts), "range": range_,
             "query_ms": ms(t_q), "build_ms": ms(t_b), "lookup_ms": ms(t_l), "total_ms": ms(t_tot),
             "shapely_exact_ms": ms(t_shp), "shapely_over_bitmap": pct(t_shp, 50) / pct(t_tot, 50),
+            "shapely_contains_only_ms": ms(t_shp_c),
             "in_roi_median_fraction": float(np.median(n_in)) / len(frame_pts),
             "lookup_frame_mpts_s": len(frame_pts) / pct(t_l, 50) / 1e6}
 
 
 def bench_lookup(hd, n: int, rng, *, repeats: int = 7) -> dict:
-    """RoiMask.contains throughput: n random points in one call (memory-bound), and the same points in
-    131,072-point chunks (a frame's size, cache-resident); median and best of ``repeats``."""
+    """RoiMask.contains throughput on n random points: in one call, and in 131,072-point chunks (a frame's size);
+    median and best of ``repeats``, by wall clock and by the thread's CPU time (which other processes on a busy
+    machine do not inflate)."""
     roi = HDMapRoi(hd)
     pos = lane_positions(hd, 1, rng)[0]
     m = roi.mask(make_pose([pos[0], pos[1], 1.9], [0, 0, np.sin(0.4), np.cos(0.4)]))
     xyz = rng.uniform([-80, -80, -3], [80, 80, 3], (n, 3)).astype(np.float32)
     m.contains(xyz[:1000])
-    one, chunked = [], []
+    runs: dict[str, dict[str, list[float]]] = {k: {"wall": [], "cpu": []} for k in ("one_call", "chunked_131k")}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        m.contains(xyz)
-        one.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        for k in range(0, n, 131_072):
-            m.contains(xyz[k : k + 131_072])
-        chunked.append(time.perf_counter() - t0)
-    rate = lambda t: n / t / 1e6  # noqa: E731
-    return {"points": n, "repeats": repeats,
-            "one_call_mpts_per_s": {"median": rate(pct(one, 50)), "best": rate(min(one))},
-            "chunked_131k_mpts_per_s": {"median": rate(pct(chunked, 50)), "best": rate(min(chunked))}}
+        for key in runs:
+            w0, c0 = time.perf_counter(), time.thread_time()
+            if key == "one_call":
+                m.contains(xyz)
+            else:
+                for k in range(0, n, 131_072):
+                    m.contains(xyz[k : k + 131_072])
+            runs[key]["cpu"].append(time.thread_time() - c0)
+            runs[key]["wall"].append(time.perf_counter() - w0)
+    out: dict = {"points": n, "repeats": repeats}
+    for key, r in runs.items():
+        out[key] = {clock: {"median_mpts_s": n / pct(v, 50) / 1e6, "best_mpts_s": n / min(v) / 1e6}
+                    for clock, v in r.items()}
+    return out
 
 
 def agreement(maps: list, n_pos: int, n_pts: int, rng, *, range_: float = 70.0, cell: float = 0.25) -> dict:
@@ -258,8 +265,10 @@ def main() -> None:
     maps = [(n, load_map(MAPS / n)) for n in names]
     pts = kitti_cloud()
     Frame(pts)  # validates the dtype
+    import os
+
     res: dict = {"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-                 "frame": {}, "frame_120m": {}}
+                 "cpus": os.cpu_count(), "load_average_start": os.getloadavg(), "frame": {}, "frame_120m": {}}
     for name, hd in maps:
         res["frame"][name] = bench_frames(hd, pts, args.frame_positions, rng)
         res["frame_120m"][name] = bench_frames(hd, pts, max(args.frame_positions // 3, 10), rng, range_=120.0)
@@ -271,17 +280,21 @@ def main() -> None:
         res["agreement"] = agreement([(n, hd, HDMapRoi(hd)) for n, hd in maps], args.positions, args.points, rng)
 
     print(f"\nHDMap ROI, frame of {len(pts):,} points (KITTI HDL-64E), range 70 m, cell 0.25 m; median (p95) ms")
-    print(f"{'map':14} {'query':>13} {'build':>13} {'lookup':>13} {'total':>13} {'shapely exact':>15} {'ratio':>6}")
+    print(f"{'map':14} {'query':>13} {'build':>13} {'lookup':>13} {'total':>13} {'shapely exact':>15} {'ratio':>6}"
+          f" {'(contains_xy only)':>19}")
     for key, label in (("frame", ""), ("frame_120m", " 120m")):
         for name, r in res[key].items():
             f = lambda d: f"{d['median']:.3f} ({d['p95']:.3f})"  # noqa: E731
             print(f"{name + label:14} {f(r['query_ms']):>13} {f(r['build_ms']):>13} {f(r['lookup_ms']):>13} "
-                  f"{f(r['total_ms']):>13} {f(r['shapely_exact_ms']):>15} {r['shapely_over_bitmap']:>5.0f}x")
+                  f"{f(r['total_ms']):>13} {f(r['shapely_exact_ms']):>15} {r['shapely_over_bitmap']:>5.0f}x"
+                  f" {f(r['shapely_contains_only_ms']):>19}")
     lk = res["lookup"]
-    o, c = lk["one_call_mpts_per_s"], lk["chunked_131k_mpts_per_s"]
-    print(f"\nlookup (M points/s, median / best of {lk['repeats']}): {lk['points']:,} random points in one call "
-          f"{o['median']:.0f} / {o['best']:.0f}; in 131k-point chunks {c['median']:.0f} / {c['best']:.0f}; "
-          "the KITTI frame (median over positions): "
+    print(f"\nlookup of {lk['points']:,} random points, M points/s (median / best of {lk['repeats']}):")
+    for key, label in (("one_call", "one call"), ("chunked_131k", "131k-point chunks")):
+        w, c = lk[key]["wall"], lk[key]["cpu"]
+        print(f"  {label:18} wall clock {w['median_mpts_s']:.0f} / {w['best_mpts_s']:.0f};  "
+              f"CPU time {c['median_mpts_s']:.0f} / {c['best_mpts_s']:.0f}")
+    print("  the KITTI frame, wall clock (median over positions): "
           + ", ".join(f"{n} {r['lookup_frame_mpts_s']:.0f}" for n, r in res["frame"].items()))
     a = res["agreement"] or {}
     if a:
@@ -292,6 +305,9 @@ def main() -> None:
               f"past a polygon's last scan line, {a['perpendicular_edge_row']:,} within 1.8 cells of an edge parallel to the "
               f"scan lines (drawn on the next scan line), {a['apollo_edge_order']:,} from Apollo's active-edge order "
               f"on self-intersecting polygons, {a['other']:,} other; {a['seconds']:.0f} s")
+    res["load_average_end"] = os.getloadavg()
+    print(f"load average (1 min) at start / end: {res['load_average_start'][0]:.1f} / {res['load_average_end'][0]:.1f} "
+          f"on {res['cpus']} CPUs (other work on the machine slows the timings)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(res, indent=1) + "\n")
     print(f"wrote {RESULTS}")
