@@ -80,3 +80,18 @@ def test_empty_frame_and_bad_sizes():
     with pytest.raises(InjectionError):
         sample_outside(StripRoi(), -1, rng=rng_for(0, 0, 0, 0), bounds=Bounds(0, 1, 0, 1))
     assert len(sample_outside(StripRoi(), 0, rng=rng_for(0, 0, 0, 0), bounds=Bounds(0, 1, 0, 1))) == 0
+
+
+def test_added_points_take_the_source_fields():
+    from lidarmt.types import make_points
+
+    src = make_scene(0)
+    xyz = np.c_[src.points["x"], src.points["y"], src.points["z"]]
+    pts = make_points(xyz, src.points["intensity"], ring=np.ones(len(xyz), np.uint16), time=np.full(len(xyz), 5.0))
+    frame = src.with_points(pts)
+    fu = make_follow_up(frame, StripRoi(), 50, seed=0, frame_index=0)
+    assert fu.extra.dtype == pts.dtype
+    assert (fu.frame.points["time"][len(frame):] == frame.stamp).all()
+    assert (fu.frame.points["ring"][len(frame):] == 0).all()
+    plain = make_follow_up(src, StripRoi(), 50, seed=0, frame_index=0)
+    np.testing.assert_array_equal(plain.extra["x"], fu.extra["x"])  # same points, whatever the dtype

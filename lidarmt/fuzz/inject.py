@@ -176,5 +176,13 @@ def make_follow_up(
     rng = rng_for(seed, frame_index, n, trial)
     extra = sample_outside(roi, n, rng=rng, bounds=bounds or Bounds.of(source), region=region,
                            use_numba=use_numba)
+    names = source.points.dtype.names or ()
+    if len(names) > 4:  # give the added points the source's other fields: time = the frame's stamp, ring 0
+        full = np.zeros(n, dtype=source.points.dtype)
+        for name in ("x", "y", "z", "intensity"):
+            full[name] = extra[name]
+        if "time" in names:
+            full["time"] = source.stamp
+        extra = full
     return FollowUp(source.with_extra_points(extra), extra, len(source), (int(seed), int(frame_index), int(n),
                                                                          int(trial)))
