@@ -34,8 +34,10 @@ def simulate(
 ) -> None:
     """Simulate a Velodyne HDL-64E driving through a procedural town.
 
-    Bag mode (--out, optionally --map-out) writes an Apollo-style recording and its HD map; dataset mode
-    (--dataset) writes labelled frames for training the CNN. Examples:
+    Bag mode (--out, optionally --map-out) writes an Apollo-style recording and its HD map.
+    Dataset mode (--dataset) writes labelled frames for training the CNN.
+
+    Examples:
 
       lidarmt simulate --seed 7 --frames 30 --out bags/demo.bag --map-out hdmaps/demo
 

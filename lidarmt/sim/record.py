@@ -113,6 +113,8 @@ def simulate_recording(
             raise SimOutputError(f"{', '.join(taken)} already exist(s); pass --overwrite to replace, or choose new paths")
     if bag.exists() and bag.is_dir():
         raise SimOutputError(f"{bag} is a folder; --out names the .bag file to write")
+    if map_dir is not None and Path(map_dir).exists() and not Path(map_dir).is_dir():
+        raise SimOutputError(f"{map_dir} exists and is not a folder; --map-out names the map folder to write")
     t0 = time.perf_counter()
     drive = Drive.create(town_seed=seed * 7919 + 1, seed=seed, frames=frames, density=density,
                          stamp0=STAMP0 + seed * 10_000.0)
@@ -145,10 +147,10 @@ def simulate_recording(
             total_points += len(frame.points)
             if on_frame is not None:
                 on_frame(k + 1, frames)
-        labels["stamps"] = np.asarray(stamps, dtype=np.float64)
-        write_npz_deterministic(lab, labels)
         if map_dir is not None:
             write_town_map(drive.town, map_dir, name=f"lidarmt_town_{seed}", overwrite=overwrite)
+        labels["stamps"] = np.asarray(stamps, dtype=np.float64)
+        write_npz_deterministic(lab, labels)
     return RecordingSummary(bag, None if map_dir is None else Path(map_dir), lab, frames, total_points,
                             time.perf_counter() - t0)
 
