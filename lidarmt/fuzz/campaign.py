@@ -656,6 +656,10 @@ def make_bundles(
     from lidarmt.report.bundle import make_bundle
 
     root = Path(out) / "violations"
+    if root.is_dir():  # half-built bundles of an interrupted run (they are built in hidden folders, then renamed)
+        for stale in root.glob(".n*-f*-t*.*"):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
     infos: list[dict] = []
     todo = []
     for key in keys:

@@ -63,6 +63,10 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
         cfg["sut"]["name"] = sut
     config = CampaignConfig.from_dict(cfg)
     res = ReplayResult(folder, True)
+    if info.get("torch_threads"):  # the same thread count as when the bundle was made
+        import torch
+
+        torch.set_num_threads(int(info["torch_threads"]))
 
     def check(name: str, ok: bool, detail: str = "") -> None:
         res.checks[name] = bool(ok)

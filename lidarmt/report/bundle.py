@@ -37,6 +37,14 @@ from lidarmt.types import Frame, Obstacles
 BUNDLE_VERSION = 1
 
 
+def _torch_threads() -> int | None:
+    """Threads torch used (replay uses as many: a CNN's sums may depend on how work is split)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
 def _mode(sut, cfg: dict) -> str:
     """The SUT's numeric mode (ApolloLOP: config.mode), for the environment section."""
     mode = getattr(getattr(sut, "config", None), "mode", None) or cfg["sut"]["options"].get("mode")
@@ -108,6 +116,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "environment": environment() | {"mode": _mode(ev.sut, cfg)},
         "command": command,
         "cwd": os.getcwd(),
+        "torch_threads": _torch_threads(),
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
