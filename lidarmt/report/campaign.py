@@ -185,15 +185,16 @@ def rate_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None
     rows = [r for r in summary["by_n"] if r["pairs"]]
     fig, ax = plt.subplots(figsize=(5.2, 3.6))
     ns = [r["n"] for r in rows]
-    for key, label, colour in (("count_relation", "|O| > |O′| (study's check)", "#d62728"),
-                               ("subset_relation", "O ⊄ O′ (strict)", "#9467bd")):
+    for key, label, colour, shift in (("count_relation", "|O| > |O′| (study's check)", "#d62728", 0.94),
+                                      ("subset_relation", "O ⊄ O′ (strict)", "#9467bd", 1.06)):
         y = [100 * r[key]["rate"] for r in rows]
         lo = [max(0.0, 100 * (r[key]["rate"] - r[key]["ci_low"])) for r in rows]
         hi = [max(0.0, 100 * (r[key]["ci_high"] - r[key]["rate"])) for r in rows]
-        ax.errorbar(ns, y, yerr=[lo, hi], marker="o", capsize=3, label=label, color=colour)
+        ax.errorbar([n * shift for n in ns], y, yerr=[lo, hi], marker="o", capsize=3, label=label, color=colour)
     ref = [(n, 100 * v) for n, v in sorted(STUDY_RATES.items())]
     ax.plot([n for n, _ in ref], [v for _, v in ref], "k--", marker="s", label=f"study ({STUDY_REF})", lw=1)
     ax.set_xscale("log")
+    ax.set_xticks(ns, [str(n) for n in ns])
     ax.set_xlabel("points added outside the ROI (n)")
     ax.set_ylabel("violating pairs (%)")
     ax.set_ylim(bottom=0)
