@@ -95,3 +95,18 @@ def test_added_points_take_the_source_fields():
     assert (fu.frame.points["ring"][len(frame):] == 0).all()
     plain = make_follow_up(src, StripRoi(), 50, seed=0, frame_index=0)
     np.testing.assert_array_equal(plain.extra["x"], fu.extra["x"])  # same points, whatever the dtype
+
+
+def test_real_roi_mask_of_the_follow_up_is_the_sources(tmp_path):
+    """The campaign hands t's ROI object to the SUT for t′: with Apollo's bitmap ROI the follow-up's ROI points
+    are exactly the source's (added points are outside by construction; the filter is point-wise)."""
+    from test_fuzz_support import write_road_geojson
+
+    from lidarmt.roi import HDMapRoi, load_map
+
+    frame = make_scene(3)
+    roi = HDMapRoi(load_map(write_road_geojson(tmp_path / "road.geojson"))).mask(frame.pose)
+    fu = make_follow_up(frame, roi, 5000, seed=1, frame_index=3, region=Region.disk(80.0))
+    src_idx = roi.indices(frame)
+    assert len(src_idx) > 100
+    np.testing.assert_array_equal(roi.indices(fu.frame), src_idx)
