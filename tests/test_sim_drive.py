@@ -121,3 +121,23 @@ def test_camera_sees_sky_and_road(drive) -> None:
     # the road just ahead, lit by the sun: the asphalt colour scaled by the shading
     ratio = bottom.mean(axis=0) / road
     assert np.all((ratio > 0.4) & (ratio < 1.3)) or (bottom > 200).all(axis=1).any()  # or a lane marking
+
+
+def test_moving_objects_sit_where_the_laser_passed_them(drive, frame) -> None:
+    lb = frame.labels
+    agents = {a.instance: a for a in drive.scene.agents if a.speed > 3.0}
+    checked, shift = 0, 0.0
+    for b in lb.boxes:
+        a = agents.get(int(b["instance"]))
+        m = lb.point_instance == b["instance"]
+        if a is None or m.sum() < 20:
+            continue
+        t_scan = float(np.median(frame.points["time"][m])) - drive.stamp0
+        centre = frame.pose @ np.array([b["cx"], b["cy"], b["cz"], 1.0])
+        x, y, _ = a.pose(t_scan)
+        xe, ye, _ = a.pose((2 + 1) / 10.0)  # where it is at the end of the sweep
+        assert np.hypot(centre[0] - drive.town.origin[0] - x, centre[1] - drive.town.origin[1] - y) < 0.15
+        shift = max(shift, float(np.hypot(xe - x, ye - y)))
+        checked += 1
+    assert checked >= 1
+    assert shift > 0.2  # some were passed early in the sweep: not at their end-of-sweep place

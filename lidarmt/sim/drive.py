@@ -3,7 +3,10 @@
 :class:`Drive` turns (town, scene, sensor) into :class:`lidarmt.types.Frame` objects with ground truth:
 points in the sensor frame (x forward, y left, z up) with ``ring`` and ``time``, the pose world <- sensor
 (UTM-like world coordinates), and :class:`lidarmt.types.Labels` (per-point instance and MetaType, one box per
-object that has at least one point). Frame ``k`` is the sweep that ends at ``k / 10`` s after the start, and
+object that has at least one point). The cloud is as Apollo's motion compensator leaves it: the static world as
+seen from the sensor's pose at the end of the sweep, and each moving object where it was when the laser swept
+past it (its points' ``time``), with its box there too. Frame ``k`` is the sweep that ends at ``(k + 1) / 10`` s
+after the start, and
 depends only on (town seed, scene seed, k): frames can be made in any order and are identical every time.
 """
 
@@ -107,7 +110,8 @@ class Drive:
         pose_l = self.sensor_pose_local(t)
         origin = pose_l[:3, 3]
         dirs_w = _rotate(self._dirs, pose_l[:3, :3])
-        dyn, boxes = self.scene.agent_meshes(t, origin[:2], DYNAMIC_RADIUS)
+        yaw = float(np.arctan2(pose_l[1, 0], pose_l[0, 0]))
+        dyn, boxes = self.scene.agent_meshes(t, origin[:2], DYNAMIC_RADIUS, sweep=(yaw, 1.0 / self.sensor.rate_hz))
         dyn = CompiledMesh.concat([dyn, self._ego_body(pose_l)])
         t1 = time.perf_counter()
         hits = self.caster.cast(origin, dirs_w, dyn, max_range=self.sensor.max_range)

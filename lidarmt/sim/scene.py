@@ -139,13 +139,26 @@ class Scene:
             hit = self._meshes[key] = (mesh, (model.length, model.width, model.height))
         return hit
 
-    def agent_meshes(self, t: float, center: np.ndarray, radius: float) -> tuple[CompiledMesh, list[StaticObject]]:
-        """The agents within ``radius`` of ``center`` at time ``t``: one mesh, and their boxes."""
+    def agent_meshes(self, t: float, center: np.ndarray, radius: float, *, sweep: tuple[float, float] | None = None
+                     ) -> tuple[CompiledMesh, list[StaticObject]]:
+        """The agents within ``radius`` of ``center`` at time ``t``: one mesh, and their boxes.
+
+        With ``sweep = (sensor_yaw, period)`` each agent is placed where it is when a spinning LiDAR at
+        ``center`` that ends its sweep at ``t`` (starting behind, turning clockwise) fires towards it, as in a
+        motion-compensated cloud: a car the laser passes early in the sweep appears where it was then.
+        """
         poses = [a.pose(t) for a in self.agents]
         near = [i for i, (x, y, _) in enumerate(poses)
                 if (x - center[0]) ** 2 + (y - center[1]) ** 2 <= radius * radius]
         if not near:
             return CompiledMesh.empty(), []
+        if sweep is not None:
+            yaw0, period = sweep
+            for i in near:
+                x, y, _ = poses[i]
+                az = math.atan2(y - center[1], x - center[0]) - yaw0
+                frac = ((math.pi - az) % (2 * math.pi)) / (2 * math.pi)
+                poses[i] = self.agents[i].pose(t - period * (1.0 - frac))
         zs = self.town.ground_z(np.array([poses[i][:2] for i in near]))
         parts, boxes = [], []
         for i, z in zip(near, zs.tolist(), strict=True):
