@@ -65,6 +65,8 @@ def test_timeout_in_process(rec, tmp_path):
     r = run_campaign(cfg, tmp_path / "run")
     assert time.perf_counter() - t0 < 10
     assert r.tally.by_n[10].timeouts == 1 and r.tally.by_n[10].pairs == 3
+    (t,) = [x for x in iter_records(tmp_path / "run" / JOURNAL_NAME) if x["status"] == "timeout"]
+    assert "time.sleep" in t["traceback"] or "sleep" in t["traceback"]
 
 
 def test_workers_kill_hung_sut_and_match_in_process_totals(rec, tmp_path):
@@ -74,6 +76,7 @@ def test_workers_kill_hung_sut_and_match_in_process_totals(rec, tmp_path):
     timeouts = [x for x in iter_records(tmp_path / "w2" / JOURNAL_NAME) if x["status"] == "timeout"]
     assert {(t["frame"], t["n"]) for t in timeouts} == {(2, 10), (2, 1000)}
     assert "killed" in timeouts[0]["error"]
+    assert all("test_fuzz_support.py" in t["traceback"] and "in detect" in t["traceback"] for t in timeouts)
     r1 = run_campaign(cfg, tmp_path / "w1", workers=1)
     assert r1.tally.to_dict() == r2.tally.to_dict()
 

@@ -189,8 +189,8 @@ def _pair_record(key: Key, status: str, stage: str, **extra: Any) -> dict[str, A
 
 def _failure(err: BaseException, timeout: float | None) -> dict[str, Any]:
     if isinstance(err, SutTimeout):
-        return {"status": "timeout", "error": f"timed out after {timeout:g} s", "traceback": "".join(
-            traceback.format_exception(err)[-3:])}
+        return {"status": "timeout", "error": f"timed out after {timeout:g} s",
+                "traceback": "".join(traceback.format_exception(err))}
     return {"status": "crash", "error": f"{type(err).__name__}: {err}",
             "traceback": "".join(traceback.format_exception(err))}
 
@@ -266,11 +266,14 @@ class Evaluator:
 # ----------------------------------------------------------------------------------------------- worker pool
 
 
-def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, threads: int = 0) -> None:  # pragma: no cover - child
+def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, threads: int = 0,
+                 stack_file: str | None = None) -> None:  # pragma: no cover - child
     """Entry point of a worker process: build an Evaluator, then run tasks until told to stop.
 
     ``threads``: the CPU threads this worker's numeric libraries may use (the cores shared among workers), so
-    W workers do not oversubscribe the machine.
+    W workers do not oversubscribe the machine. ``stack_file``: where :mod:`faulthandler` writes the Python
+    stacks of a perception call that runs past the timeout (just before the parent kills the worker), so a
+    timeout finding comes with the traceback of where the SUT hung.
     """
 
     def put(kind: str, payload: Any) -> None:
@@ -286,7 +289,22 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
     except BaseException as err:
         put("fatal", (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err))))
         return
-    ev.on_call = lambda key, stage: put("start", (key, stage))
+    timeout = ev.config.timeout
+    stack_fh = open(stack_file, "w", encoding="utf-8") if (stack_file and timeout) else None  # noqa: SIM115
+
+    def on_call(key, stage) -> None:
+        if stack_fh is not None:
+            import faulthandler
+
+            if stage:
+                stack_fh.seek(0)
+                stack_fh.truncate()
+                faulthandler.dump_traceback_later(max(0.5 * timeout, timeout - 0.25), file=stack_fh)
+            else:
+                faulthandler.cancel_dump_traceback_later()
+        put("start", (key, stage))
+
+    ev.on_call = on_call
     put("ready", None)
     while True:
         task = tasks.get()
@@ -337,6 +355,9 @@ class _Pool:
         self.slots = [_Slot(i) for i in range(workers)]
         self.startup_timeout = startup_timeout
         self._cfg = config.to_dict()
+        import tempfile
+
+        self._tmp = tempfile.TemporaryDirectory(prefix="lidarmt-fuzz-")
         for s in self.slots:
             self._spawn(s)
 
@@ -345,11 +366,24 @@ class _Pool:
         s.tasks = self.ctx.Queue()
         threads = max(1, (os.cpu_count() or 1) // len(self.slots))
         s.proc = self.ctx.Process(target=_worker_main,
-                                  args=(self._cfg, s.wid, s.gen, s.tasks, self.results, threads),
+                                  args=(self._cfg, s.wid, s.gen, s.tasks, self.results, threads,
+                                        self._stack_file(s)),
                                   daemon=True, name=f"lidarmt-fuzz-{s.wid}")
         s.proc.start()
         s.ready, s.task, s.current, s.done = False, None, None, set()
         s.since = time.monotonic()
+
+    def _stack_file(self, s: _Slot) -> str:
+        return os.path.join(self._tmp.name, f"stack-{s.wid}.txt")
+
+    def _stacks(self, s: _Slot) -> str:
+        """What faulthandler wrote for the worker's overrunning call (empty if it wrote nothing)."""
+        try:
+            with open(self._stack_file(s), encoding="utf-8", errors="replace") as fh:
+                text = fh.read().strip()
+        except OSError:
+            return ""
+        return f"Python stacks of the worker when the call ran past the timeout:\n{text}" if text else ""
 
     def close(self) -> None:
         for s in self.slots:
@@ -361,6 +395,7 @@ class _Pool:
             if s.proc.is_alive():
                 s.proc.kill()
                 s.proc.join()
+        self._tmp.cleanup()
 
     def wait_ready(self) -> None:
         """Block until every worker has built its SUT, ROI and reader (or raise what went wrong)."""
@@ -439,6 +474,7 @@ class _Pool:
     def _lost(self, s: _Slot, pending: deque, on_pair, on_bundle, status: str, message: str) -> None:
         s.proc.kill()
         s.proc.join()
+        tb = self._stacks(s) if status == "timeout" else ""
         kind, payload = s.task  # type: ignore[misc]
         cur = s.current
         if kind == "frame":
@@ -446,9 +482,9 @@ class _Pool:
             remaining = [tuple(k) for k in keys if tuple(k) not in s.done]
             if cur is None or cur[0] is None or cur[1] == "source":  # lost on the source: all its pairs
                 for key in remaining:
-                    on_pair(_pair_record(key, status, "source", error=message, traceback=""))
+                    on_pair(_pair_record(key, status, "source", error=message, traceback=tb))
             else:
-                on_pair(_pair_record(cur[0], status, "follow", error=message, traceback=""))
+                on_pair(_pair_record(cur[0], status, "follow", error=message, traceback=tb))
                 rest = [k for k in remaining if k != cur[0]]
                 if rest:
                     pending.appendleft(("frame", (index, rest)))
