@@ -12,7 +12,8 @@ Measured in one process, on the same frames (real KITTI HDL-64E frames of ../sha
 * fast-vs-exact agreement: per head the max absolute difference, the fraction of cells (all, and non-empty)
   whose objectness decision (category >= 0.5) flips, and whether the obstacle counts agree per frame.
 
-Weights: the shipped cnnseg640.pt when present, else random weights (then say so: few obstacles).
+Weights: the shipped cnnseg640.pt when present, else random weights whose category/confidence biases are shifted
+so that half of the first frame's non-empty cells are objects (so that agreement and cluster costs mean something).
 
     .venv/bin/python benchmarks/bench_perception.py [--frames 4] [--repeat 3] [--grid 640] [--compile]
 """
@@ -152,6 +153,32 @@ def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int)
     }
 
 
+def calibrated_random_network(grid: int, frame: Frame, spread: float = 2.0):
+    """Random weights (seed 0) whose category and confidence outputs are rescaled like a trained network's: on
+    ``frame``'s non-empty cells their logits get median 0 and standard deviation ``spread`` (the output layer's
+    rows for those two channels are scaled, the biases shifted). Half of the non-empty cells are then objects
+    and the logits spread over the thresholds, so the fast-vs-exact agreement (flips, counts) and the cost of
+    the clustering stages mean something before trained weights exist. (A raw random network's outputs are
+    almost constant: every cell would sit at the threshold.)"""
+    from lidarmt.perception.apollo.features import compute_features
+    from lidarmt.perception.apollo.network import build_network
+
+    net = build_network(grid, seed=0).eval()
+    feats = compute_features(frame.points, grid=grid)
+    nonempty = torch.from_numpy(feats[7] > 0)
+    with torch.no_grad():
+        raw = net.forward_raw(torch.from_numpy(feats)[None])[0]
+        for ch in (0, 3):
+            v = raw[ch][nonempty]
+            w = net.deconv0.weight[:, ch]  # ConvTranspose2d weight: (in, out, kh, kw)
+            b = net.deconv0.bias[ch]
+            scale = spread / float(v.std())
+            # logit' = scale * (logit - b) + b' with median(logit') = 0
+            net.deconv0.weight[:, ch] = w * scale
+            net.deconv0.bias[ch] = -scale * (float(v.median()) - float(b))
+    return net
+
+
 def stress_network(grid: int):
     """A network whose outputs make every non-empty cell an object and its own centre (confident, tall,
     'car'): the most obstacles the non-CNN stages can be given on a frame (an upper bound of their cost)."""
@@ -233,9 +260,7 @@ def main() -> None:
     if shipped:
         pipes = {m: ApolloLOP(c) for m, c in modes.items()}
     else:  # one random network shared by every mode, so that exact and fast see the same weights
-        from lidarmt.perception.apollo.network import build_network
-
-        net = build_network(args.grid, seed=0)
+        net = calibrated_random_network(args.grid, frames[0][0])
         pipes = {m: ApolloLOP(c, network=net) for m, c in modes.items()}
 
     threads = torch.get_num_threads()
@@ -248,7 +273,7 @@ def main() -> None:
                     "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
         "data": {"source": source, "frames": len(frames), "points_mean": float(np.mean([len(f) for f, _ in frames])),
                  "roi_points_mean": float(np.mean([len(r.indices(f)) for f, r in frames]))},
-        "weights": "shipped" if shipped else "random (no shipped weights)",
+        "weights": "shipped" if shipped else "random, calibrated (no shipped weights)",
         "grid": args.grid,
         "cnn_gflop": flops / 1e9,
         "matmul_4096_gflops": {"bf16": peak_bf16, "fp32": peak_fp32},
