@@ -30,6 +30,12 @@ def simulate(
                                          "angle in the bag.")] = True,
     density: Annotated[float, typer.Option("--density", min=0.1, max=3.0, help="Amount of traffic, parked cars "
                                            "and pedestrians (1.0: a busy street).")] = 1.0,
+    frames_per_drive: Annotated[int, typer.Option("--frames-per-drive", min=1, help="Dataset mode: frames kept "
+                                                  "from each drive before a new drive starts.")] = 20,
+    drives_per_town: Annotated[int, typer.Option("--drives-per-town", min=1, help="Dataset mode: drives through "
+                                                 "each town before a new town is built.")] = 3,
+    stride: Annotated[int, typer.Option("--stride", min=1, help="Dataset mode: keep every n-th 10 Hz sweep of a "
+                                        "drive.")] = 2,
     overwrite: Annotated[bool, typer.Option("--overwrite", "--force", help="Replace existing outputs.")] = False,
 ) -> None:
     """Simulate a Velodyne HDL-64E driving through a procedural town.
@@ -59,6 +65,7 @@ def simulate(
             from lidarmt.sim.dataset import generate_dataset
 
             s = generate_dataset(dataset, frames=frames, seed=seed, overwrite=overwrite, density=density,
+                                 frames_per_drive=frames_per_drive, drives_per_town=drives_per_town, stride=stride,
                                  on_frame=on_frame)
             msg = (f"wrote {s.frames} frames from {s.drives} drives in {s.towns} towns to {s.out_dir} "
                    f"in {s.seconds:.1f} s")
