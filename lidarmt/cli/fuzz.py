@@ -216,6 +216,17 @@ def fuzz(
     if run_info["throughput"]:
         console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
                       f"{workers} worker(s)); {len(viol)} violating pairs, {len(bundle_infos)} bundles")
+    for b in bundle_infos[:12]:
+        if b.get("error"):
+            console.print(f"  bundle {b['id']}: failed ({b['error']})")
+            continue
+        dd = b.get("ddmin") or {}
+        mini = (f"; {dd.get('size')} added point(s) suffice"
+                f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
+        console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} obstacles, "
+                      f"{b.get('lost')}{mini}")
+    if len(bundle_infos) > 12:
+        console.print(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
     console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
     bad = sum(r["count_relation"]["k"] + r["subset_relation"]["k"] + r["crashes"] + r["timeouts"]
               for r in summary["by_n"])
