@@ -222,7 +222,8 @@ def fuzz(
             continue
         dd = b.get("ddmin") or {}
         mini = (f"; {dd.get('size')} added point(s) suffice"
-                f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
+                f"{' (1-minimal)' if dd.get('one_minimal') else ' (not minimised further: ' + str(dd.get('stopped')) + ')'}"
+                ) if dd else ""
         console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} obstacles, "
                       f"{b.get('lost')}{mini}")
     if len(bundle_infos) > 12:
