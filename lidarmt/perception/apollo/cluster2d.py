@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,27 +45,85 @@ class Cluster:
 
     @property
     def meta_type(self) -> MetaType:
-        return MetaType(
-            int(np.argmax(self.meta_probs))
-        )  # argmax: the first maximum wins, as std::max_element
+        # argmax: the first maximum wins, as std::max_element
+        return MetaType(int(np.argmax(self.meta_probs)))
 
     @property
     def type_probs(self) -> np.ndarray:
         return type_probs(self.meta_probs)
 
 
-@dataclass(slots=True)
 class ClusterOutput:
-    """Everything Cluster2D produced for one frame (the emitted clusters plus the intermediate grids)."""
+    """Everything Cluster2D produced for one frame: the emitted obstacles as arrays (and, on demand, as
+    :class:`Cluster` objects) plus the intermediate grids.
 
-    clusters: list[Cluster]
-    id_img: np.ndarray  # (H, W) int32 obstacle id of each object cell, -1 elsewhere
-    num_obstacles: int  # before the confidence / height / min_pts filters
-    scores: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))  # (num_obstacles,)
-    heights: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    point_obstacle: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, np.int32)
-    )  # per ROI point, -1 = none
+    Emitted obstacle j (in obstacle-id order) is Cluster2D obstacle ``kept[j]``; its ROI point positions are
+    ``members[offsets[j]:offsets[j+1]]`` (ascending).
+    """
+
+    __slots__ = (
+        "_clusters", "cells", "heights", "id_img", "kept", "members", "meta_probs", "num_obstacles",
+        "offsets", "point_obstacle", "scores",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        *,
+        id_img: np.ndarray,
+        num_obstacles: int,
+        scores: np.ndarray,
+        heights: np.ndarray,
+        meta_probs: np.ndarray,
+        cells: np.ndarray,
+        point_obstacle: np.ndarray,
+        kept: np.ndarray,
+        members: np.ndarray,
+        offsets: np.ndarray,
+    ) -> None:
+        self.id_img = id_img  # (H, W) int32 obstacle id of each object cell, -1 elsewhere
+        self.num_obstacles = num_obstacles  # before the confidence / height / min_pts filters
+        self.scores = scores  # (num_obstacles,) float32 mean confidence
+        self.heights = heights  # (num_obstacles,) float32 mean height
+        self.meta_probs = meta_probs  # (num_obstacles, 5) float32 mean class scores
+        self.cells = cells  # (num_obstacles,) cells per obstacle
+        self.point_obstacle = point_obstacle  # per ROI point: the obstacle it joined, -1 = none
+        self.kept = kept  # (K,) ids of the emitted obstacles
+        self.members = members  # int64 ROI point positions of the emitted obstacles, grouped
+        self.offsets = offsets  # (K + 1,)
+        self._clusters: list[Cluster] | None = None
+
+    @property
+    def clusters(self) -> list[Cluster]:
+        """The emitted obstacles as :class:`Cluster` objects (built on first use)."""
+        if self._clusters is None:
+            self._clusters = [
+                Cluster(
+                    self.members[self.offsets[j] : self.offsets[j + 1]],
+                    float(self.scores[o]),
+                    float(self.heights[o]),
+                    self.meta_probs[o].copy(),
+                    int(o),
+                    int(self.cells[o]),
+                )
+                for j, o in enumerate(self.kept.tolist())
+            ]
+        return self._clusters
+
+
+def _group(point_obs: np.ndarray, counts: np.ndarray, min_pts_num: int) -> tuple[np.ndarray, ...]:
+    """Emitted obstacle ids (enough points) and their points grouped by obstacle, ascending within each."""
+    # DEVIATION: min_pts_num <= 0 would let Apollo emit obstacles without points (MinBox on an empty cloud is
+    # undefined there); we never emit an obstacle without points.
+    kept = np.flatnonzero(counts >= max(min_pts_num, 1)).astype(np.int64)
+    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+    if len(kept) == 0:
+        return kept, np.zeros(0, np.int64), offsets
+    emitted = np.zeros(len(counts), dtype=bool)
+    emitted[kept] = True
+    pos = np.flatnonzero((point_obs >= 0) & emitted[np.maximum(point_obs, 0)])
+    members = pos[np.argsort(point_obs[pos], kind="stable")].astype(np.int64)
+    np.cumsum(counts[kept], out=offsets[1:])
+    return kept, members, offsets
 
 
 def type_probs(meta_probs: np.ndarray) -> np.ndarray:
@@ -145,19 +203,19 @@ def cluster2d(
     counts = K.assign_points_kernel(
         point2grid, z, id_img, score, height, _f32(confidence_thresh), _f32(height_thresh), point_obs
     )
-    # DEVIATION: min_pts_num <= 0 would let Apollo emit obstacles without points (MinBox on an empty cloud is
-    # undefined there); we never emit an obstacle without points.
-    keep = np.flatnonzero(counts >= max(min_pts_num, 1))
-    clusters: list[Cluster] = []
-    if len(keep):
-        order = np.argsort(point_obs, kind="stable")
-        starts = np.searchsorted(point_obs[order], keep, side="left")
-        for o, s in zip(keep, starts, strict=True):
-            members = order[s : s + counts[o]].astype(np.int64)
-            clusters.append(
-                Cluster(members, float(score[o]), float(height[o]), probs[o].copy(), int(o), int(_cells[o]))
-            )
-    return ClusterOutput(clusters, id_img.reshape(rows, cols), int(num), score, height, point_obs)
+    kept, members, offsets = _group(point_obs, counts, min_pts_num)
+    return ClusterOutput(
+        id_img=id_img.reshape(rows, cols),
+        num_obstacles=int(num),
+        scores=score,
+        heights=height,
+        meta_probs=probs,
+        cells=_cells,
+        point_obstacle=point_obs,
+        kept=kept,
+        members=members,
+        offsets=offsets,
+    )
 
 
 # ------------------------------------------------------------------------------------------ reference
@@ -336,11 +394,19 @@ def cluster2d_reference(
         if height_thresh < 0 or zs[i] <= f32(heights[o] + f32(height_thresh)):
             members[o].append(i)
             point_obs[i] = o
-    clusters = [
-        Cluster(
-            np.asarray(m, np.int64), float(scores[o]), float(heights[o]), probs[o].copy(), o, len(grids[o])
-        )
-        for o, m in enumerate(members)
-        if len(m) >= max(min_pts_num, 1)
-    ]
-    return ClusterOutput(clusters, id_img.reshape(rows, cols), num, scores, heights, point_obs)
+    kept = [o for o, m in enumerate(members) if len(m) >= max(min_pts_num, 1)]
+    offsets = np.zeros(len(kept) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(members[o]) for o in kept]) if kept else []
+    flat = [i for o in kept for i in members[o]]
+    return ClusterOutput(
+        id_img=id_img.reshape(rows, cols),
+        num_obstacles=num,
+        scores=scores,
+        heights=heights,
+        meta_probs=probs,
+        cells=np.array([len(g) for g in grids], dtype=np.int32),
+        point_obstacle=point_obs,
+        kept=np.asarray(kept, dtype=np.int64),
+        members=np.asarray(flat, dtype=np.int64),
+        offsets=offsets,
+    )

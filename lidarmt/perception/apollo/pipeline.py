@@ -204,42 +204,41 @@ class ApolloLOP:
 
     @staticmethod
     def _build(rp: np.ndarray, roi_idx: np.ndarray, clusters: ClusterOutput) -> Obstacles:
-        cl = clusters.clusters
-        if not cl:
+        kept, members, offsets = clusters.kept, clusters.members, clusters.offsets
+        k_total = len(kept)
+        if k_total == 0:
             return Obstacles()
-        sizes = np.fromiter((len(c.points) for c in cl), dtype=np.int64, count=len(cl))
-        members = np.concatenate([c.points for c in cl])
-        offsets = np.zeros(len(cl) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
         sel = rp[members]
         xyz = np.empty((len(members), 3), dtype=np.float32)
         xyz[:, 0], xyz[:, 1], xyz[:, 2] = sel["x"], sel["y"], sel["z"]
         boxes, heights, poly, poly_off = build_boxes_arrays(xyz, offsets)
-        probs = np.stack([c.meta_probs for c in cl])  # (K, 5)
-        metas = np.argmax(probs, axis=1)  # the first maximum wins, as std::max_element
-        tprobs = np.zeros((len(cl), 6), dtype=np.float32)
+        probs = clusters.meta_probs[kept]  # (K, 5)
+        metas = np.argmax(probs, axis=1).tolist()  # the first maximum wins, as std::max_element
+        tprobs = np.zeros((k_total, 6), dtype=np.float32)
         tprobs[:, 0], tprobs[:, 3], tprobs[:, 4] = probs[:, 0], probs[:, 4], probs[:, 3]
         tprobs[:, 5] = probs[:, 1] + probs[:, 2]
         point_idx = roi_idx[members]
-        out = []
-        for k, c in enumerate(cl):
-            meta = _METAS[metas[k]]
-            out.append(
-                Obstacle(
-                    cls=meta.obstacle_class,
-                    score=c.score,
-                    point_indices=point_idx[offsets[k] : offsets[k + 1]],
-                    center=boxes[k, 0:3],
-                    length=float(boxes[k, 3]),
-                    width=float(boxes[k, 4]),
-                    height=float(heights[k]),
-                    direction=boxes[k, 5:8],
-                    polygon=poly[poly_off[k] : poly_off[k + 1]],
-                    meta_type=meta,
-                    type_probs=tprobs[k],
-                )
+        scores = clusters.scores[kept].astype(np.float64).tolist()
+        lengths, widths, hs = boxes[:, 3].tolist(), boxes[:, 4].tolist(), heights.tolist()
+        off, poff = offsets.tolist(), poly_off.tolist()
+        out = [
+            Obstacle(
+                cls=_CLASSES[m],
+                score=scores[k],
+                point_indices=point_idx[off[k] : off[k + 1]],
+                center=boxes[k, 0:3],
+                length=lengths[k],
+                width=widths[k],
+                height=hs[k],
+                direction=boxes[k, 5:8],
+                polygon=poly[poff[k] : poff[k + 1]],
+                meta_type=_METAS[m],
+                type_probs=tprobs[k],
             )
+            for k, m in enumerate(metas)
+        ]
         return Obstacles(out)
 
 
 _METAS = tuple(MetaType)
+_CLASSES = tuple(m.obstacle_class for m in _METAS)
