@@ -64,6 +64,11 @@ _PB_LAYOUT = FieldLayout((Field("x", 0, "f4"), Field("y", 4, "f4"), Field("z", 8
 _PB_LAYOUT_RING = FieldLayout((*_PB_LAYOUT.fields, Field("ring", 24, "u4")), 28)
 
 
+def _s(v: str | bytes) -> str:
+    """A protobuf string field; protobuf hands back bytes when the field is not valid UTF-8 (corrupt data)."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
 def is_cyber_record(path: Path) -> bool:
     """True when the file starts with a Cyber Header section (type 0, a plausible size)."""
     try:
@@ -250,7 +255,8 @@ class CyberRecording(Recording):
         for e in index.indexes:
             if e.type == SECTION_CHANNEL:
                 cc = e.channel_cache
-                c.channels[cc.name] = _ChannelInfo(cc.name, cc.message_type, cc.message_number, cc.proto_desc)
+                c.channels[_s(cc.name)] = _ChannelInfo(_s(cc.name), _s(cc.message_type), cc.message_number,
+                                                       cc.proto_desc)
             elif e.type == SECTION_CHUNK_HEADER:
                 hc = e.chunk_header_cache
                 pending_header = _Chunk(e.position, 0, 0, hc.begin_time, hc.end_time, hc.message_number)
@@ -277,7 +283,7 @@ class CyberRecording(Recording):
                 break
             if typ == SECTION_CHANNEL:
                 ch = self._proto(R.Channel, pos, size)
-                c.channels.setdefault(ch.name, _ChannelInfo(ch.name, ch.message_type, 0, ch.proto_desc))
+                c.channels.setdefault(_s(ch.name), _ChannelInfo(_s(ch.name), _s(ch.message_type), 0, ch.proto_desc))
             elif typ == SECTION_CHUNK_HEADER:
                 hd = self._proto(R.ChunkHeader, pos, size)
                 pending = _Chunk(pos, 0, 0, hd.begin_time, hd.end_time, hd.message_number)
@@ -377,7 +383,11 @@ class CyberRecording(Recording):
         return self._cloud_index
 
     def _read(self, i: int) -> Frame:
-        off, ln = self._index()[i]
+        index = self._index()
+        if i >= len(index):
+            raise FormatError(f"{self.path}: the record's index announces {self._c.channels[self.topic].count} "
+                              f"messages on {self.topic}, but its chunks hold {len(index)} (corrupt index)")
+        off, ln = index[i]
         self._fh.seek(off)
         data = self._fh.read(ln)
         if len(data) != ln:
@@ -406,7 +416,7 @@ class CyberRecording(Recording):
             stamp = msg.header.lidar_timestamp * 1e-9
         else:
             stamp = msg.header.timestamp_sec
-        frame_id = (msg.frame_id or msg.header.frame_id or "velodyne64").lstrip("/")
+        frame_id = (_s(msg.frame_id) or _s(msg.header.frame_id) or "velodyne64").lstrip("/")
         layout = _PB_LAYOUT_RING if ring else _PB_LAYOUT
         view = recs if ring else recs[["x", "y", "z", "intensity", "timestamp"]]
         points, dropped = to_points(view, layout, stamp=stamp)

@@ -161,7 +161,7 @@ class Ros1Recording(BagRecording):
                     f"`rosbag reindex` on a copy") from err
             try:
                 self._scan()
-            except (FormatError, struct.error, ValueError, IndexError, OSError) as err2:
+            except (FormatError, struct.error, ValueError, IndexError, KeyError, OSError) as err2:
                 hint = "; it may be truncated or still being recorded: try `rosbag reindex` on a copy"
                 raise FormatError(f"{path}: unreadable ROS1 bag ({err}; scanning: {err2}){hint}") from err
             self._notes.append(f"bag index unusable ({err}); messages listed by scanning the chunks")

@@ -73,10 +73,13 @@ class Ros2Recording(BagRecording):
     def _select(self, topic: str | None) -> None:
         self._conns = [c for c in self._reader.connections if c.topic == topic] if topic else []
 
+    def _count_meta(self) -> int:
+        return sum(c.msgcount for c in self._conns)
+
     def _count(self) -> int:
         if self._stamps is not None:
             return len(self._stamps)
-        return sum(c.msgcount for c in self._conns)
+        return self._count_meta()
 
     def _messages(self, conns, **kw) -> Iterator[tuple[Any, int, bytes]]:
         try:
@@ -129,6 +132,9 @@ class Ros2Recording(BagRecording):
                 return raw
         if self._stamps is None:
             self._stamps = [t for _c, t, _r in self._messages(self._conns)]
+        if i >= len(self._stamps):
+            raise FormatError(f"{self.path}: metadata.yaml announces {self._count_meta()} messages on {self.topic}, "
+                              f"but the storage holds {len(self._stamps)} (damaged bag)")
         t = self._stamps[i]
         k = i - self._stamps.index(t)  # several clouds may share a timestamp
         for j, (_c, _t, raw) in enumerate(self._messages(self._conns, start=t, stop=t + 1)):

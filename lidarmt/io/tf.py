@@ -42,6 +42,11 @@ class _Series:
     sorted: bool = True
 
     def add(self, t: float, xyz: np.ndarray, q: np.ndarray) -> None:
+        xyz = np.asarray(xyz, dtype=np.float64)
+        q = np.asarray(q, dtype=np.float64)
+        norm = float(np.linalg.norm(q))
+        if not (np.isfinite(t) and np.all(np.isfinite(xyz)) and np.isfinite(norm) and norm > 1e-9):
+            raise ValueError("non-finite transform or zero quaternion")
         if self.times and t < self.times[-1]:
             self.sorted = False
         self.times.append(t)
@@ -87,13 +92,18 @@ class TfBuffer:
         self._parent: dict[str, str] = {}
 
     @staticmethod
-    def _norm(name: str) -> str:
+    def _norm(name: str | bytes) -> str:
+        if isinstance(name, bytes):  # a string field that was not valid UTF-8
+            name = name.decode("utf-8", "replace")
         return name.lstrip("/")
 
     def add(self, parent: str, child: str, t: float, xyz, quat_xyzw, *, static: bool = False) -> None:
         parent, child = self._norm(parent), self._norm(child)
         if static:
-            self._static[(parent, child)] = make_pose(xyz, quat_xyzw)
+            m = make_pose(xyz, quat_xyzw)  # raises ValueError for a zero or non-finite quaternion
+            if not np.all(np.isfinite(m)):
+                raise ValueError("non-finite static transform")
+            self._static[(parent, child)] = m
         else:
             self._dynamic[(parent, child)].add(float(t), np.asarray(xyz), np.asarray(quat_xyzw))
         self._parent[child] = parent
