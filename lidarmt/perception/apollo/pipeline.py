@@ -91,10 +91,11 @@ class ApolloLOP:
         else:
             path = Path(cfg.weights_path() if weights is _DEFAULT else weights).expanduser()
             if not path.is_file():
-                raise WeightsError(
-                    f"CNN weights {path} not found: train them with `lidarmt train` (it writes "
-                    f"{cfg.weights_path() if cfg.weights is None else path}), or pass --weights FILE"
-                )
+                if weights is _DEFAULT and cfg.weights is None:
+                    hint = "train them with `lidarmt train --ship` (which installs them there), or pass --weights FILE"
+                else:
+                    hint = "pass an existing weights file, or train one with `lidarmt train`"
+                raise WeightsError(f"CNN weights {path} not found: {hint}")
             net = load_network(path, grid=cfg.grid)
             self.weights_path = path
         self.network = net
