@@ -42,8 +42,8 @@ def read_calib(path: Path) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     try:
         text = path.read_text()
-    except OSError as err:
-        raise RecordingError(f"{path}: unreadable calibration ({err.strerror or err})") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise RecordingError(f"{path}: unreadable calibration ({getattr(err, 'strerror', None) or err})") from err
     for line in text.splitlines():
         if ":" not in line:
             continue
@@ -74,9 +74,12 @@ def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
     """KITTI label_2 lines as sensor-frame boxes (BOX_DTYPE); DontCare and unknown types are skipped."""
     try:
         lines = path.read_text().splitlines()
-    except OSError as err:
-        raise RecordingError(f"{path}: unreadable labels ({err.strerror or err})") from err
-    velo_from_rect = np.linalg.inv(rect_from_velo)
+    except (OSError, UnicodeDecodeError) as err:
+        raise RecordingError(f"{path}: unreadable labels ({getattr(err, 'strerror', None) or err})") from err
+    try:
+        velo_from_rect = np.linalg.inv(rect_from_velo)
+    except np.linalg.LinAlgError as err:
+        raise FormatError(f"{path}: the calibration R0_rect · Tr_velo_to_cam is not invertible") from err
     rows = []
     for k, line in enumerate(lines):
         parts = line.split()
