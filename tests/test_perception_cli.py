@@ -74,3 +74,24 @@ def test_perceive_user_errors(scene, capsys) -> None:
     assert "out of range" in capsys.readouterr().err
     assert main(_args(scene, "--set", "nokey=3")) == 2
     assert "unknown setting" in capsys.readouterr().err
+
+
+def test_perceive_places_a_world_map_by_the_pose(scene, tmp_path, capsys) -> None:
+    xyz = np.concatenate([_square(5.0, 1.0, 1.5), _square(-4.0, -2.0, 1.0)])
+    pose = np.eye(4)
+    pose[:3, 3] = [500_000.0, 4_000_000.0, 10.0]
+    write_npz_folder(tmp_path / "posed", [Frame(make_points(xyz, 50.0), pose=pose)])
+    write_npz_folder(tmp_path / "unposed", [Frame(make_points(xyz, 50.0))])
+    road = [[500_000 + x, 4_000_000 + y] for x, y in [[-10, -4], [10, -4], [10, 4], [-10, 4], [-10, -4]]]
+    doc = {"type": "FeatureCollection", "frame": "world",
+           "features": [{"type": "Feature", "properties": {"kind": "road", "id": "r"},
+                         "geometry": {"type": "Polygon", "coordinates": [road]}}]}  # fmt: skip
+    (tmp_path / "world.geojson").write_text(json.dumps(doc))
+    args = ["--map", str(tmp_path / "world.geojson"), "--grid", "64", "--set", "range=16",
+            "--weights", str(scene / "w.pt"), "--json"]  # fmt: skip
+    assert main(["perceive", str(tmp_path / "posed"), *args]) == 0
+    doc_out = json.loads(capsys.readouterr().out)
+    assert len(doc_out["obstacles"]) == 2 and doc_out["roi_points"] == len(xyz)
+    assert main(["perceive", str(tmp_path / "unposed"), *args]) == 2
+    err = capsys.readouterr().err
+    assert "no pose" in err and len(err.strip().splitlines()) == 1
