@@ -144,6 +144,28 @@ def null_sut() -> NullSut:
     return NullSut()
 
 
+def calibrated_apollo(recording: str, spread: float = 2.0, grid: int = 640):
+    """ApolloLOP with bench_perception's *calibrated random* network (random weights whose object and
+    confidence logits are rescaled on the recording's first frame), so the whole pipeline reports obstacles
+    before trained weights exist. Deterministic (seed 0), so every worker and a replay build the same network.
+    Its MR1 rates say nothing about Apollo's model; it exercises the campaign on realistic obstacle lists.
+
+        PYTHONPATH=benchmarks lidarmt fuzz ... --sut bench_fuzz:calibrated_apollo --sut-option recording=REC
+    """
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_perception import calibrated_random_network
+
+    from lidarmt.io import open_recording
+    from lidarmt.perception.apollo.config import ApolloConfig
+    from lidarmt.perception.apollo.pipeline import ApolloLOP
+
+    with open_recording(recording) as rec:
+        frame = rec[0]
+    p = ApolloLOP(ApolloConfig(grid=grid), network=calibrated_random_network(grid, frame, spread))
+    p.name = "apollo-calibrated-random"
+    return p
+
+
 def perception_only(config: CampaignConfig) -> dict:
     """Time the SUT alone on the campaign's source and follow-up frames (prepared beforehand)."""
     ev = Evaluator(config)

@@ -168,3 +168,15 @@ def test_sut_that_cannot_be_built_leaves_no_run_folder(rec, tmp_path, capsys):
         assert main(fuzz(rec, tmp_path / "o", "--sut-option", "no_such_option=1", "--workers", workers)) == 2
         assert not (tmp_path / "o").exists()
         capsys.readouterr()
+
+
+@pytest.mark.parametrize("args, what", [
+    (["--frames", "0"], "at least one frame"), (["--trials", "0"], "--trials"), (["--workers", "0"], "--workers"),
+    (["--radius", "-5"], "positive"), (["--region", "ring"], "--region"), (["--timeout", "0"], "--timeout"),
+    (["--bundles", "some"], "--bundles"), (["--mode", "turbo"], "--mode"), (["--sut-option", "novalue"], "KEY=VALUE"),
+    (["--resume", "--force"], "contradict"), (["--resume"], "no campaign journal"),
+])
+def test_bad_options_are_one_line_errors(rec, tmp_path, capsys, args, what):
+    assert main(fuzz(rec, tmp_path / "o", "--n", "10", *args)) == 2
+    assert what in one_line_error(capsys)
+    assert not (tmp_path / "o").exists()
