@@ -95,3 +95,19 @@ def test_perceive_places_a_world_map_by_the_pose(scene, tmp_path, capsys) -> Non
     assert main(["perceive", str(tmp_path / "unposed"), *args]) == 2
     err = capsys.readouterr().err
     assert "no pose" in err and len(err.strip().splitlines()) == 1
+
+
+def test_perceive_without_a_map_uses_road_labels(scene, tmp_path, capsys) -> None:
+    from lidarmt.types import Labels
+
+    xyz = np.concatenate([_square(5.0, 1.0, 1.5), _square(-4.0, -2.0, 1.0)])
+    sem = np.full(len(xyz), 40, dtype=np.uint32)  # road
+    sem[len(xyz) - 5 :] = 50  # building points: outside the ROI
+    write_npz_folder(
+        tmp_path / "labelled", [Frame(make_points(xyz, 50.0), labels=Labels(point_semantic=sem))]
+    )
+    args = ["perceive", str(tmp_path / "labelled"), "--grid", "64", "--set", "range=16", "--weights",
+            str(scene / "w.pt"), "--json"]  # fmt: skip
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["roi_points"] == len(xyz) - 5 and len(doc["obstacles"]) == 2

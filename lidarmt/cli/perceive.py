@@ -39,16 +39,38 @@ def _roi_for(map_path: Path, frame, *, roi_range: float, map_frame: str):
     return roi.mask(frame.pose)
 
 
+ROAD_LABELS = (40, 44, 48)  # SemanticKITTI road, parking, sidewalk
+
+
+def _label_roi(frame, recording: Path):
+    """ROI from per-point road labels, for real frames without an HD map."""
+    import numpy as np
+
+    from lidarmt.errors import ArgumentError
+    from lidarmt.roi import PointLabelRoi
+
+    sem = frame.labels.point_semantic if frame.labels is not None else None
+    if sem is None:
+        raise ArgumentError(
+            f"{recording} has no per-point road labels; give the ROI with --map (an HD map or a GeoJSON map)"
+        )
+    return PointLabelRoi(frame, np.isin(np.asarray(sem) & 0xFFFF, ROAD_LABELS))
+
+
 def perceive(
     recording: Annotated[
         Path, typer.Argument(help="A recording (bag, record, PCD or KITTI folder, .npz frames).")
     ],
     map_path: Annotated[
-        Path,
+        Path | None,
         typer.Option(
-            "--map", help="HD map (Apollo base_map.bin/.txt/.xml folder or file, GeoJSON) giving the ROI."
+            "--map",
+            help="HD map (Apollo base_map.bin/.txt/.xml folder or "
+            "file, GeoJSON) giving the ROI. Without it, frames that carry "
+            "per-point road labels (KITTI + SemanticKITTI) use the labelled "
+            "road, parking and sidewalk points.",
         ),
-    ],
+    ] = None,
     frame_index: Annotated[int, typer.Option("--frame", "-f", min=0, help="Frame index (0-based).")] = 0,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Point-cloud topic or channel.")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the bird's-eye PNG here.")] = None,
@@ -113,7 +135,10 @@ def perceive(
         if frame_index >= n:
             raise ArgumentError(f"--frame {frame_index} is out of range: {recording} has {n} frame(s)")
         frame = rec[frame_index]
-    roi = _roi_for(map_path, frame, roi_range=roi_range, map_frame=map_frame)
+    if map_path is not None:
+        roi = _roi_for(map_path, frame, roi_range=roi_range, map_frame=map_frame)
+    else:
+        roi = _label_roi(frame, recording)
     if perception is None or perception.startswith("apollo"):
         preset = {"apollo-512": {"grid": 512}, "apollo-3.0": {"filter_noise": True}}.get(perception or "", {})
         cfg = ApolloConfig(**{"grid": grid, **preset}, mode=mode, weights=str(weights) if weights else None)
