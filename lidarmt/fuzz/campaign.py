@@ -251,7 +251,7 @@ class Evaluator:
                 continue
             dt = time.perf_counter() - t0
             verdict = judge(source, follow)
-            emit("pair", _pair_record(key, "ok", "follow", verdict=verdict.to_dict(), points=len(frame),
+            emit("pair", _pair_record(key, "ok", "follow", verdict=verdict.to_dict(matches=False), points=len(frame),
                                       sut_s=round(dt, 6), source_s=round(t_source, 6)))
 
     def judge_key(self, key: Key) -> tuple[Frame, Roi, Any, Obstacles, Obstacles, Verdict]:

@@ -107,16 +107,20 @@ class Verdict:
         """O ⊆ O′ fails: some source obstacle has no match."""
         return bool(self.missing)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, *, matches: bool = True) -> dict[str, Any]:
+        """JSON form; ``matches=False`` leaves out the (source, follow-up, score) list (the journal does:
+        with hundreds of obstacles per frame it would dominate the file)."""
+        d = {
             "counts_source": {c.value: v for c, v in self.counts_source.items()},
             "counts_follow": {c.value: v for c, v in self.counts_follow.items()},
             "count_violation": self.count_violation,
             "class_violations": [c.value for c in self.class_violations],
             "subset_violation": self.subset_violation,
             "missing": [m.to_dict() for m in self.missing],
-            "matches": [[i, j, round(s, 4)] for i, j, s in self.matches],
         }
+        if matches:
+            d["matches"] = [[i, j, round(s, 4)] for i, j, s in self.matches]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
