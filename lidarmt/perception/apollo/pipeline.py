@@ -102,6 +102,7 @@ class ApolloLOP:
         self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads)
         self.last_timings: dict[str, float] = {}
         self._feat_buf: np.ndarray | None = None
+        self._feat_key: tuple[int, float] | None = None
 
     def __repr__(self) -> str:
         w = self.weights_path.name if self.weights_path else "random/in-memory"
@@ -113,9 +114,11 @@ class ApolloLOP:
 
         The returned array is a buffer reused by the next call; copy it to keep it."""
         cfg = self.config
-        fresh = self._feat_buf is None or self._feat_buf.shape[1] != cfg.grid
+        key = (cfg.grid, float(cfg.range))
+        fresh = self._feat_buf is None or self._feat_key != key
         if fresh:
             self._feat_buf = np.empty((8, cfg.grid, cfg.grid), dtype=np.float32)
+            self._feat_key = key
         indices = (
             None
             if cfg.use_full_cloud
