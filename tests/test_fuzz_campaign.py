@@ -81,6 +81,17 @@ def test_workers_kill_hung_sut_and_match_in_process_totals(rec, tmp_path):
     assert r1.tally.to_dict() == r2.tally.to_dict()
 
 
+def test_worker_death_is_a_crash_finding(rec, tmp_path):
+    cfg = config(rec, "test_fuzz_support:die_sut", sut_options={"bad_frame": 3}, ns=(10, 1000), trials=1,
+                 frames=(0, 3))
+    r = run_campaign(cfg, tmp_path / "run", workers=2)
+    recs = {(x["frame"], x["n"]): x for x in iter_records(tmp_path / "run" / JOURNAL_NAME)}
+    assert len(recs) == 4 and recs[(0, 10)]["status"] == "ok" and recs[(0, 1000)]["status"] == "ok"
+    for n in (10, 1000):
+        assert recs[(3, n)]["status"] == "crash" and "exit code 77" in recs[(3, n)]["error"]
+    assert sum(t.crashes for t in r.tally.by_n.values()) == 2
+
+
 def _cli(rec: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "lidarmt", "fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi",
             "--sut", "test_fuzz_support:grid_sut", "--n", "10,300,1000", "--frames", "4", "--trials", "2",

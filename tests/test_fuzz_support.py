@@ -153,6 +153,25 @@ def hang_sut(**kw):
     return HangSut(**kw)
 
 
+class DieSut(GridSut):
+    """Kills its own process (as a segfault in native code would) on every follow-up of ``bad_frame``."""
+
+    name = "die-test"
+
+    def __init__(self, bad_frame: int = 1, **kw) -> None:
+        super().__init__(**kw)
+        self.bad_frame = bad_frame
+
+    def detect(self, frame: Frame, roi) -> Obstacles:
+        if frame.index == self.bad_frame and len(frame) != source_size(frame.index):
+            os._exit(77)
+        return super().detect(frame, roi)
+
+
+def die_sut(**kw):
+    return DieSut(**kw)
+
+
 def source_size(index: int) -> int:
     """Point count of source frame ``index`` as written by :func:`make_scene` (deterministic)."""
     return len(make_scene(index).points)

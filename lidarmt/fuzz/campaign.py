@@ -434,8 +434,11 @@ class _Pool:
                 if gen == s.gen:
                     self._handle(s, kind, payload, on_pair, on_bundle)
             now = time.monotonic()
+            if any(self._overdue(s, now, timeout) or (s.proc.exitcode is not None and s.task is not None)
+                   for s in self.slots):
+                self._drain(on_pair, on_bundle)  # what a dying or late worker sent still counts
             for s in self.slots:
-                if s.task is not None and s.current is not None and timeout and now - s.since > timeout:
+                if self._overdue(s, now, timeout):
                     self._lost(s, pending, on_pair, on_bundle, "timeout", f"timed out after {timeout:g} s "
                                "(the worker process was killed)")
                 elif s.proc.exitcode is not None and (s.task is not None or not s.ready):
@@ -445,6 +448,22 @@ class _Pool:
                                f"the worker process died (exit code {s.proc.exitcode}) during a perception call")
                 elif not s.ready and now - s.since > self.startup_timeout:
                     raise WorkerFailure(f"a worker process did not start within {self.startup_timeout:g} s")
+
+    @staticmethod
+    def _overdue(s: _Slot, now: float, timeout: float | None) -> bool:
+        return bool(s.task is not None and s.current is not None and timeout and now - s.since > timeout)
+
+    def _drain(self, on_pair, on_bundle) -> None:
+        """Handle every message already waiting (a worker's last verdicts before it died or was stopped)."""
+        time.sleep(0.05)  # let the queue's feeder threads flush
+        while True:
+            try:
+                wid, gen, kind, payload = self.results.get_nowait()
+            except queue.Empty:
+                return
+            s = self.slots[wid]
+            if gen == s.gen:
+                self._handle(s, kind, payload, on_pair, on_bundle)
 
     def _handle(self, s: _Slot, kind: str, payload: Any, on_pair, on_bundle) -> None:
         if kind == "ready":
