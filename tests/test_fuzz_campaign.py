@@ -70,7 +70,7 @@ def test_timeout_in_process(rec, tmp_path):
 
 
 def test_workers_kill_hung_sut_and_match_in_process_totals(rec, tmp_path):
-    cfg = config(rec, "test_fuzz_support:hang_sut", sut_options={"bad_frame": 2, "sleep": 120}, timeout=3.0,
+    cfg = config(rec, "test_fuzz_support:hang_sut", sut_options={"bad_frame": 2, "sleep": 120}, timeout=1.5,
                  ns=(10, 1000), trials=1)
     r2 = run_campaign(cfg, tmp_path / "w2", workers=2)
     timeouts = [x for x in iter_records(tmp_path / "w2" / JOURNAL_NAME) if x["status"] == "timeout"]
