@@ -72,6 +72,9 @@ def test_car_iou_threshold_is_half_and_pedestrian_threshold_is_0_3():
     # shift 1.5 m: IoU = 2.5*2 / (16 - 5) = 0.4545 < 0.5 -> miss
     c = match_frame([car_gt], [(box_polygon(_box(1.5, 0, 4, 2, 0)), CAR, 0.9, True)])
     assert c[CAR].tp == 0 and c[CAR].fp == 1 and c[CAR].fn == 1
+    assert c[CAR].found == 1  # overlapped (IoU >= 0.1) though not matched
+    c = match_frame([car_gt], [(box_polygon(_box(3.8, 0, 4, 2, 0)), CAR, 0.9, True)])  # IoU 0.2/7.8
+    assert c[CAR].found == 0
     ped_gt = GroundTruth(box_polygon(_box(0, 0, 1, 1, 0, MetaType.PEDESTRIAN)), PED)
     # shift 0.45: IoU = 0.55 / 1.45 = 0.379 >= 0.3 -> hit
     c = match_frame([ped_gt], [(box_polygon(_box(0.45, 0, 1, 1, 0)), PED, 0.9, True)])

@@ -34,7 +34,7 @@ def evaluate(
     """Per-class precision/recall of the full Apollo pipeline (ROI, CNN, Cluster2D, MinBox).
 
     A detection matches a ground-truth box of its class when their rotated bird's-eye-view IoU is >= 0.5 (cars)
-    or >= 0.3 (pedestrians, cyclists, unknown). "found" is class-agnostic recall. Simulated frames use Apollo's
+    or >= 0.3 (pedestrians, cyclists, unknown). "found" is class-agnostic recall at IoU >= 0.1. Simulated frames use Apollo's
     HDMap ROI on the map of their town (from the dataset's dataset.json); KITTI frames the area covered by their
     road/parking/sidewalk labels, and only detections inside the camera's field of view are counted (KITTI
     labels nothing outside it).
@@ -98,7 +98,7 @@ def evaluate(
 
     for res in results:
         t = Table(title=f"{res.name}: {res.frames} frames, {res.detections} detections, {res.seconds:.0f} s")
-        for col in ("class", "IoU≥", "GT", "det", "TP", "FP", "FN", "precision", "recall", "found (any class)"):
+        for col in ("class", "IoU≥", "GT", "det", "TP", "FP", "FN", "precision", "recall", "found (any class, IoU≥0.1)"):
             t.add_column(col, justify="left" if col == "class" else "right")
         for c in CLASS_ORDER:
             k = res.counts[c]
