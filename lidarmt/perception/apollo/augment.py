@@ -26,9 +26,9 @@ class AugmentConfig:
 
     rotate_max: float = np.pi  # rotation about z, uniform in [-rotate_max, rotate_max] radians
     flip_y_prob: float = 0.5  # mirror y -> -y
-    intensity_scale: tuple[float, float] = (0.6, 2.0)  # global multiplicative factor (sim median ~43, KITTI ~70)
+    intensity_scale: tuple[float, float] = (0.7, 1.4)  # global multiplicative factor (sim and KITTI medians ~65-70)
     intensity_jitter: float = 6.0  # per-point additive Gaussian sigma, in 0..255 units
-    intensity_replace_prob: float = 0.2  # chance to redraw all intensities from a skewed distribution
+    intensity_replace_prob: float = 0.1  # chance to redraw all intensities from a skewed distribution
     dropout: tuple[float, float] = (0.0, 0.3)  # fraction of points dropped uniformly at random
     range_dropout_prob: float = 0.5  # chance to apply range-dependent dropout
     range_dropout_max: float = 0.6  # drop probability reached at 60 m (grows with (r/60)^2)
