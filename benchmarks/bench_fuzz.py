@@ -103,7 +103,9 @@ def make_data(folder: Path, frames: int, bag: str | None = None, hdmap: str | No
     return str(bag), str(folder / "road.geojson"), "synthetic HDL-64E-like ROS1 bag (simulator not installed)"
 
 
-def sut_spec() -> tuple[SutSpec, str]:
+def sut_spec(bag: str | None = None) -> tuple[SutSpec, str]:
+    """Apollo with its shipped weights; else Apollo with a calibrated random network (so that the pipeline
+    reports obstacles and the oracle has real work), else with raw random weights."""
     try:
         from lidarmt.perception.apollo.config import ApolloConfig
 
@@ -111,6 +113,9 @@ def sut_spec() -> tuple[SutSpec, str]:
             return SutSpec("apollo"), "apollo (trained weights)"
     except Exception:  # noqa: BLE001
         pass
+    if bag and (Path(__file__).resolve().parent / "bench_perception.py").is_file():
+        return (SutSpec("bench_fuzz:calibrated_apollo", {"recording": bag}),
+                "apollo with a calibrated random network (no trained weights shipped yet)")
     return SutSpec("apollo", {"weights": None, "allow_random": True}), "apollo (random weights: none shipped yet)"
 
 
@@ -193,7 +198,7 @@ def campaign(config: CampaignConfig, out: Path) -> dict:
 
 def child_memory(args) -> None:
     bag, hdmap, frames = args.child_memory
-    sut, _ = sut_spec()
+    sut, _ = sut_spec(bag)
     cfg = CampaignConfig(SourceSpec(bag), RoiSpec(hdmap), sut, (10,), tuple(range(int(frames))), region=Region())
     with tempfile.TemporaryDirectory() as d:
         run_campaign(cfg, Path(d) / "run")
@@ -228,7 +233,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         bag, hdmap, data_what = make_data(tmp, max(frames, 8), args.bag, args.hdmap)
-        sut, sut_what = sut_spec()
+        sut, sut_what = sut_spec(bag)
         ns = (10, 100, 1000)
         rows = []
         # warm numba caches and torch once (a one-frame campaign)
