@@ -73,6 +73,13 @@ def main(argv: list[str] | None = None) -> int:
     for i, lab in enumerate(("0-10", "10-20", "20-30", "30-50")):
         rows.append((f"road intensity {lab} m", _fmt((real["road_intensity_by_range"] or [None] * 4)[i], "{:.0f}"),
                      _fmt((sim["road_intensity_by_range"] or [None] * 4)[i], "{:.0f}")))
+    for i, lab in enumerate(("3-10", "10-20", "20-40")):
+        rz, sz = (real["road_z_by_range"] or [None] * 3)[i], (sim["road_z_by_range"] or [None] * 3)[i]
+
+        def zf(v):
+            return "-" if v is None else (f"{v['median_z_range'][0]:.2f}..{v['median_z_range'][1]:.2f}; "
+                                          f"{v['spread_p90_p10']:.2f}")
+        rows.append((f"road z {lab} m (frame medians; p90-p10)", zf(rz), zf(sz)))
     b = realism.RANGE_BINS
     for i in range(len(b) - 1):
         rows.append((f"range {b[i]:g}-{b[i + 1]:g} m", _fmt(real["range_hist"][i]), _fmt(sim["range_hist"][i])))

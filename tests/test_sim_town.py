@@ -59,7 +59,23 @@ def test_raster_surfaces(town) -> None:
     r = town.roads[0]
     outside = geom.offset(r.center, r.half_left + town.sidewalk_width / 2)[3:-3]
     assert (town.surface(outside) == Mat.SIDEWALK).mean() > 0.8
-    assert (town.ground_z(outside) == pytest.approx(town.curb_height))
+    assert (town.ground_z(outside) - town.height(outside)) == pytest.approx(town.curb_height)
+    on_road = town.driving_lanes()[0].center
+    np.testing.assert_allclose(town.ground_z(on_road), town.height(on_road))
+
+
+def test_terrain_rolls_gently(town) -> None:
+    lo = town.raster_origin
+    hi = lo + np.array(town.raster.shape[::-1]) * town.res
+    xy = np.random.default_rng(0).uniform(lo, hi, (2000, 2))
+    h = town.height(xy)
+    grade = np.hypot(*town.slope(xy).T)
+    assert 0.2 < h.max() - h.min() < 6.0  # not flat, no mountains
+    assert grade.max() < 0.05 and grade.mean() > 0.002
+    # the gradient is the derivative of the height
+    e = 1e-4
+    num = (town.height(xy + [e, 0]) - town.height(xy - [e, 0])) / (2 * e)
+    np.testing.assert_allclose(num, town.slope(xy)[:, 0], atol=1e-6)
     assert (town.raster == Mat.MARKING).any() and (town.raster == Mat.CROSSWALK).any()
 
 

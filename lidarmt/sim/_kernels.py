@@ -1,7 +1,7 @@
 """Numba kernels of the simulator (raster filling and the analytic ground cast), each with a NumPy reference.
 
-The ground is a two-level height field given by a surface-code raster: road codes (< ``FIRST_RAISED``) lie at
-z = 0, every other code (sidewalk, terrain) at z = ``curb``. A ray that crosses the curb plane above a road cell
+The ground is a two-level height field over gently rolling terrain: road codes (< ``FIRST_RAISED``) of the
+surface-code raster lie on the terrain, every other code (sidewalk, grass) ``curb`` above it. A ray that crosses the curb plane above a road cell
 and then reaches the road plane above a raised cell has hit the curb's vertical face; that point is found by
 bisection on the raster.
 """
@@ -67,34 +67,148 @@ def _code_at(raster, x0, y0, inv_res, x, y, outside):  # pragma: no cover - numb
 
 
 @njit(cache=True)
+def _cell(grid, gx0, gy0, inv, x, y):  # pragma: no cover - numba
+    u = (x - gx0) * inv
+    v = (y - gy0) * inv
+    nx = grid.shape[1] - 1
+    ny = grid.shape[0] - 1
+    u = min(max(u, 0.0), nx - 1e-9)
+    v = min(max(v, 0.0), ny - 1e-9)
+    c = int(u)
+    r = int(v)
+    return r, c, u - c, v - r
+
+
+@njit(cache=True)
+def _height(grid, gx0, gy0, inv, x, y):  # pragma: no cover - numba
+    r, c, fx, fy = _cell(grid, gx0, gy0, inv, x, y)
+    h0 = grid[r, c] + (grid[r, c + 1] - grid[r, c]) * fx
+    h1 = grid[r + 1, c] + (grid[r + 1, c + 1] - grid[r + 1, c]) * fx
+    return h0 + (h1 - h0) * fy
+
+
+@njit(cache=True)
+def _slope(grid, gx0, gy0, inv, x, y):  # pragma: no cover - numba
+    r, c, fx, fy = _cell(grid, gx0, gy0, inv, x, y)
+    gx = ((grid[r, c + 1] - grid[r, c]) * (1 - fy) + (grid[r + 1, c + 1] - grid[r + 1, c]) * fy) * inv
+    gy = ((grid[r + 1, c] - grid[r, c]) * (1 - fx) + (grid[r + 1, c + 1] - grid[r, c + 1]) * fx) * inv
+    return gx, gy
+
+
+@njit(cache=True)
+def _above(tg, ox, oy, oz, dx, dy, dz, lift, t):  # pragma: no cover - numba
+    grid, gx0, gy0, inv = tg
+    return oz + t * dz - _height(grid, gx0, gy0, inv, ox + t * dx, oy + t * dy) - lift
+
+
+@njit(cache=True)
+def _surface_hit(tg, gmax, g0x, g0y, ox, oy, oz, dx, dy, dz, lift, max_t, t_guess):  # pragma: no cover
+    """First t > 0 where the ray meets the surface z = height(x, y) + lift (inf when none before max_t).
+
+    ``gmax`` bounds the terrain's slope and (g0x, g0y) is its gradient under the ray's origin. A ray that
+    climbs faster than any slope never meets it. Otherwise Newton's method, started from ``t_guess`` or from
+    the crossing with the plane tangent to the terrain under the origin; where Newton does not settle (rays
+    nearly parallel to the slope), sphere tracing (steps that cannot pass the first crossing) and bisection.
+    """
+    grid, gx0, gy0, inv = tg
+    f0 = oz - _height(grid, gx0, gy0, inv, ox, oy) - lift
+    if f0 <= 0.0:
+        return 0.0
+    hxy = np.sqrt(dx * dx + dy * dy)
+    rate = gmax * hxy - dz  # the most the height above ground can fall per unit of t
+    if rate <= 1e-9:
+        return np.inf
+    den = g0x * dx + g0y * dy - dz  # fall rate over the tangent plane
+    t = t_guess
+    if t <= 0.0 and den > 1e-6:
+        t = f0 / den
+    if t > 0.0:
+        for _ in range(10):
+            x = ox + t * dx
+            y = oy + t * dy
+            f = oz + t * dz - _height(grid, gx0, gy0, inv, x, y) - lift
+            gx, gy = _slope(grid, gx0, gy0, inv, x, y)
+            fp = dz - gx * dx - gy * dy
+            if fp > -1e-6:
+                break
+            step = f / fp
+            t -= step
+            if t <= 0.0 or t > 2.0 * max_t:
+                break
+            if abs(step) < 1e-6:
+                # accept only the first crossing: the ray must be above the ground a little before it
+                tb = t * 0.98
+                if _above(tg, ox, oy, oz, dx, dy, dz, lift, tb) > 0.0:
+                    if t <= max_t:
+                        return t
+                    return np.inf
+                break
+    # sphere tracing, then a short march and bisection for the exact crossing
+    t = 0.0
+    f = f0
+    while f > 1e-3:
+        t += f / rate
+        if t > max_t:
+            return np.inf
+        f = _above(tg, ox, oy, oz, dx, dy, dz, lift, t)
+    lo = t
+    hi = t + 0.05
+    while _above(tg, ox, oy, oz, dx, dy, dz, lift, hi) > 0.0:
+        lo = hi
+        hi += 0.05
+        if lo > max_t:
+            return np.inf
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if _above(tg, ox, oy, oz, dx, dy, dz, lift, mid) > 0.0:
+            lo = mid
+        else:
+            hi = mid
+    if hi <= max_t:
+        return hi
+    return np.inf
+
+
+@njit(cache=True)
 def cast_ground(origins: np.ndarray, dirs: np.ndarray, raster: np.ndarray, x0: float, y0: float, res: float,
-                curb: float, max_t: float, outside: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
-    """Distance along each ray to the ground (inf when none within ``max_t``) and the surface code hit."""
+                curb: float, max_t: float, outside: int, hgrid: np.ndarray, hres: float,
+                gmax: float) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """Distance along each ray to the ground (inf when none within ``max_t``) and the surface code hit.
+
+    The road surface is the height grid ``hgrid`` (nodes every ``hres`` metres from the raster's corner
+    (x0, y0), bilinear between them, clamped at the edges) whose slope never exceeds ``gmax``; raised codes
+    lie ``curb`` above it.
+    """
     n = dirs.shape[0]
     t_out = np.full(n, np.inf, dtype=np.float32)
     code_out = np.full(n, 255, dtype=np.uint8)
     inv = 1.0 / res
+    tg = (hgrid, x0, y0, 1.0 / hres)
+    g0x = 0.0
+    g0y = 0.0
+    last_x = np.nan
+    last_y = np.nan
     for i in range(n):
         ox, oy, oz = origins[i, 0], origins[i, 1], origins[i, 2]
         dx, dy, dz = dirs[i, 0], dirs[i, 1], dirs[i, 2]
-        if dz >= -1e-6:
+        if ox != last_x or oy != last_y:  # rays usually share their origin
+            g0x, g0y = _slope(hgrid, x0, y0, 1.0 / hres, ox, oy)
+            last_x, last_y = ox, oy
+        t1 = _surface_hit(tg, gmax, g0x, g0y, ox, oy, oz, dx, dy, dz, curb, max_t, -1.0)
+        if t1 == np.inf:
             continue
-        t1 = (curb - oz) / dz
-        if t1 > max_t:
-            continue
-        if t1 < 0:
-            t1 = 0.0
         c1 = _code_at(raster, x0, y0, inv, ox + t1 * dx, oy + t1 * dy, outside)
         if c1 >= FIRST_RAISED:
             t_out[i] = t1
             code_out[i] = c1
             continue
-        t0 = (0.0 - oz) / dz
+        t0 = _surface_hit(tg, gmax, g0x, g0y, ox, oy, oz, dx, dy, dz, 0.0, max_t, t1)
+        if t0 == np.inf:
+            continue
         c0 = _code_at(raster, x0, y0, inv, ox + t0 * dx, oy + t0 * dy, outside)
         if c0 < FIRST_RAISED:
-            if t0 <= max_t:
-                t_out[i] = t0
-                code_out[i] = c0
+            t_out[i] = t0
+            code_out[i] = c0
             continue
         lo, hi = t1, t0  # road at lo, raised at hi: find the curb face
         for _ in range(12):
@@ -103,19 +217,56 @@ def cast_ground(origins: np.ndarray, dirs: np.ndarray, raster: np.ndarray, x0: f
                 hi = mid
             else:
                 lo = mid
-        if hi <= max_t:
-            t_out[i] = hi
-            code_out[i] = CURB_FACE
+        t_out[i] = hi
+        code_out[i] = CURB_FACE
     return t_out, code_out
 
 
+def height_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """NumPy version of the bilinear terrain height (clamped at the grid's edges)."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    u = np.clip((x - x0) / hres, 0.0, hgrid.shape[1] - 1 - 1e-9)
+    v = np.clip((y - y0) / hres, 0.0, hgrid.shape[0] - 1 - 1e-9)
+    c = u.astype(np.int64)
+    r = v.astype(np.int64)
+    fx, fy = u - c, v - r
+    h0 = hgrid[r, c] + (hgrid[r, c + 1] - hgrid[r, c]) * fx
+    h1 = hgrid[r + 1, c] + (hgrid[r + 1, c + 1] - hgrid[r + 1, c]) * fx
+    return h0 + (h1 - h0) * fy
+
+
+def slope_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """NumPy version of the bilinear terrain's gradient, (N, 2)."""
+    x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
+    u = np.clip((x - x0) / hres, 0.0, hgrid.shape[1] - 1 - 1e-9)
+    v = np.clip((y - y0) / hres, 0.0, hgrid.shape[0] - 1 - 1e-9)
+    c = u.astype(np.int64)
+    r = v.astype(np.int64)
+    fx, fy = u - c, v - r
+    gx = ((hgrid[r, c + 1] - hgrid[r, c]) * (1 - fy) + (hgrid[r + 1, c + 1] - hgrid[r + 1, c]) * fy) / hres
+    gy = ((hgrid[r + 1, c] - hgrid[r, c]) * (1 - fx) + (hgrid[r + 1, c + 1] - hgrid[r, c + 1]) * fx) / hres
+    return np.stack([gx, gy], axis=-1)
+
+
+def slope_bound(hgrid: np.ndarray, hres: float) -> float:
+    """An upper bound of the bilinear terrain's slope (for the kernel's sphere tracing)."""
+    if hgrid.shape[0] < 2 or hgrid.shape[1] < 2:
+        return 0.0
+    gx = np.abs(np.diff(hgrid, axis=1)).max() / hres
+    gy = np.abs(np.diff(hgrid, axis=0)).max() / hres
+    return float(np.hypot(gx, gy)) * 1.0001 + 1e-9
+
+
 def cast_ground_ref(origins: np.ndarray, dirs: np.ndarray, raster: np.ndarray, x0: float, y0: float, res: float,
-                    curb: float, max_t: float, outside: int) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy reference of :func:`cast_ground` (same rules, vectorised)."""
+                    curb: float, max_t: float, outside: int, hgrid: np.ndarray, hres: float,
+                    gmax: float) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy reference of :func:`cast_ground`, by another method: every ray is marched in 0.25 m steps and
+    the first crossing of each surface refined by bisection (slow; for tests)."""
     n = len(dirs)
     t_out = np.full(n, np.inf, dtype=np.float32)
     code_out = np.full(n, 255, dtype=np.uint8)
     h, w = raster.shape
+    o, d = origins.astype(np.float64), dirs.astype(np.float64)
 
     def code(x, y):
         c = np.floor((x - x0) / res).astype(np.int64)
@@ -125,31 +276,45 @@ def cast_ground_ref(origins: np.ndarray, dirs: np.ndarray, raster: np.ndarray, x
         out[ok] = raster[r[ok], c[ok]]
         return out
 
-    o, d = origins.astype(np.float64), dirs.astype(np.float64)
-    down = d[:, 2] < -1e-6
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t1 = np.where(down, (curb - o[:, 2]) / d[:, 2], np.inf)
-        t0 = np.where(down, -o[:, 2] / d[:, 2], np.inf)
-    t1 = np.maximum(t1, 0.0)
-    live = down & (t1 <= max_t)
-    idx = np.flatnonzero(live)
-    c1 = code(o[idx, 0] + t1[idx] * d[idx, 0], o[idx, 1] + t1[idx] * d[idx, 1])
-    raised = c1 >= FIRST_RAISED
-    t_out[idx[raised]] = t1[idx[raised]]
-    code_out[idx[raised]] = c1[raised]
-    rest = idx[~raised]
-    c0 = code(o[rest, 0] + t0[rest] * d[rest, 0], o[rest, 1] + t0[rest] * d[rest, 1])
-    road = (c0 < FIRST_RAISED) & (t0[rest] <= max_t)
-    t_out[rest[road]] = t0[rest[road]]
-    code_out[rest[road]] = c0[road]
-    face = rest[c0 >= FIRST_RAISED]
+    def above(t, lift):
+        return o[:, 2] + t * d[:, 2] - height_ref(hgrid, x0, y0, hres, o[:, 0] + t * d[:, 0], o[:, 1] + t * d[:, 1]) - lift
+
+    def first_hit(lift):
+        ts = np.arange(0.0, max_t + 0.25, 0.25)
+        f = np.stack([above(t, lift) for t in ts], axis=1)  # (n, steps)
+        neg = f <= 0
+        has = neg.any(axis=1) & (f[:, 0] > 0)
+        k = np.argmax(neg, axis=1)
+        lo = np.where(has, ts[np.maximum(k - 1, 0)], 0.0)
+        hi = np.where(has, ts[k], 0.0)
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            up = above(mid, lift) > 0
+            lo = np.where(up, mid, lo)
+            hi = np.where(up, hi, mid)
+        return np.where(has & (hi <= max_t), hi, np.inf)
+
+    t1 = first_hit(curb)
+    t0 = first_hit(0.0)
+    ok1 = np.isfinite(t1)
+    c1 = np.full(n, -1)
+    c1[ok1] = code(o[ok1, 0] + t1[ok1] * d[ok1, 0], o[ok1, 1] + t1[ok1] * d[ok1, 1])
+    raised = ok1 & (c1 >= FIRST_RAISED)
+    t_out[raised] = t1[raised]
+    code_out[raised] = c1[raised]
+    rest = ok1 & ~raised & np.isfinite(t0)
+    idx = np.flatnonzero(rest)
+    c0 = code(o[idx, 0] + t0[idx] * d[idx, 0], o[idx, 1] + t0[idx] * d[idx, 1])
+    road = c0 < FIRST_RAISED
+    t_out[idx[road]] = t0[idx[road]]
+    code_out[idx[road]] = c0[road]
+    face = idx[~road]
     lo, hi = t1[face].copy(), t0[face].copy()
     for _ in range(12):
         mid = 0.5 * (lo + hi)
         up = code(o[face, 0] + mid * d[face, 0], o[face, 1] + mid * d[face, 1]) >= FIRST_RAISED
         hi = np.where(up, mid, hi)
         lo = np.where(up, lo, mid)
-    ok = hi <= max_t
-    t_out[face[ok]] = hi[ok]
-    code_out[face[ok]] = CURB_FACE
+    t_out[face] = hi
+    code_out[face] = CURB_FACE
     return t_out, code_out

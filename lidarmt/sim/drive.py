@@ -74,24 +74,35 @@ class Drive:
     # -------------------------------------------------------------------------------------------- poses
 
     def sensor_pose_local(self, t: float) -> np.ndarray:
-        """4x4 town-local <- sensor at time ``t`` (s since the start)."""
+        """4x4 town-local <- sensor at time ``t`` (s since the start).
+
+        The car follows the terrain (pitch and roll from the ground's slope under it) plus a slow body wobble
+        of a few tenths of a degree.
+        """
         ego = self.scene.ego
         x, y, yaw = ego.pose(t)
         ph, fr, amp = self._wobble
         pitch = np.radians(amp[0] * np.sin(ph[0] + fr[0] * t * 2 * np.pi) * 0.5 + 0.1 * np.sin(ph[1] + fr[1] * t))
         roll = np.radians(amp[1] * np.sin(ph[2] + fr[2] * t * 2 * np.pi) * 0.5 + 0.1 * np.sin(ph[3] + fr[3] * t))
+        gx, gy = self.town.slope(np.array([[x, y]]))[0]
+        c, s = np.cos(yaw), np.sin(yaw)
+        pitch -= np.arctan(gx * c + gy * s)  # nose up on an uphill grade
+        roll += np.arctan(-gx * s + gy * c)  # left side up where the ground rises to the left
         pose = np.eye(4)
         pose[:3, :3] = geom.rot_z(yaw) @ geom.rot_y(pitch) @ geom.rot_x(roll)
-        pose[:3, 3] = [x, y, ego.sensor_height]
+        pose[:3, 3] = [x, y, float(self.town.height(np.array([[x, y]]))[0]) + ego.sensor_height]
         return pose
 
     def _ego_body(self, pose_l: np.ndarray) -> CompiledMesh:
         """The ego vehicle under the sensor: it hides the ground next to the car from the lowest lasers."""
         if self._ego_model is None:
-            self._ego_model = objects.ego_body(sensor_height=self.scene.ego.sensor_height)
-        yaw = float(np.arctan2(pose_l[1, 0], pose_l[0, 0]))
-        return objects.compile_model(self._ego_model, x=pose_l[0, 3], y=pose_l[1, 3], z=0.0, yaw=yaw, instance=SELF,
-                                     meta=-1, kind="ego")
+            h = self.scene.ego.sensor_height
+            local = objects.compile_model(objects.ego_body(sensor_height=h), x=0.0, y=0.0, z=-h, yaw=0.0,
+                                          instance=SELF, meta=-1, kind="ego")
+            self._ego_model = local  # in the sensor frame
+        m = self._ego_model
+        return CompiledMesh(m.vertices @ pose_l[:3, :3].T + pose_l[:3, 3], m.triangles, m.reflectivity, m.rgb, m.mat,
+                            m.instance, m.meta, m.semantic)
 
     def world_pose(self, local: np.ndarray) -> np.ndarray:
         w = local.copy()

@@ -160,6 +160,7 @@ class Caster:
         t_g, code = _kernels.cast_ground(
             rays[:, :3].astype(np.float64), dirs.astype(np.float64), town.raster, float(town.raster_origin[0]),
             float(town.raster_origin[1]), town.res, float(town.curb_height), float(max_range) * 1.05, 4,
+            town.hgrid, float(town.hres), float(town.gmax),
         )
         which = np.argmin(np.stack([t_g, t_s, t_d]), axis=0)  # ties: ground first
         t = np.minimum(np.minimum(t_g, t_s), t_d).astype(np.float32)

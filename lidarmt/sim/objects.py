@@ -400,7 +400,8 @@ def building(rng: np.random.Generator, frontage: float, depth: float) -> Model:
     colour = tuple(int(c) for c in rng.integers(90, 230, 3))
     refl = rng.uniform(0.32, 0.52)
     m = Model(length=frontage, width=depth, height=h)
-    m.add(geom.box(frontage, depth, h, center=(0, 0, h / 2)), Mat.BUILDING, refl, colour)
+    # the walls reach 1.5 m below the ground so that nothing shows under them on sloping ground
+    m.add(geom.box(frontage, depth, h + 1.5, center=(0, 0, (h - 1.5) / 2)), Mat.BUILDING, refl, colour)
     if h > 8 and rng.random() < 0.5:
         h2 = rng.uniform(2.5, 6.0)
         m.add(geom.box(frontage * 0.7, depth * 0.7, h2, center=(0, -depth * 0.1, h + h2 / 2)), Mat.BUILDING, refl, colour)
@@ -423,7 +424,7 @@ def hedge(rng: np.random.Generator, length: float) -> Model:
     for i in range(n_blob):
         cx = -length / 2 + step * (i + 0.5)
         r = (step * 0.65, depth / 2, h / 2 * rng.uniform(0.85, 1.0))
-        m.add(geom.sphere(r, center=(cx, 0, r[2]), subdiv=1, jitter=rng.uniform(0.8, 1.1, nv)), Mat.FOLIAGE,
+        m.add(geom.sphere(r, center=(cx, 0, r[2] - 0.15), subdiv=1, jitter=rng.uniform(0.8, 1.1, nv)), Mat.FOLIAGE,
               rng.uniform(0.28, 0.38), colour)
     return m
 
@@ -433,7 +434,7 @@ def wall(rng: np.random.Generator, length: float) -> Model:
     h = rng.uniform(0.8, 2.2)
     t = rng.uniform(0.15, 0.3)
     m = Model(length=length, width=t, height=h)
-    m.add(geom.box(length, t, h, center=(0, 0, h / 2)), Mat.WALL, rng.uniform(0.25, 0.45),
+    m.add(geom.box(length, t, h + 0.5, center=(0, 0, (h - 0.5) / 2)), Mat.WALL, rng.uniform(0.25, 0.45),
           tuple(int(c) for c in rng.integers(100, 200, 3)))
     return m
 

@@ -108,6 +108,11 @@ def frame_stats(frame: Frame) -> dict:
             m = np.isin(sem, ids)
             out["surface_intensity"][name] = float(np.median(p["intensity"][m])) if m.sum() >= 50 else None
         road = np.isin(sem, (40, 44))
+        out["road_z_by_range"] = []  # (median z, 90th - 10th percentile) of road points, per range band
+        for a, b in ((3, 10), (10, 20), (20, 40)):
+            z = p["z"][road & (r >= a) & (r < b)]
+            out["road_z_by_range"].append([float(np.median(z)), float(np.percentile(z, 90) - np.percentile(z, 10))]
+                                          if len(z) >= 30 else None)
         out["road_intensity_by_range"] = [
             float(np.median(p["intensity"][road & (r >= a) & (r < b)])) if (road & (r >= a) & (r < b)).sum() >= 30
             else None for a, b in ((0, 10), (10, 20), (20, 30), (30, 50))]
@@ -162,6 +167,11 @@ def summarize(stats: list[dict]) -> dict:
     out["road_intensity_by_range"] = [
         float(np.median([x[i] for x in rr if x[i] is not None])) if any(x[i] is not None for x in rr) else None
         for i in range(4)] if rr else None
+    rz = [s["road_z_by_range"] for s in stats if "road_z_by_range" in s]
+    out["road_z_by_range"] = [
+        {"median_z_range": [float(min(x[i][0] for x in rz if x[i])), float(max(x[i][0] for x in rz if x[i]))],
+         "spread_p90_p10": float(np.median([x[i][1] for x in rz if x[i]]))} if any(x[i] for x in rz) else None
+        for i in range(3)] if rz else None
     out["car_points"] = {}
     for band in CAR_BANDS:
         vals = [v for s in stats for v in s["car_points"][band]]

@@ -38,6 +38,7 @@ from lidarmt.sim.objects import Mat
 
 UTM_PROJ = "+proj=utm +zone=10 +ellps=WGS84 +datum=WGS84 +units=m +no_defs"
 RASTER_RES = 0.2
+TERRAIN_RES = 2.0
 LANE_TURN = {"none": 1, "left": 2, "right": 3}
 # Apollo LaneBoundaryType.Type
 DOTTED_WHITE, SOLID_WHITE, DOUBLE_YELLOW, CURB = 2, 4, 6, 7
@@ -117,6 +118,10 @@ class Town:
     raster_origin: np.ndarray  # (2,) local coordinates of the raster's corner (row 0, col 0)
     road_distance: np.ndarray  # (H, W) float32 metres to the nearest road cell
     res: float = RASTER_RES
+    terrain: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))  # (K, 4): amplitude, kx, ky, phase
+    hgrid: np.ndarray = field(default_factory=lambda: np.zeros((2, 2)))  # terrain heights every hres metres
+    hres: float = TERRAIN_RES
+    gmax: float = 0.0  # bound of the terrain's slope
 
     # -------------------------------------------------------------------------------------------- queries
 
@@ -137,9 +142,21 @@ class Town:
         out[ok] = grid[r[ok], c[ok]]
         return out
 
+    def height(self, xy: np.ndarray) -> np.ndarray:
+        """Height of the rolling terrain (the road surface) under local points (N, 2): bilinear on
+        :attr:`hgrid`, exactly what the ray caster intersects."""
+        xy = np.atleast_2d(np.asarray(xy, dtype=np.float64))
+        return _kernels.height_ref(self.hgrid, *self.raster_origin, self.hres, xy[:, 0], xy[:, 1])
+
+    def slope(self, xy: np.ndarray) -> np.ndarray:
+        """Gradient (dz/dx, dz/dy) of the terrain under local points, (N, 2)."""
+        xy = np.atleast_2d(np.asarray(xy, dtype=np.float64))
+        return _kernels.slope_ref(self.hgrid, *self.raster_origin, self.hres, xy[:, 0], xy[:, 1])
+
     def ground_z(self, xy: np.ndarray) -> np.ndarray:
-        """Height of the ground (0 on roads, the curb height elsewhere) under local points."""
-        return np.where(self.surface(xy) >= _kernels.FIRST_RAISED, self.curb_height, 0.0)
+        """Height of the ground under local points: the terrain on roads, the curb height above it elsewhere."""
+        raised = self.surface(xy) >= _kernels.FIRST_RAISED
+        return self.height(xy) + np.where(raised, self.curb_height, 0.0)
 
     def driving_lanes(self) -> list[LaneGeom]:
         return [ln for ln in self.lanes.values() if ln.junction is None]
@@ -291,9 +308,29 @@ def build_town(seed: int, *, size: tuple[int, int] | None = None) -> Town:
                 crosswalks=crosswalks, curb_height=curb, sidewalk_width=sidewalk,
                 raster=np.zeros((1, 1), np.uint8), raster_origin=lo, road_distance=np.zeros((1, 1), np.float32))
     _rasterize(town, hi, rng)
+    town.terrain = _terrain(rng)
+    gx = town.raster_origin[0] + np.arange(int(np.ceil((hi[0] - lo[0]) / TERRAIN_RES)) + 2) * TERRAIN_RES
+    gy = town.raster_origin[1] + np.arange(int(np.ceil((hi[1] - lo[1]) / TERRAIN_RES)) + 2) * TERRAIN_RES
+    xx, yy = np.meshgrid(gx, gy)
+    town.hgrid = np.zeros(xx.shape)
+    for a, kx, ky, ph in town.terrain:
+        town.hgrid += a * np.sin(kx * xx + ky * yy + ph)
+    town.gmax = _kernels.slope_bound(town.hgrid, TERRAIN_RES)
     off = rng.uniform(-2000, 2000, 2).round(0)
     town.origin = np.array([587000.0, 4141000.0]) + off - lo
     return town
+
+
+def _terrain(rng: np.random.Generator, waves: int = 3) -> np.ndarray:
+    """Gently rolling ground: a few long sine waves (90-350 m) with grades of 0.4-1.6 % each."""
+    rows = []
+    for _ in range(waves):
+        lam = rng.uniform(90.0, 350.0)
+        grade = rng.uniform(0.004, 0.016)
+        k = 2 * np.pi / lam
+        th = rng.uniform(0, 2 * np.pi)
+        rows.append([grade / k, k * np.cos(th), k * np.sin(th), rng.uniform(0, 2 * np.pi)])
+    return np.array(rows)
 
 
 def _drop_edges(edges: list[tuple[int, int]], n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
