@@ -318,8 +318,8 @@ def labelled_area(
     ids: Iterable[int] = KITTI_ROI_IDS,
     *,
     cell: float = 0.25,
-    close_radius: float = 1.5,
-    hole_area: float = 60.0,
+    close_radius: float = 3.0,
+    hole_area: float = 200.0,
 ) -> np.ndarray:
     """Per point: does it lie (in x/y, any z) over the area covered by points labelled with ``ids``?
 
