@@ -315,6 +315,7 @@ def build_town(seed: int, *, size: tuple[int, int] | None = None) -> Town:
     town.hgrid = np.zeros(xx.shape)
     for a, kx, ky, ph in town.terrain:
         town.hgrid += a * np.sin(kx * xx + ky * yy + ph)
+    town.hgrid += _crown(town, xx, yy, float(rng.uniform(0.01, 0.025)))
     town.gmax = _kernels.slope_bound(town.hgrid, TERRAIN_RES)
     off = rng.uniform(-2000, 2000, 2).round(0)
     town.origin = np.array([587000.0, 4141000.0]) + off - lo
@@ -322,7 +323,8 @@ def build_town(seed: int, *, size: tuple[int, int] | None = None) -> Town:
 
 
 def _terrain(rng: np.random.Generator, waves: int = 3) -> np.ndarray:
-    """Gently rolling ground: a few long sine waves (90-350 m) with grades of 0.4-1.6 % each."""
+    """Gently rolling ground: a few long sine waves (90-350 m) with grades of 0.4-1.6 % each (the road crown
+    is added on top, see :func:`_crown`)."""
     rows = []
     for _ in range(waves):
         lam = rng.uniform(90.0, 350.0)
@@ -331,6 +333,25 @@ def _terrain(rng: np.random.Generator, waves: int = 3) -> np.ndarray:
         th = rng.uniform(0, 2 * np.pi)
         rows.append([grade / k, k * np.cos(th), k * np.sin(th), rng.uniform(0, 2 * np.pi)])
     return np.array(rows)
+
+
+def _crown(town: Town, xx: np.ndarray, yy: np.ndarray, grade: float) -> np.ndarray:
+    """Road crown: the surface falls ``grade`` per metre from the centre line (and junction centres) to the
+    curbs; beyond them the ground keeps the curb line's level."""
+    from scipy.spatial import cKDTree
+
+    pts, half = [], []
+    for r in town.roads:
+        c = geom.resample(r.center, 0.5)
+        pts.append(c)
+        half.append(np.full(len(c), 0.5 * (r.half_left + r.half_right)))
+    for j, poly in town.junction_polys.items():
+        pts.append(town.nodes[j][None, :])
+        half.append(np.array([float(np.linalg.norm(poly - town.nodes[j], axis=1).min())]))
+    tree = cKDTree(np.concatenate(pts))
+    hw = np.concatenate(half)
+    d, i = tree.query(np.stack([xx.ravel(), yy.ravel()], axis=1))
+    return (-grade * np.minimum(d, hw[i])).reshape(xx.shape)
 
 
 def _drop_edges(edges: list[tuple[int, int]], n: int, rng: np.random.Generator) -> list[tuple[int, int]]:
