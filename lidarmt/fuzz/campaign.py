@@ -222,6 +222,14 @@ class Evaluator:
         finally:
             self.on_call(key, "")  # the call is over (the parent stops timing it)
 
+    def _cnn_seconds(self) -> float | None:
+        """The CNN's part of the last perception call, when the SUT reports it (``last_timings["cnn"]``)."""
+        t = getattr(self.sut, "last_timings", None)
+        try:
+            return float(t["cnn"]) if t and "cnn" in t else None
+        except (TypeError, ValueError):
+            return None
+
     def follow_up(self, frame: Frame, roi: Roi, key: Key, bounds: Bounds | None = None):
         return make_follow_up(frame, roi, key[1], seed=self.config.seed, frame_index=key[0], trial=key[2],
                               region=self.config.region, bounds=bounds)
@@ -240,6 +248,7 @@ class Evaluator:
                 emit("pair", _pair_record(key, status, "source", **fail))
             return
         t_source = time.perf_counter() - t0
+        cnn_source = self._cnn_seconds()
         for key in keys:
             fu = self.follow_up(frame, roi, key, bounds)
             t0 = time.perf_counter()
@@ -250,9 +259,13 @@ class Evaluator:
                 emit("pair", _pair_record(key, fail.pop("status"), "follow", **fail))
                 continue
             dt = time.perf_counter() - t0
+            timing = {"sut_s": round(dt, 6), "source_s": round(t_source, 6)}
+            cnn = self._cnn_seconds()
+            if cnn is not None and cnn_source is not None:  # the SUT reports its CNN's share (ApolloLOP)
+                timing |= {"cnn_s": round(cnn, 6), "source_cnn_s": round(cnn_source, 6)}
             verdict = judge(source, follow)
-            emit("pair", _pair_record(key, "ok", "follow", verdict=verdict.to_dict(matches=False), points=len(frame),
-                                      sut_s=round(dt, 6), source_s=round(t_source, 6)))
+            emit("pair", _pair_record(key, "ok", "follow", verdict=verdict.to_dict(matches=False),
+                                      points=len(frame), **timing))
 
     def judge_key(self, key: Key) -> tuple[Frame, Roi, Any, Obstacles, Obstacles, Verdict]:
         """Recompute one pair from scratch (for bundles): source, ROI, follow-up, O, O′ and the verdict."""
