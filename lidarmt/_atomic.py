@@ -15,6 +15,12 @@ from typing import IO
 from lidarmt.errors import OutputError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; on success it is renamed onto ``target``."""
@@ -25,6 +31,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.exists():  # mkstemp makes 0600 files; give the usual 0666 & ~umask instead
+            os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, target)
     except OSError as err:
         tmp_path.unlink(missing_ok=True)

@@ -66,3 +66,16 @@ def test_obstacles_counts_and_json_round_trip():
     assert back.counts() == obs.counts()
     assert back[0].heading == pytest.approx(np.pi / 2)
     assert MetaType.NONMOT.obstacle_class is ObstacleClass.CYCLIST
+
+
+def test_npz_is_byte_deterministic_and_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    f = Frame(make_points(np.random.default_rng(2).normal(size=(50, 3)), 3.0), pose=np.eye(4), stamp=1.0)
+    save_frame_npz(tmp_path / "a.npz", f)
+    save_frame_npz(tmp_path / "b.npz", f)
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(tmp_path / "a.npz").st_mode) == 0o666 & ~umask  # not mkstemp's 0600

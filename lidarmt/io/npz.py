@@ -36,8 +36,14 @@ def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool
             a = getattr(lb, name)
             if a is not None:
                 arrays[name] = a
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        (np.savez_compressed if compress else np.savez)(fh, **arrays)
+    # Written member by member with a fixed timestamp, so the same frame always gives the same bytes.
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w", compression=method, allowZip64=True) as zf:
+        for name, arr in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            with zf.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
 
 
 def load_frame_npz(path: str | os.PathLike[str]) -> Frame:
