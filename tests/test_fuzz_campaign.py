@@ -163,3 +163,44 @@ def test_bundles_and_replay(rec, tmp_path):
     # bundles already made are skipped when asked again (resume)
     (again,) = make_bundles(cfg, out, [key])
     assert again.get("existing")
+
+
+def test_workers_do_not_outlive_a_killed_campaign(rec, tmp_path):
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{ROOT}"}
+    args = [sys.executable, "-m", "lidarmt", "fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi",
+            "--sut", "test_fuzz_support:hang_sut", "--sut-option", "bad_frame=0", "--sut-option", "sleep=300",
+            "--n", "10", "--out", str(tmp_path / "o"), "--quiet", "--workers", "2"]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = tmp_path / "o" / JOURNAL_NAME
+    deadline = time.time() + 60
+    while time.time() < deadline and not (journal.exists() and len(journal.read_bytes().splitlines()) >= 2):
+        time.sleep(0.05)
+    children = _children(proc.pid)
+    assert children, "no worker processes seen"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(c) for c in children):
+        time.sleep(0.1)
+    assert not any(_alive(c) for c in children)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -292,6 +292,7 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
     def put(kind: str, payload: Any) -> None:
         results.put((wid, gen, kind, payload))
 
+    _die_with_parent()
     if threads > 0:
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
             os.environ.setdefault(var, str(threads))
@@ -319,8 +320,16 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
 
     ev.on_call = on_call
     put("ready", None)
+    import multiprocessing as mp
+
+    parent = mp.parent_process()
     while True:
-        task = tasks.get()
+        try:
+            task = tasks.get(timeout=1.0)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():  # the campaign was killed: do not linger
+                return
+            continue
         if task is None:
             return
         kind, payload = task
@@ -337,6 +346,19 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
             put("fatal", (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err))))
             return
         put("done", None)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - child
+    """On Linux, have the kernel kill this worker when the campaign's process dies (even mid-call)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass(slots=True)
