@@ -27,6 +27,8 @@ def train(
     weight_decay: Annotated[float, typer.Option(help="AdamW weight decay.")] = 1e-4,
     warmup: Annotated[int, typer.Option(help="Linear warm-up steps.")] = 100,
     threads: Annotated[int, typer.Option(help="torch intra-op threads (0: torch's default).")] = 2,
+    pos_weight: Annotated[float, typer.Option(help="Objectness loss weight of an object cell vs a background cell.")] = 3.0,
+    class_weights: Annotated[str, typer.Option(help="Per-class cell weights: unknown,smallmot,bigmot,nonmot,pedestrian.")] = "1,1,0.5,3,4",
     no_augment: Annotated[bool, typer.Option("--no-augment", help="Train without augmentation.")] = False,
     fp32: Annotated[bool, typer.Option("--fp32", help="No bf16 autocast, even where the CPU has AMX.")] = False,
     checkpoint_minutes: Annotated[float, typer.Option(help="Write last.pt and the weights this often.")] = 3.0,
@@ -43,14 +45,23 @@ def train(
     """
     import shutil
 
+    from lidarmt.errors import ArgumentError
     from lidarmt.perception.apollo.config import DEFAULT_WEIGHTS
-    from lidarmt.perception.apollo.train import TrainConfig
+    from lidarmt.perception.apollo.train import LossWeights, TrainConfig
+
+    try:
+        cw = tuple(float(v) for v in class_weights.split(","))
+    except ValueError as err:
+        raise ArgumentError(f"--class-weights must be 5 comma-separated numbers, got {class_weights!r}") from err
+    if len(cw) != 5 or min(cw) < 0:
+        raise ArgumentError(f"--class-weights must be 5 non-negative numbers, got {class_weights!r}")
     from lidarmt.perception.apollo.train import train as run_training
 
     cfg = TrainConfig(
         data=tuple(str(p) for p in data), out=str(out), seed=seed, steps=steps, grid=grid, crop=crop, batch=batch,
         lr=lr, weight_decay=weight_decay, warmup=warmup, augment=not no_augment, bf16=not fp32, threads=threads,
         checkpoint_minutes=checkpoint_minutes, max_minutes=max_minutes,
+        loss=LossWeights(positive=pos_weight, class_cells=cw),  # type: ignore[arg-type]
     )
     summary = run_training(cfg, resume=resume, log=lambda m: err_console.print(m, highlight=False))
     weights = out / f"cnnseg{grid}.pt"
