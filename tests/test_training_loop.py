@@ -126,3 +126,13 @@ def test_shipped_weights_load_with_weights_only():
         assert sd[k].shape == v.shape, k
         assert torch.isfinite(sd[k].float()).all(), k
     assert WEIGHTS.stat().st_size <= 15 * 1024 * 1024
+
+
+def test_train_cli_rejects_bad_class_weights(tmp_path, capsys):
+    from lidarmt.cli import main
+
+    save_frame_npz(tmp_path / "d" / "0.npz", _frame(0))
+    assert main(["train", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "r"), "--class-weights", "1,2"]) == 2
+    assert "--class-weights" in capsys.readouterr().err
+    assert main(["train", "--data", str(tmp_path / "nope"), "--out", str(tmp_path / "r")]) == 2
+    assert "lidarmt simulate --dataset" in capsys.readouterr().err
