@@ -29,6 +29,7 @@ app = typer.Typer(
     ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
     add_completion=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

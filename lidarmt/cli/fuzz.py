@@ -25,7 +25,18 @@ the run folder gets summary.json, junit.xml, report.md, charts, and a bug bundle
 
 Exit status: 0 when the campaign ran (whatever it found); 1 with --fail-on-violation when a pair violated
 MR1 or the perception module crashed or timed out; 2 on bad input.
+
+Examples:
+
+`lidarmt fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000`
+
+`lidarmt fuzz --bag drive.bag --map maps/sunnyvale --n 10,100,1000 --frames 1000 --workers 2 --out runs/study`
+
+`lidarmt fuzz --bag drive.bag --map maps/sunnyvale --n 100 --sut mypkg.perception:make --fail-on-violation`
+
+`lidarmt fuzz --bag drive.bag --map maps/sunnyvale --out runs/study --resume`  (continue an interrupted run)
 """
+
 
 
 def _parse_options(items: list[str]) -> dict:

@@ -42,6 +42,14 @@ def info(
 
     Exits with status 2 and one line on stderr when the path is not a readable recording, the topic does not
     exist, or the recording holds no point cloud (the summary of what it does hold is printed first).
+
+    Examples:
+
+    `lidarmt info bags/demo.bag`
+
+    `lidarmt info ../shared/data/kitti/training --json`
+
+    `lidarmt info huge.bag --sample 50 --topic /apollo/sensor/velodyne64/PointCloud2`
     """
     import json
     import sys

@@ -12,12 +12,15 @@ def register(app: typer.Typer) -> None:
     app.command(name="replay", help=REPLAY_HELP)(replay)
 
 
-REPLAY_HELP = """Re-run a bug bundle (runs/NAME/violations/<id>) and compare with what it recorded.
+REPLAY_HELP = """Re-run a bug bundle (a folder `runs/NAME/violations/ID`) and compare with what it recorded.
 
 Perceives the bundle's stored source and follow-up frames again (the recording is not needed), regenerates
 the follow-up from its seed tuple, and compares both obstacle lists and the MR1 verdict with bundle.json.
 Exit status 0 when everything is identical, 1 when anything differs, 2 on bad input.
+
+Example: `lidarmt replay runs/demo/violations/n1000-f000019-t0`
 """
+
 
 
 def replay(

@@ -36,6 +36,12 @@ def roi(
     The ROI is Apollo's HDMap ROI filter: lanes within --radius of the sensor, their road sections' boundaries
     (or junction polygons), drawn into a bitmap of --cell cells covering ±--range metres. A frame far from every
     road gets an empty ROI (Apollo reports no obstacle for it); that is shown, not an error.
+
+    Examples:
+
+    `lidarmt roi bags/demo.bag --map hdmaps/demo --frame 5 --out roi.png`
+
+    `lidarmt roi bags/demo.bag --map hdmaps/demo/base_map.txt --range 120 --out roi120.png`
     """
     import warnings
 
