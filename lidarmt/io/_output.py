@@ -3,6 +3,10 @@
 ``rosbags`` refuses a path that exists, so :func:`lidarmt._atomic.atomic_path` (which pre-creates its temporary
 file) does not fit. :func:`staged` yields a fresh, non-existing sibling path; on success it is renamed onto the
 target (a folder target that exists is moved aside first and removed after), on failure it is deleted.
+
+:class:`StagedWriter` is the lifecycle the recording writers (ROS1, ROS2, Cyber) share on top of it: ``close``
+finishes the staged output and moves it into place, ``abort`` (or leaving a ``with`` block by an exception)
+discards it, and :func:`write_frames` drives a writer over an iterable of frames.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
 
 from lidarmt.io.errors import WriterError
 
@@ -69,3 +76,81 @@ def staged(target: str | os.PathLike[str], *, overwrite: bool) -> Iterator[Path]
     except BaseException:
         _remove(tmp)
         raise
+
+
+def finite_extrinsic(matrix: Any, default: np.ndarray) -> np.ndarray:
+    """``novatel_from_sensor`` as a float64 4x4 (``default`` when None); raises WriterError unless finite 4x4."""
+    ext = default if matrix is None else np.asarray(matrix, dtype=np.float64)
+    if ext.shape != (4, 4) or not np.all(np.isfinite(ext)):
+        raise WriterError(f"novatel_from_sensor must be a finite 4x4 matrix, got shape {ext.shape}")
+    return ext
+
+
+class StagedWriter:
+    """Base of the writers whose output is built at a temporary sibling of ``path`` (see :func:`staged`).
+
+    A subclass calls :meth:`_open_stage` in its ``__init__`` (the temporary path is then ``self._tmp``), creates its
+    output there, and implements :meth:`_finish` (complete the output; called once by :meth:`close`) and
+    :meth:`_discard` (release what it holds before the output is deleted; called once by :meth:`abort`).
+    """
+
+    path: Path
+    frames_written: int
+
+    def _open_stage(self, *, overwrite: bool) -> Path:
+        self._stage = staged(self.path, overwrite=overwrite)
+        self._tmp: Path = self._stage.__enter__()
+        self._closed = False
+        return self._tmp
+
+    def _drop_stage(self, err: BaseException, tb: Any = None) -> None:
+        """Delete the staged output (after an error or an abort); the target is left as it was."""
+        self._stage.__exit__(type(err), err, tb)
+
+    def _finish(self) -> None:
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish the output and move it into place (a no-op once closed or aborted)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._finish()
+        except BaseException as err:
+            self._drop_stage(err, err.__traceback__)
+            raise
+        self._stage.__exit__(None, None, None)
+
+    def abort(self) -> None:
+        """Discard everything written; the target is left as it was."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._discard()
+        finally:
+            self._drop_stage(WriterError("aborted"))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_frames(writer: StagedWriter, frames: Iterable[Any]) -> int:
+    """Write every frame with ``writer`` (its ``write``), close it and return the number written.
+
+    The writer is aborted (nothing appears at its path) when a frame cannot be written or ``frames`` raises.
+    """
+    with writer as w:
+        for f in frames:
+            w.write(f)  # type: ignore[attr-defined]
+        return w.frames_written

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from lidarmt.io._output import staged
+from lidarmt.io._output import StagedWriter, finite_extrinsic, write_frames
 from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, choose_cloud_topic, stamp_ns
 from lidarmt.io.base import Recording, RecordingInfo, TopicInfo, warn_pose
 from lidarmt.io.cloud import Field, FieldLayout, to_points
@@ -620,7 +620,7 @@ def _proto_desc(file_module) -> bytes:
     return ProtoDesc(desc=file_descriptor_bytes(file_module.FILE), dependencies=[dep]).SerializeToString()
 
 
-class CyberRecordWriter:
+class CyberRecordWriter(StagedWriter):
     """Write frames (and their poses) to an Apollo Cyber ``.record``. Use as a context manager.
 
     Each :meth:`write` stores the ``apollo.drivers.PointCloud`` on ``topic`` and, when the frame has a pose,
@@ -649,18 +649,14 @@ class CyberRecordWriter:
         self.write_tf_static = tf_static
         self.write_localization = localization
         self.chunk_raw_size = chunk_raw_size
-        ext = RFU_FROM_FLU if novatel_from_sensor is None else np.asarray(novatel_from_sensor, dtype=np.float64)
-        if ext.shape != (4, 4) or not np.all(np.isfinite(ext)):
-            raise WriterError("novatel_from_sensor must be a finite 4x4 matrix")
-        self.novatel_from_sensor = ext
-        self._sensor_from_novatel = np.linalg.inv(ext)
-        self._stage = staged(self.path, overwrite=overwrite)
-        self._tmp = self._stage.__enter__()
+        self.novatel_from_sensor = finite_extrinsic(novatel_from_sensor, RFU_FROM_FLU)
+        self._sensor_from_novatel = np.linalg.inv(self.novatel_from_sensor)
+        self._open_stage(overwrite=overwrite)
         try:
             self._fh = open(self._tmp, "wb")  # noqa: SIM115 (closed in close())
             self._fh.write(bytes(FIRST_SECTION))  # the header is written at close
         except OSError as err:
-            self._stage.__exit__(type(err), err, None)
+            self._drop_stage(err)
             raise WriterError(f"cannot write {self.path}: {err.strerror or err}") from err
         self._channels: dict[str, tuple[str, bytes]] = {}
         self._counts: dict[str, int] = {}
@@ -674,7 +670,6 @@ class CyberRecordWriter:
         self._static_children: set[str] = set()
         self._seq = 0
         self.frames_written = 0
-        self._closed = False
 
     # low level
     def _add_channel(self, name: str, message_type: str, proto_desc: bytes) -> None:
@@ -799,13 +794,10 @@ class CyberRecordWriter:
         self._seq += 1
         self.frames_written += 1
 
-    def close(self) -> None:
-        """Write the last chunk, the index and the final header; move the file into place."""
+    def _finish(self) -> None:
+        """Write the last chunk, the index and the final header (:meth:`close` then moves the file into place)."""
         from lidarmt.proto import record as R
 
-        if self._closed:
-            return
-        self._closed = True
         try:
             self._flush()
             index = R.Index()
@@ -840,33 +832,14 @@ class CyberRecordWriter:
             self._fh.flush()
             os.fsync(self._fh.fileno())
             self._fh.close()
-        except BaseException as err:
+        except BaseException:
             self._fh.close()
-            self._stage.__exit__(type(err), err, err.__traceback__)
             raise
-        self._stage.__exit__(None, None, None)
 
-    def abort(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _discard(self) -> None:
         self._fh.close()
-        err = WriterError("aborted")
-        self._stage.__exit__(type(err), err, None)
-
-    def __enter__(self) -> CyberRecordWriter:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_cyber_record(path: str | os.PathLike[str], frames, **kw) -> int:
     """Write frames to a Cyber record (see :class:`CyberRecordWriter`); returns the number written."""
-    with CyberRecordWriter(path, **kw) as w:
-        for f in frames:
-            w.write(f)
-        return w.frames_written
+    return write_frames(CyberRecordWriter(path, **kw), frames)

@@ -28,7 +28,7 @@ import numpy as np
 from rosbags.rosbag1 import Reader, ReaderError, Writer, WriterError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-from lidarmt.io._output import staged
+from lidarmt.io._output import StagedWriter, finite_extrinsic, write_frames
 from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording, check_frame, stamp_ns
 from lidarmt.io.base import TopicInfo
 from lidarmt.io.cloud import APOLLO_LAYOUT, APOLLO_LAYOUT_RING, FieldLayout, from_points
@@ -407,56 +407,41 @@ def cloud_records(frame: Frame, layout: FieldLayout | None = None) -> tuple[Fiel
     return layout, from_points(frame.points, layout, stamp=frame.stamp)
 
 
-class Ros1BagWriter:
-    """Write frames to a ROS1 bag in Apollo's layout (see the module docstring). Use as a context manager.
-
-    ``novatel_from_sensor`` is the static extrinsic T(novatel <- sensor) written to /tf_static (identity by
-    default); each frame's pose T(world <- sensor) becomes a /tf world→novatel = pose · inv(extrinsic) at the
-    frame's stamp, so a reader recovers the pose exactly. Frames without a pose get no /tf. The bag appears at
-    ``path`` only when the writer is closed without error; an existing file is replaced only with
-    ``overwrite=True``.
-    """
+class _RosBagWriter(StagedWriter):
+    """What the ROS1 and ROS2 bag writers share: extrinsic, connections, the frame → /tf_static, /tf and
+    PointCloud2 sequence, and :meth:`write_message`. A subclass opens ``self._writer`` (a rosbags writer) on the
+    staged path and supplies the serialisation (:meth:`_serialize`, :meth:`_cloud_message`)."""
 
     typestore = TYPESTORE
+    _ros2 = False  # header layout of the /tf messages
+    _static_kw: dict[str, Any] = {}  # extra add_connection options of the /tf_static connection
+    _add_errors: tuple[type[Exception], ...] = (WriterError, KeyError)  # what the rosbags writer raises
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        topic: str = APOLLO_POINTCLOUD_TOPIC,
-        novatel_from_sensor: np.ndarray | None = None,
-        world_frame: str = "world",
-        novatel_frame: str = "novatel",
-        overwrite: bool = False,
-        chunk_threshold: int = 1 << 20,
-    ) -> None:
+    def _setup(self, path: str | os.PathLike[str], *, topic: str, novatel_from_sensor: np.ndarray | None,
+               world_frame: str, novatel_frame: str) -> None:
         self.path = Path(path)
         self.topic = topic
         self.world_frame = world_frame
         self.novatel_frame = novatel_frame
-        ext = np.eye(4) if novatel_from_sensor is None else np.asarray(novatel_from_sensor, dtype=np.float64)
-        if ext.shape != (4, 4) or not np.all(np.isfinite(ext)):
-            raise LidarmtWriterError(f"novatel_from_sensor must be a finite 4x4 matrix, got shape {ext.shape}")
-        self.novatel_from_sensor = ext
-        self._sensor_from_novatel = np.linalg.inv(ext)
-        self._stage = staged(self.path, overwrite=overwrite)
-        self._tmp = self._stage.__enter__()
-        self._writer = Writer(self._tmp)
-        self._writer.set_compression(Writer.CompressionFormat.LZ4)
-        self._writer.chunk_threshold = chunk_threshold
-        self._writer.open()
+        self.novatel_from_sensor = finite_extrinsic(novatel_from_sensor, np.eye(4))
+        self._sensor_from_novatel = np.linalg.inv(self.novatel_from_sensor)
         self._conns: dict[str, Any] = {}
         self._static_children: set[str] = set()
         self._seq = 0
         self.frames_written = 0
-        self._closed = False
 
-    def _conn(self, topic: str, msgtype: str, *, latching: int | None = None):
+    def _serialize(self, msg: object, msgtype: str) -> bytes:
+        raise NotImplementedError
+
+    def _cloud_message(self, t_ns: int, frame_id: str, layout: FieldLayout, rec: np.ndarray) -> bytes:
+        raise NotImplementedError
+
+    def _conn(self, topic: str, msgtype: str, **kw: Any):
         c = self._conns.get(topic)
         if c is None:
             try:
-                c = self._writer.add_connection(topic, msgtype, typestore=self.typestore, latching=latching)
-            except (WriterError, KeyError) as err:
+                c = self._writer.add_connection(topic, msgtype, typestore=self.typestore, **kw)
+            except self._add_errors as err:
                 raise LidarmtWriterError(f"{self.path}: cannot add topic {topic} of type {msgtype} ({err})") from err
             self._conns[topic] = c
         elif c.msgtype != msgtype:
@@ -469,18 +454,18 @@ class Ros1BagWriter:
         t_ns = stamp_ns(frame.stamp)
         frame_id = frame.frame_id or "velodyne64"
         if frame_id not in self._static_children:
-            msg = _tf_message(self.typestore, self.novatel_frame, frame_id, t_ns, self.novatel_from_sensor)
-            self._write(self._conn("/tf_static", TFMESSAGE, latching=1), t_ns,
-                        self.typestore.serialize_ros1(msg, TFMESSAGE))
+            msg = _tf_message(self.typestore, self.novatel_frame, frame_id, t_ns, self.novatel_from_sensor,
+                              ros2=self._ros2)
+            self._write(self._conn("/tf_static", TFMESSAGE, **self._static_kw), t_ns,
+                        self._serialize(msg, TFMESSAGE))
             self._static_children.add(frame_id)
         if frame.pose is not None:
             world_from_novatel = frame.pose @ self._sensor_from_novatel
-            msg = _tf_message(self.typestore, self.world_frame, self.novatel_frame, t_ns, world_from_novatel)
-            self._write(self._conn("/tf", TFMESSAGE), t_ns, self.typestore.serialize_ros1(msg, TFMESSAGE))
+            msg = _tf_message(self.typestore, self.world_frame, self.novatel_frame, t_ns, world_from_novatel,
+                              ros2=self._ros2)
+            self._write(self._conn("/tf", TFMESSAGE), t_ns, self._serialize(msg, TFMESSAGE))
         layout, rec = cloud_records(frame)
-        raw = serialize_ros1(stamp_ns=t_ns, frame_id=frame_id, layout=layout, data=rec, width=len(rec),
-                             seq=self._seq)
-        self._write(self._conn(self.topic, POINTCLOUD2), t_ns, raw)
+        self._write(self._conn(self.topic, POINTCLOUD2), t_ns, self._cloud_message(t_ns, frame_id, layout, rec))
         self._seq += 1
         self.frames_written += 1
 
@@ -489,7 +474,7 @@ class Ros1BagWriter:
         msgtype = ros_msgtype(msgtype)
         conn = self._conn(topic, msgtype)
         try:
-            raw = self.typestore.serialize_ros1(msg, msgtype)
+            raw = self._serialize(msg, msgtype)
         except Exception as err:  # rosbags raises assorted errors for a message of the wrong shape
             raise LidarmtWriterError(f"{self.path}: cannot serialise a {msgtype} for {topic} ({err})") from err
         self._write(conn, int(stamp_ns), raw)
@@ -499,42 +484,52 @@ class Ros1BagWriter:
             raise LidarmtWriterError(f"{self.path}: writer is closed")
         self._writer.write(conn, int(t_ns), raw)
 
-    def close(self) -> None:
-        """Finish the bag and move it into place."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.close()
-        except BaseException as err:
-            self._stage.__exit__(type(err), err, err.__traceback__)
-            raise
-        self._stage.__exit__(None, None, None)
 
-    def abort(self) -> None:
-        """Discard everything written; the target is left as it was."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.close()
-        finally:
-            err = LidarmtWriterError("aborted")
-            self._stage.__exit__(type(err), err, None)  # removes the temporary bag
+class Ros1BagWriter(_RosBagWriter):
+    """Write frames to a ROS1 bag in Apollo's layout (see the module docstring). Use as a context manager.
 
-    def __enter__(self) -> Ros1BagWriter:
-        return self
+    ``novatel_from_sensor`` is the static extrinsic T(novatel <- sensor) written to /tf_static (identity by
+    default); each frame's pose T(world <- sensor) becomes a /tf world→novatel = pose · inv(extrinsic) at the
+    frame's stamp, so a reader recovers the pose exactly. Frames without a pose get no /tf. The bag appears at
+    ``path`` only when the writer is closed without error; an existing file is replaced only with
+    ``overwrite=True``.
+    """
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+    _static_kw = {"latching": 1}
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        topic: str = APOLLO_POINTCLOUD_TOPIC,
+        novatel_from_sensor: np.ndarray | None = None,
+        world_frame: str = "world",
+        novatel_frame: str = "novatel",
+        overwrite: bool = False,
+        chunk_threshold: int = 1 << 20,
+    ) -> None:
+        self._setup(path, topic=topic, novatel_from_sensor=novatel_from_sensor, world_frame=world_frame,
+                    novatel_frame=novatel_frame)
+        self._open_stage(overwrite=overwrite)
+        self._writer = Writer(self._tmp)
+        self._writer.set_compression(Writer.CompressionFormat.LZ4)
+        self._writer.chunk_threshold = chunk_threshold
+        self._writer.open()
+
+    def _serialize(self, msg: object, msgtype: str) -> bytes:
+        return self.typestore.serialize_ros1(msg, msgtype)
+
+    def _cloud_message(self, t_ns: int, frame_id: str, layout: FieldLayout, rec: np.ndarray) -> bytes:
+        return serialize_ros1(stamp_ns=t_ns, frame_id=frame_id, layout=layout, data=rec, width=len(rec),
+                              seq=self._seq)
+
+    def _finish(self) -> None:
+        self._writer.close()
+
+    def _discard(self) -> None:
+        self._writer.close()
 
 
 def write_ros1_bag(path: str | os.PathLike[str], frames, **kw) -> int:
     """Write an iterable of frames to a ROS1 bag (see :class:`Ros1BagWriter`); returns the number written."""
-    with Ros1BagWriter(path, **kw) as w:
-        for f in frames:
-            w.write(f)
-        return w.frames_written
+    return write_frames(Ros1BagWriter(path, **kw), frames)

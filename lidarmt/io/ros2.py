@@ -14,7 +14,6 @@ import contextlib
 import os
 from collections import deque
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,13 +22,14 @@ from rosbags.rosbag2.enums import StoragePlugin
 from rosbags.rosbag2.errors import ReaderError, WriterError
 from rosbags.typesys import Stores, get_typestore
 
-from lidarmt.io._output import staged
-from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording, check_frame, stamp_ns
+from lidarmt.io._output import write_frames
+from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording
 from lidarmt.io.base import TopicInfo
+from lidarmt.io.cloud import FieldLayout
 from lidarmt.io.errors import FormatError, RecordingError
 from lidarmt.io.errors import WriterError as LidarmtWriterError
-from lidarmt.io.pointcloud2 import POINTCLOUD2, parse_cdr, serialize_cdr
-from lidarmt.io.ros1 import TFMESSAGE, _tf_message, cloud_records, ros_msgtype
+from lidarmt.io.pointcloud2 import parse_cdr, serialize_cdr
+from lidarmt.io.ros1 import TFMESSAGE, _RosBagWriter
 from lidarmt.types import Frame
 
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
@@ -162,7 +162,7 @@ class Ros2Recording(BagRecording):
         super().close()
 
 
-class Ros2BagWriter:
+class Ros2BagWriter(_RosBagWriter):
     """Write frames to a ROS2 bag folder (``storage="sqlite3"`` or ``"mcap"``) in Apollo's layout.
 
     Same contents and options as :class:`lidarmt.io.ros1.Ros1BagWriter`; the folder appears at ``path`` only when
@@ -170,6 +170,8 @@ class Ros2BagWriter:
     """
 
     typestore = TYPESTORE
+    _ros2 = True
+    _add_errors = (WriterError, KeyError)
 
     def __init__(
         self,
@@ -185,73 +187,21 @@ class Ros2BagWriter:
         plugins = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}
         if storage not in plugins:
             raise LidarmtWriterError(f"storage must be 'sqlite3' or 'mcap', not {storage!r}")
-        self.path = Path(path)
-        self.topic = topic
-        self.world_frame = world_frame
-        self.novatel_frame = novatel_frame
-        ext = np.eye(4) if novatel_from_sensor is None else np.asarray(novatel_from_sensor, dtype=np.float64)
-        if ext.shape != (4, 4) or not np.all(np.isfinite(ext)):
-            raise LidarmtWriterError("novatel_from_sensor must be a finite 4x4 matrix")
-        self.novatel_from_sensor = ext
-        self._sensor_from_novatel = np.linalg.inv(ext)
-        self._stage = staged(self.path, overwrite=overwrite)
-        self._tmp = self._stage.__enter__()
+        self._setup(path, topic=topic, novatel_from_sensor=novatel_from_sensor, world_frame=world_frame,
+                    novatel_frame=novatel_frame)
+        self._open_stage(overwrite=overwrite)
         try:
             self._writer = Writer(self._tmp, version=9, storage_plugin=plugins[storage])
             self._writer.open()
         except BaseException as err:
-            self._stage.__exit__(type(err), err, err.__traceback__)
+            self._drop_stage(err, err.__traceback__)
             raise LidarmtWriterError(f"cannot create the ROS2 bag {self.path}: {err}") from err
-        self._conns: dict[str, Any] = {}
-        self._static_children: set[str] = set()
-        self.frames_written = 0
-        self._closed = False
 
-    def _conn(self, topic: str, msgtype: str):
-        c = self._conns.get(topic)
-        if c is None:
-            try:
-                c = self._writer.add_connection(topic, msgtype, typestore=self.typestore)
-            except (WriterError, KeyError) as err:
-                raise LidarmtWriterError(f"{self.path}: cannot add topic {topic} of type {msgtype} ({err})") from err
-            self._conns[topic] = c
-        elif c.msgtype != msgtype:
-            raise LidarmtWriterError(f"{self.path}: topic {topic} already has type {c.msgtype}, not {msgtype}")
-        return c
+    def _serialize(self, msg: object, msgtype: str) -> bytes:
+        return self.typestore.serialize_cdr(msg, msgtype)
 
-    def _write(self, conn, t_ns: int, raw: bytes) -> None:
-        if self._closed:
-            raise LidarmtWriterError(f"{self.path}: writer is closed")
-        self._writer.write(conn, int(t_ns), raw)
-
-    def write(self, frame: Frame) -> None:
-        """Write one frame: its PointCloud2 and, when it has a pose, a /tf world→novatel at its stamp."""
-        check_frame(frame)
-        t_ns = stamp_ns(frame.stamp)
-        frame_id = frame.frame_id or "velodyne64"
-        ts = self.typestore
-        if frame_id not in self._static_children:
-            msg = _tf_message(ts, self.novatel_frame, frame_id, t_ns, self.novatel_from_sensor, ros2=True)
-            self._write(self._conn("/tf_static", TFMESSAGE), t_ns, ts.serialize_cdr(msg, TFMESSAGE))
-            self._static_children.add(frame_id)
-        if frame.pose is not None:
-            msg = _tf_message(ts, self.world_frame, self.novatel_frame, t_ns, frame.pose @ self._sensor_from_novatel,
-                              ros2=True)
-            self._write(self._conn("/tf", TFMESSAGE), t_ns, ts.serialize_cdr(msg, TFMESSAGE))
-        layout, rec = cloud_records(frame)
-        raw = serialize_cdr(stamp_ns=t_ns, frame_id=frame_id, layout=layout, data=rec, width=len(rec))
-        self._write(self._conn(self.topic, POINTCLOUD2), t_ns, raw)
-        self.frames_written += 1
-
-    def write_message(self, topic: str, msgtype: str, msg: object, stamp_ns: int) -> None:
-        """Write any message built with :data:`TYPESTORE` at ``stamp_ns``."""
-        msgtype = ros_msgtype(msgtype)
-        conn = self._conn(topic, msgtype)
-        try:
-            raw = self.typestore.serialize_cdr(msg, msgtype)
-        except Exception as err:  # rosbags raises assorted errors for a message of the wrong shape
-            raise LidarmtWriterError(f"{self.path}: cannot serialise a {msgtype} for {topic} ({err})") from err
-        self._write(conn, int(stamp_ns), raw)
+    def _cloud_message(self, t_ns: int, frame_id: str, layout: FieldLayout, rec: np.ndarray) -> bytes:
+        return serialize_cdr(stamp_ns=t_ns, frame_id=frame_id, layout=layout, data=rec, width=len(rec))
 
     def _rename_storage(self) -> None:
         """rosbags names the storage files after the (temporary) folder; give them the final name."""
@@ -265,40 +215,15 @@ class Ros2BagWriter:
                 text = text.replace(f.name, new)
         meta.write_text(text)
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            self._writer.close()
-            self._rename_storage()
-        except BaseException as err:
-            self._stage.__exit__(type(err), err, err.__traceback__)
-            raise
-        self._stage.__exit__(None, None, None)
+    def _finish(self) -> None:
+        self._writer.close()
+        self._rename_storage()
 
-    def abort(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _discard(self) -> None:
         with contextlib.suppress(Exception):  # the folder is deleted anyway
             self._writer.close()
-        err = LidarmtWriterError("aborted")
-        self._stage.__exit__(type(err), err, None)
-
-    def __enter__(self) -> Ros2BagWriter:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
 
 def write_ros2_bag(path: str | os.PathLike[str], frames, *, storage: str = "sqlite3", **kw) -> int:
     """Write frames to a ROS2 bag folder (see :class:`Ros2BagWriter`); returns the number written."""
-    with Ros2BagWriter(path, storage=storage, **kw) as w:
-        for f in frames:
-            w.write(f)
-        return w.frames_written
+    return write_frames(Ros2BagWriter(path, storage=storage, **kw), frames)
