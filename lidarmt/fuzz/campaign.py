@@ -581,21 +581,11 @@ def check_out(out: Path, *, resume: bool, force: bool) -> bool:
 
 
 def prepare_out(out: Path, *, resume: bool, force: bool) -> bool:
-    """Check the run folder and, with ``force``, clear what a campaign owns in it; True when resuming."""
-    journal = out / JOURNAL_NAME
-    if out.exists() and not out.is_dir():
-        raise FuzzOutputError(f"--out {out}: exists and is not a folder")
-    if resume and force:
-        raise FuzzArgumentError("--resume and --force contradict each other: resume keeps the journal, force discards it")
-    if resume:
-        if not journal.is_file():
-            raise FuzzInputError(f"--resume: {out} holds no campaign journal ({JOURNAL_NAME}); run without --resume")
+    """Check the run folder (:func:`check_out`) and, with ``force``, clear what a campaign owns in it; True when
+    resuming."""
+    if check_out(out, resume=resume, force=force):
         return True
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise FuzzOutputError(
-                f"--out {out}: the folder exists; pass --resume to continue its campaign or --force to start over"
-            )
+    if out.exists() and any(out.iterdir()):  # only with force: check_out refused a non-empty folder otherwise
         for name in OWNED:
             p = out / name
             if p.is_dir():
