@@ -35,22 +35,15 @@ def convex_hull_xy(px, py, out_idx):  # pragma: no cover - numba
         i = j
     hull = np.empty(2 * n + 1, dtype=np.int64)
     k = 0
-    for t in range(n):
-        p = order[t]
-        while k >= 2:
-            a = hull[k - 2]
-            b = hull[k - 1]
-            cr = (px[b] - px[a]) * (py[p] - py[a]) - (py[b] - py[a]) * (px[p] - px[a])
-            if cr <= 0.0:
-                k -= 1
-            else:
-                break
-        hull[k] = p
-        k += 1
-    lower = k + 1
-    for t in range(n - 2, -1, -1):
-        p = order[t]
-        while k >= lower:
+    floor = 2  # the lower chain, then (from step n) the upper chain, which never pops into the lower one
+    for step in range(2 * n - 1):
+        if step < n:
+            p = order[step]
+        else:
+            if step == n:
+                floor = k + 1
+            p = order[2 * n - 2 - step]
+        while k >= floor:
             a = hull[k - 2]
             b = hull[k - 1]
             cr = (px[b] - px[a]) * (py[p] - py[a]) - (py[b] - py[a]) * (px[p] - px[a])
