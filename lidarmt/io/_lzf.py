@@ -73,13 +73,16 @@ def _compress(src: np.ndarray, out: np.ndarray) -> int:
     ip = 0
     op = 1  # room for the first literal run's control byte
     lit = 0
-    while ip + 2 < n:
-        v = (np.uint32(src[ip]) << 16) | (np.uint32(src[ip + 1]) << 8) | np.uint32(src[ip + 2])
-        h = np.int64(((v * np.uint32(2654435761)) & np.uint32(0xFFFFFFFF)) >> np.uint32(32 - _HLOG))
-        ref = htab[h]
-        htab[h] = ip
-        if (ref >= 0 and ip - ref - 1 < _MAX_OFF and src[ref] == src[ip] and src[ref + 1] == src[ip + 1]
-                and src[ref + 2] == src[ip + 2]):
+    while ip < n:
+        match = False
+        if ip + 2 < n:  # a back reference needs 3 bytes; the last two are always literals
+            v = (np.uint32(src[ip]) << 16) | (np.uint32(src[ip + 1]) << 8) | np.uint32(src[ip + 2])
+            h = np.int64(((v * np.uint32(2654435761)) & np.uint32(0xFFFFFFFF)) >> np.uint32(32 - _HLOG))
+            ref = htab[h]
+            htab[h] = ip
+            match = (ref >= 0 and ip - ref - 1 < _MAX_OFF and src[ref] == src[ip] and src[ref + 1] == src[ip + 1]
+                     and src[ref + 2] == src[ip + 2])
+        if match:
             off = ip - ref - 1
             maxlen = n - ip
             if maxlen > _MAX_REF:
@@ -113,15 +116,6 @@ def _compress(src: np.ndarray, out: np.ndarray) -> int:
                 out[op - 33] = 31
                 lit = 0
                 op += 1
-    while ip < n:
-        out[op] = src[ip]
-        op += 1
-        ip += 1
-        lit += 1
-        if lit == 32:
-            out[op - 33] = 31
-            lit = 0
-            op += 1
     if lit > 0:
         out[op - lit - 1] = lit - 1
     else:
