@@ -222,14 +222,20 @@ def cast_ground(origins: np.ndarray, dirs: np.ndarray, raster: np.ndarray, x0: f
     return t_out, code_out
 
 
-def height_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """NumPy version of the bilinear terrain height (clamped at the grid's edges)."""
+def _cell_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarray, y: np.ndarray):
+    """NumPy version of :func:`_cell`: the grid cell (row, col) under each (x, y), clamped at the grid's edges,
+    and the fractions (fx, fy) across it."""
     x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
     u = np.clip((x - x0) / hres, 0.0, hgrid.shape[1] - 1 - 1e-9)
     v = np.clip((y - y0) / hres, 0.0, hgrid.shape[0] - 1 - 1e-9)
     c = u.astype(np.int64)
     r = v.astype(np.int64)
-    fx, fy = u - c, v - r
+    return r, c, u - c, v - r
+
+
+def height_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """NumPy version of the bilinear terrain height (clamped at the grid's edges)."""
+    r, c, fx, fy = _cell_ref(hgrid, x0, y0, hres, x, y)
     h0 = hgrid[r, c] + (hgrid[r, c + 1] - hgrid[r, c]) * fx
     h1 = hgrid[r + 1, c] + (hgrid[r + 1, c + 1] - hgrid[r + 1, c]) * fx
     return h0 + (h1 - h0) * fy
@@ -237,12 +243,7 @@ def height_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarr
 
 def slope_ref(hgrid: np.ndarray, x0: float, y0: float, hres: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """NumPy version of the bilinear terrain's gradient, (N, 2)."""
-    x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
-    u = np.clip((x - x0) / hres, 0.0, hgrid.shape[1] - 1 - 1e-9)
-    v = np.clip((y - y0) / hres, 0.0, hgrid.shape[0] - 1 - 1e-9)
-    c = u.astype(np.int64)
-    r = v.astype(np.int64)
-    fx, fy = u - c, v - r
+    r, c, fx, fy = _cell_ref(hgrid, x0, y0, hres, x, y)
     gx = ((hgrid[r, c + 1] - hgrid[r, c]) * (1 - fy) + (hgrid[r + 1, c + 1] - hgrid[r + 1, c]) * fy) / hres
     gy = ((hgrid[r + 1, c] - hgrid[r, c]) * (1 - fx) + (hgrid[r + 1, c + 1] - hgrid[r, c + 1]) * fx) / hres
     return np.stack([gx, gy], axis=-1)
