@@ -263,6 +263,10 @@ def build_boxes_kernel(x, y, z, offsets, boxes, heights, poly_out, poly_offsets)
             mx1 = max(mx1, y[i])
             mn2 = min(mn2, z[i])
             mx2 = max(mx2, z[i])
+        xmin_raw = mn0  # the bounds before SetDefaultValue's widening
+        xmax_raw = mx0
+        ymin_raw = mn1
+        ymax_raw = mx1
         zmin_raw = mn2
         zmax_raw = mx2
         two = np.float32(2.0)
@@ -358,24 +362,14 @@ def build_boxes_kernel(x, y, z, offsets, boxes, heights, poly_out, poly_offsets)
             else:  # qhull fails on collinear input: the box corners
                 m = 4
                 poly = np.empty((4, 3))
-                poly[0, 0] = x[s]
-                mnx = x[s]
-                mxx = x[s]
-                mny = y[s]
-                mxy = y[s]
-                for i in range(s + 1, e):
-                    mnx = min(mnx, x[i])
-                    mxx = max(mxx, x[i])
-                    mny = min(mny, y[i])
-                    mxy = max(mxy, y[i])
-                poly[0, 0] = mnx
-                poly[0, 1] = mny
-                poly[1, 0] = mnx
-                poly[1, 1] = mxy
-                poly[2, 0] = mxx
-                poly[2, 1] = mxy
-                poly[3, 0] = mxx
-                poly[3, 1] = mny
+                poly[0, 0] = xmin_raw
+                poly[0, 1] = ymin_raw
+                poly[1, 0] = xmin_raw
+                poly[1, 1] = ymax_raw
+                poly[2, 0] = xmax_raw
+                poly[2, 1] = ymax_raw
+                poly[3, 0] = xmax_raw
+                poly[3, 1] = ymin_raw
                 for t in range(4):
                     poly[t, 2] = zmin_raw
         heights[k] = height
