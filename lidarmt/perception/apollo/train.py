@@ -57,10 +57,10 @@ class LossWeights:
     heading: float = 0.1
     height: float = 0.5
     #: objectness BCE: weight of an object cell relative to a background cell
-    positive: float = 3.0
+    positive: float = 2.0
     #: per-class cell weights (unknown, small vehicle, big vehicle, non-motor, pedestrian): small objects
     #: have few cells, so they get more weight per cell
-    class_cells: tuple[float, float, float, float, float] = (1.0, 1.0, 0.5, 3.0, 4.0)
+    class_cells: tuple[float, float, float, float, float] = (1.5, 1.0, 0.7, 1.5, 1.5)
     #: smooth-L1 transition of the regressions, metres
     beta: float = 0.3
 
