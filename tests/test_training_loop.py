@@ -63,17 +63,19 @@ def test_overfitting_a_tiny_grid_reduces_the_loss():
     rng = np.random.default_rng(0)
     batch = collate([make_sample(_frame(0), rng, grid=GRID, range_=R, crop=GRID, augment=None)])
     opt = torch.optim.Adam(net.parameters(), lr=2e-3)
-    first = last = None
-    for _ in range(30):
+    hist = []
+    for _ in range(60):
         losses = apollo_losses(net.forward_raw(batch["features"]), batch)
         opt.zero_grad()
         losses["total"].backward()
         opt.step()
-        first = first if first is not None else {k: float(v.detach()) for k, v in losses.items()}
-        last = {k: float(v.detach()) for k, v in losses.items()}
+        hist.append({k: float(v.detach()) for k, v in losses.items()})
+    first = hist[0]
+    last = {k: float(np.mean([h[k] for h in hist[-5:]])) for k in first}
     assert last["total"] < 0.6 * first["total"]
     assert last["category"] < first["category"]
-    assert last["instance"] < first["instance"]
+    assert last["instance"] < first["instance"]  # the offsets need ~50 steps to start moving
+    assert last["classify"] < 0.5 * first["classify"]
 
 
 def test_lr_schedule():
