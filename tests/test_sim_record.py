@@ -89,8 +89,12 @@ def test_dataset_is_deterministic(tmp_path) -> None:
     generate_dataset(tmp_path / "b", frames=3, seed=4, frames_per_drive=2, drives_per_town=2)
     assert a.frames == 3 and a.drives == 2
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert names == ["000000.npz", "000001.npz", "000002.npz", "dataset.json"]
-    for n in names[:-1]:  # identical arrays (the zip members' time stamps and the source path differ)
+    assert names == ["000000.npz", "000001.npz", "000002.npz", "dataset.json", "maps"]
+    # no time stamps or output paths in dataset.json, and the maps are written deterministically
+    assert (tmp_path / "a" / "dataset.json").read_bytes() == (tmp_path / "b" / "dataset.json").read_bytes()
+    maps = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a" / "maps").rglob("*") if p.is_file())
+    assert maps and all((tmp_path / "a" / m).read_bytes() == (tmp_path / "b" / m).read_bytes() for m in maps)
+    for n in names[:3]:  # identical arrays (the zip members' time stamps and the source path differ)
         fa, fb = load_frame_npz(tmp_path / "a" / n), load_frame_npz(tmp_path / "b" / n)
         assert fa.points.tobytes() == fb.points.tobytes() and fa.stamp == fb.stamp
         np.testing.assert_array_equal(fa.pose, fb.pose)

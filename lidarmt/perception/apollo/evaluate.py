@@ -380,20 +380,30 @@ def kitti_roi(frame: Frame) -> Roi:
     return PointLabelRoi(frame, labelled_area(frame))
 
 
-def save_dataset_maps(dataset_dir: str) -> list[str]:
-    """Write the HD map of every town of a simulator dataset to ``<dataset>/maps/town_<seed>/base_map.bin``
-    (once, right after generating it), so later evaluations use the maps the frames were simulated in."""
+def save_dataset_maps(dataset_dir: str, *, overwrite: bool = False) -> list[str]:
+    """Fallback for datasets made before ``generate_dataset`` wrote maps (``dataset.json`` format
+    ``lidarmt-sim-dataset/1``): write the HD map of every town the dataset's drives use to
+    ``<dataset>/maps/town_<seed>/`` (the layout that newer datasets have and :class:`SimRoi` reads).
+
+    The maps are rebuilt from the town seeds with the *current* simulator, so they match the frames only if
+    the town generator has not changed since the dataset was made: run it right after generating such a
+    dataset, not later. A town whose folder already holds ``base_map.bin`` (for instance one written by
+    ``generate_dataset`` itself) is left alone unless ``overwrite``. Returns the folders written.
+    """
     import json
     from pathlib import Path
 
-    from lidarmt.roi import write_map
+    from lidarmt.sim.dataset import MAP_DIR
+    from lidarmt.sim.record import write_town_map
     from lidarmt.sim.town import build_town
 
     d = json.loads((Path(dataset_dir) / "dataset.json").read_text())
     out = []
     for town in sorted({int(drv["town_seed"]) for drv in d.get("drives", [])}):
-        folder = Path(dataset_dir) / "maps" / f"town_{town}"
-        write_map(build_town(town).hdmap(), folder, formats=("bin",), overwrite=True)
+        folder = Path(dataset_dir) / MAP_DIR.format(seed=town)
+        if (folder / "base_map.bin").is_file() and not overwrite:
+            continue
+        write_town_map(build_town(town), folder, name=f"lidarmt_town_{town}", overwrite=True)
         out.append(str(folder))
     return out
 
@@ -435,22 +445,26 @@ class GridRoi:
 class SimRoi:
     """ROI of the simulator's dataset frames: Apollo's HDMap ROI on the map of the frame's town.
 
-    A dataset folder's ``dataset.json`` says which town (seed) each frame was recorded in; the town's HD map is
-    read from ``<dataset>/maps/town_<seed>/`` when present (written by :func:`save_dataset_maps`, so the ROI
-    stays the one the frames were simulated with even if the simulator changes later), else rebuilt from its
-    seed (:func:`lidarmt.sim.town.build_town`), and queried with the frame's pose through
+    A dataset folder's ``dataset.json`` says which town (seed) each frame was recorded in (its drives' ``frames``
+    ranges). The town's HD map is read from the folder the drive names (``map``, written by
+    :func:`lidarmt.sim.generate_dataset`), else from ``<dataset>/maps/town_<seed>/`` (older datasets after
+    :func:`save_dataset_maps`), so the ROI stays the one the frames were simulated with even if the simulator
+    changes later; only when neither exists is the town rebuilt from its seed (:func:`lidarmt.sim.town.build_town`,
+    correct only while the town generator is unchanged). The map is queried with the frame's pose through
     :class:`lidarmt.roi.query.HDMapRoi`, as the fuzzer does for a recording. Frames without that information
     fall back to the area of their drivable-surface labels (:func:`labelled_area`), else the whole grid.
     """
 
     def __init__(self, dataset_dir: str | None = None) -> None:
+        from pathlib import Path
+
         self.kind = "labels"
         self._town_of: dict[int, int] = {}
+        self._map_of: dict[int, Path] = {}  # town seed -> map folder named by dataset.json
         self._rois: dict[int, Any] = {}
-        self._maps_dir = None
+        self._maps_dir: Path | None = None
         if dataset_dir is not None:
             import json
-            from pathlib import Path
 
             self._maps_dir = Path(dataset_dir) / "maps"
             meta = Path(dataset_dir) / "dataset.json"
@@ -458,16 +472,47 @@ class SimRoi:
                 d = json.loads(meta.read_text())
                 for drv in d.get("drives", []):
                     first, last = drv["frames"]
+                    town = int(drv["town_seed"])
                     for i in range(int(first), int(last) + 1):
-                        self._town_of[i] = int(drv["town_seed"])
+                        self._town_of[i] = town
+                    if drv.get("map"):
+                        self._map_of[town] = Path(dataset_dir) / drv["map"]
                 self.kind = "hdmap"
+
+    def town_of(self, index: int) -> int | None:
+        """Town seed of the dataset's frame ``index`` (None when dataset.json does not list it)."""
+        return self._town_of.get(int(index))
+
+    def map_dir(self, town: int) -> Any:
+        """The saved map folder (a Path holding ``base_map.bin``) of a town, or None when the dataset has none and
+        the map would be rebuilt from the seed."""
+        for cand in (self._map_of.get(town), None if self._maps_dir is None else self._maps_dir / f"town_{town}"):
+            if cand is not None and (cand / "base_map.bin").is_file():
+                return cand
+        return None
 
     def describe(self) -> str:
         if self.kind == "hdmap":
+            towns = sorted(set(self._town_of.values()))
+            saved = sum(self.map_dir(t) is not None for t in towns)
+            src = ("the maps saved with the dataset" if saved == len(towns) else
+                   f"the maps saved with the dataset for {saved} of {len(towns)} towns, the others rebuilt from "
+                   "their seeds in dataset.json with the current simulator")
             return ("ROI: Apollo's HDMap ROI (lidarmt.roi HDMapRoi, range 70 m, cell 0.25 m) on the HD map of each "
-                    "frame's simulated town, rebuilt from its seed in dataset.json")
+                    f"frame's simulated town ({src})")
         return ("ROI: the area covered by the frames' road/parking/sidewalk ground-truth labels (morphologically "
                 "closed, PointLabelRoi)")
+
+    def hdmap(self, town: int) -> Any:
+        """The HD map of a town: loaded from the dataset when saved there, else rebuilt from its seed."""
+        saved = self.map_dir(town)
+        if saved is not None:
+            from lidarmt.roi import load_map
+
+            return load_map(saved)
+        from lidarmt.sim.town import build_town
+
+        return build_town(town).hdmap()
 
     def __call__(self, frame: Frame) -> Roi:
         town = self._town_of.get(frame.index) if frame.pose is not None else None
@@ -476,16 +521,7 @@ class SimRoi:
                 from lidarmt.roi.query import HDMapRoi
 
                 self._rois.clear()  # one town at a time
-                saved = None if self._maps_dir is None else self._maps_dir / f"town_{town}"
-                if saved is not None and saved.is_dir():
-                    from lidarmt.roi import load_map
-
-                    hdmap = load_map(saved)
-                else:
-                    from lidarmt.sim.town import build_town
-
-                    hdmap = build_town(town).hdmap()
-                self._rois[town] = HDMapRoi(hdmap)
+                self._rois[town] = HDMapRoi(self.hdmap(town))
             return self._rois[town].frame_mask(frame)
         lb = frame.labels
         if lb is not None and lb.point_semantic is not None:
