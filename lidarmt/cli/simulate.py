@@ -54,7 +54,9 @@ def simulate(
     if (out is None) == (dataset is None):
         raise SimArgumentError("give either --out BAG (a recording) or --dataset FOLDER (training frames)")
     if dataset is not None and map_out is not None:
-        raise SimArgumentError("--map-out goes with --out; a dataset spans several towns and writes no map")
+        raise SimArgumentError(
+            "--map-out goes with --out; a dataset spans several towns and writes their maps under FOLDER/maps/"
+        )
     with progress() as bar:
         task = bar.add_task("simulating", total=frames, rate="")
 
