@@ -38,6 +38,12 @@ def evaluate(
     HDMap ROI on the map of their town (from the dataset's dataset.json); KITTI frames the area covered by their
     road/parking/sidewalk labels, and only detections inside the camera's field of view are counted (KITTI
     labels nothing outside it).
+
+    Examples:
+
+    `lidarmt evaluate --data data/val --kitti ../shared/data/kitti/training --out eval.json`
+
+    `lidarmt evaluate --data data/val --weights runs/cnnseg640/cnnseg640.pt --frames 40`
     """
     import json
 
