@@ -1,0 +1,1 @@
+"""Steering models, the systems under test of the camera half: protocol, registry, Keras import, own models."""

@@ -1,0 +1,1 @@
+"""Image transformations (DeepTest's simple ones, composite weather, mirror): named, parameterised, deterministic."""

@@ -1,0 +1,52 @@
+"""The protocol of an image transformation.
+
+A transformation is a deterministic function of (image, parameters, seed): the same three give the same bytes
+on every machine. ``grid`` is the list of parameter settings a campaign walks (DeepTest's Table 4 for the simple
+ones; intensity levels for weather, whose style parameters are drawn from the seed when not given). ``space``
+describes each continuous parameter's range, for search (TACTIC's ES). ``relation`` says what a steering
+model's answer must do under it: ``"keep"`` (the angle must not change) or ``"negate"`` (the mirror).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class ParamRange:
+    """A continuous (or integer) parameter's range, for searches over a transformation's space."""
+
+    low: float
+    high: float
+    integer: bool = False
+
+
+@runtime_checkable
+class Transform(Protocol):
+    name: str  # e.g. "brightness", "fog", "mirror"
+    family: str  # "simple", "weather" or "mirror"
+    relation: str  # "keep" or "negate"
+    grid: Sequence[Mapping[str, Any]]  # parameter settings a campaign walks, in order
+    space: Mapping[str, ParamRange]  # continuous parameters and their ranges (may be empty)
+    description: str
+
+    def apply(self, image: np.ndarray, params: Mapping[str, Any], seed: int) -> np.ndarray:
+        """(H, W, 3) uint8 RGB in, (H, W, 3) uint8 RGB out (same size); never modifies ``image``."""
+        ...
+
+    def label(self, params: Mapping[str, Any]) -> str:
+        """A short human label of a parameter setting, e.g. "β=40" or "fog 0.75"."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A transformation with one parameter setting, as a campaign uses it."""
+
+    transform: str
+    param_index: int
+    params: Mapping[str, Any] = field(default_factory=dict)
