@@ -43,13 +43,33 @@ for _name in COMMANDS:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point: run the CLI, turning lidarmt errors into one line and a non-zero status."""
+    """Console entry point: run the CLI, turning lidarmt errors into one line and a non-zero status.
+
+    Click runs with ``standalone_mode=False`` so that its usage errors (a bad option value, a missing or unknown
+    option or argument) reach this function instead of typer's boxed panel; each becomes one line
+    ``lidarmt: error: ...`` with exit status 2, like a :class:`~lidarmt.errors.UserError`. ``--help`` and a bare
+    ``lidarmt`` still print the help (exit status 0 and 2, as click has them).
+    """
+    # click's exceptions: ``click.exceptions``, or the copy of click that typer >= 0.22 vendors
+    click_exc = importlib.import_module(typer.BadParameter.__module__)
     debug = os.environ.get("LIDARMT_DEBUG") not in (None, "", "0")
     try:
-        app(args=argv, prog_name="lidarmt", standalone_mode=True)
+        rv = app(args=argv, prog_name="lidarmt", standalone_mode=False)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except click_exc.NoArgsIsHelpError as err:  # a group called without a command: the help, status 2
+        if err.format_message().strip():  # typer's rich help has printed itself already and left no message
+            err.show()
+        return 2
+    except click_exc.ClickException as err:
+        if debug:
+            raise
+        print(_usage_line(err), file=sys.stderr)
+        return 2 if isinstance(err, click_exc.UsageError) else err.exit_code
+    except typer.Abort:  # end of input at a prompt
+        print("lidarmt: aborted", file=sys.stderr)
+        return 1
     except UserError as err:
         if debug:
             raise
@@ -63,7 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("lidarmt: interrupted", file=sys.stderr)
         return 130
-    return 0
+    # without standalone mode, click returns the exit code of ``typer.Exit(n)``/``ctx.exit(n)`` and otherwise the
+    # command's return value (None for every lidarmt command)
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+
+
+def _usage_line(err) -> str:
+    """One line for a click error: its message, and for a usage error the command's ``--help`` to read."""
+    msg = " ".join(err.format_message().split())
+    ctx = getattr(err, "ctx", None)
+    if ctx is not None and getattr(ctx, "command_path", None):
+        msg += f" (see '{ctx.command_path} --help')"
+    return f"lidarmt: error: {msg}"
 
 
 if __name__ == "__main__":  # pragma: no cover
