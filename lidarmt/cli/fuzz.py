@@ -64,14 +64,14 @@ def fuzz(
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="KEY=VALUE passed to the SUT's constructor (repeatable).")] = [],  # noqa: B006
     mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
     trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
-    workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process).")] = 1,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to the CPU cores, the frames and the memory available (about 0.9 GiB per Apollo worker), with a note.")] = 1,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/<recording name>).")] = None,
     region: Annotated[str, typer.Option("--region", help="disk (sensor range) or grid (the CNN's ±60 m square).")] = "disk",
     radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic (default: Apollo's velodyne64 compensator topic or the only one).")] = None,
     roi_range: Annotated[float, typer.Option("--roi-range", help="ROI bitmap half-size in metres (Apollo 3.0: 70, 2.x: 120).")] = 70.0,
     map_frame: Annotated[str, typer.Option("--map-frame", help="auto (as the map declares: GeoJSON \"frame\": \"sensor\"), world (place the map by each frame's pose) or sensor (the map is drawn in the sensor frame; for recordings without poses).")] = "auto",
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take; longer is a 'timeout' finding (the first call of a worker includes JIT warm-up: be generous, e.g. 60).")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take; longer is a 'timeout' finding. Default: automatic, 900 s for a process's first call (JIT warm-up), then 30x that first call's time, at least 60 s.")] = None,
     bundles: Annotated[str, typer.Option("--bundles", help="Bug bundles per n (each costs up to --ddmin-budget perception calls): a number, or 'all'.")] = "3",
     ddmin_budget: Annotated[int, typer.Option("--ddmin-budget", help="Perception calls allowed per bundle to minimise the added points (0: no minimisation).")] = 200,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out from its journal.")] = False,
@@ -79,21 +79,15 @@ def fuzz(
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when any pair violates MR1 or the SUT crashed/timed out (for CI).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    from lidarmt.cli._common import console, err_console, progress
+    from lidarmt.cli._common import err_console, progress
     from lidarmt.fuzz.campaign import (
         CampaignConfig,
-        bundle_id,
-        environment,
-        make_bundles,
         parse_ns,
-        run_campaign,
-        select_bundles,
         select_frames,
-        violating_keys,
     )
+    from lidarmt.fuzz.engine import RunLock, clamp_workers
     from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
     from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
-    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
     from lidarmt.fuzz.plugins import (
         RoiSpec,
         SourceSpec,
@@ -102,7 +96,6 @@ def fuzz(
         is_callable_spec,
         open_source,
     )
-    from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
 
     ns = parse_ns(n)
     if region not in ("disk", "grid"):
@@ -172,14 +165,39 @@ def fuzz(
             bar.update(task, advance=1, rate=f"{done / dt:.2f} verdicts/s, {state['viol']} violating, "
                        f"{state['find']} crash/timeout" if dt > 0 else "")
 
+    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory())
+    if note:
+        err_console.print(note)
+    with RunLock(out) as lock:
+        _run(config, out, lock=lock, workers=used, resume=resume, force=force, per_n=per_n,
+             ddmin_budget=ddmin_budget, command=command, quiet=quiet, fail_on_violation=fail_on_violation,
+             on_pair=on_pair, on_start=on_start, bar=bar)
+
+
+def _interrupted(out: Path) -> None:
+    from lidarmt.cli._common import err_console
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
+                      "command plus --resume")
+
+
+def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, per_n: int | None,
+         ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, on_pair, on_start, bar) -> None:
+    from lidarmt.cli._common import console, progress
+    from lidarmt.fuzz.campaign import bundle_id, select_bundles, violating_keys
+    from lidarmt.fuzz.engine import environment, make_bundles, run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+    from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
+
     try:
         result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=on_pair,
-                              on_start=on_start, header_extra={"command": command, "environment": environment()})
+                              on_start=on_start, header_extra={"command": command, "environment": environment()},
+                              lock=lock)
     except KeyboardInterrupt:
         if bar is not None:
             bar.stop()
-        err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
-                          "command plus --resume")
+        _interrupted(out)
         raise
     finally:
         if bar is not None:
@@ -199,6 +217,11 @@ def fuzz(
             bundle_infos = make_bundles(
                 config, out, [k for k, _ in chosen_b], workers=workers, budget=ddmin_budget, command=command,
                 on_bundle=lambda info: bbar.update(btask, advance=1) if bbar is not None else None)
+        except KeyboardInterrupt:
+            if bbar is not None:
+                bbar.stop()
+            _interrupted(out)
+            raise
         finally:
             if bbar is not None:
                 bbar.stop()
@@ -209,7 +232,9 @@ def fuzz(
     summary = summary_dict(config.to_dict(), result.tally)
     findings = [r for r in iter_records(out / JOURNAL_NAME) if r["status"] != "ok"]
     findings.sort(key=lambda r: (r["n"], r["frame"], r["trial"]))
-    run_info = {"workers": workers, "ran": result.ran, "resumed_from": result.resumed,
+    from lidarmt.fuzz.engine import describe_timeout
+
+    run_info = {"workers": workers, "timeout": describe_timeout(config.timeout), "ran": result.ran, "resumed_from": result.resumed,
                 "elapsed_s": round(result.elapsed, 3),
                 "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
                 "environment": environment(), "command": command, "violations": len(viol),

@@ -88,6 +88,9 @@ class Tally:
             else:
                 ct.same += 1
 
+    def seen(self, key: tuple[int, ...]) -> bool:
+        return tuple(key) in self._seen
+
     @property
     def done(self) -> int:
         return len(self._seen)

@@ -1,0 +1,864 @@
+"""The campaign engine shared by every metamorphic relation (LiDAR MR1, the camera relations, later ones).
+
+A *campaign* judges many *pairs* (a source input and a follow-up made from it). Its unit of work is one source
+*item* (a LiDAR frame, a camera image): the system under test sees the source once and every follow-up of it
+after, so the item's work is shared. The engine owns everything that is not about one relation:
+
+* the run folder: refusing to clobber it (``--resume`` / ``--force``), an exclusive lock for the whole run
+  (:class:`RunLock`), clearing what a campaign owns on ``--force``;
+* the append-only, fsync'd journal (:mod:`lidarmt.fuzz.journal`), its header (the configuration, checked on
+  ``--resume``), and folding the totals from it, so a killed campaign resumes to exactly the same totals;
+* running items in this process or in worker processes (:class:`_Pool`), with per-call timeouts (an explicit
+  ``--timeout``, or an automatic one that scales with the system's measured first call), crash isolation
+  (a crash, exception, timeout or dying worker is a *finding*, never a stop), and a worker count clamped to
+  what the machine holds (:func:`clamp_workers`);
+* building bug bundles for chosen keys, in this process or in the workers.
+
+A relation plugs in through a *configuration* object (see :class:`CampaignSpec`): it says which items and keys
+there are, how a journal record names its key, how to build the per-process :class:`Evaluator` that judges an
+item's keys and writes a bundle, and how to fold records into totals. :func:`config_from_dict` rebuilds a
+configuration from a journal header or bundle by its ``kind``, from a fixed table of the project's own
+relations (never by importing a name read from the file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import queue
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from lidarmt.errors import UserError
+from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError, FuzzOutputError
+from lidarmt.fuzz.journal import JOURNAL_NAME, Journal, create_journal, iter_records, read_header
+
+Key = tuple[int, ...]
+Emit = Callable[[str, Any], None]
+LOCK_NAME = ".lidarmt.lock"
+
+# the relations this project ships: kind -> "module:ConfigClass" (a fixed table, never read from a file)
+KINDS: dict[str, str] = {
+    "lidar-mr1": "lidarmt.fuzz.campaign:CampaignConfig",
+    "camera": "lidarmt.camera.campaign:CameraCampaignConfig",
+}
+DEFAULT_KIND = "lidar-mr1"  # journals written before kinds existed are LiDAR MR1 campaigns
+
+
+class CampaignSpec(Protocol):
+    """What a relation's campaign configuration provides to the engine (frozen, picklable through to_dict)."""
+
+    kind: str
+    items: tuple[int, ...]  # source items (frame indices) in the order they are run
+    timeout: float | None  # seconds per SUT call; None = automatic (:func:`auto_timeout`)
+    owned: tuple[str, ...]  # names in the run folder the campaign writes (removed by --force)
+
+    @property
+    def total(self) -> int: ...
+
+    def keys_of(self, item: int) -> list[Key]: ...
+
+    def key_fields(self, key: Key) -> dict[str, Any]: ...
+
+    def record_key(self, rec: Mapping[str, Any]) -> Key: ...
+
+    def bundle_id(self, key: Key) -> str: ...
+
+    def new_tally(self) -> Any: ...
+
+    def evaluator(self, *, enforce_timeout: bool = True) -> Evaluator: ...
+
+    def worker_memory(self) -> int: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Evaluator(Protocol):
+    """Judges the keys of one item (emitting ``("pair", record)`` per key) and writes bundles; one per process."""
+
+    on_call: Callable[[Any, str], None]
+
+    def run_item(self, index: int, keys: list[Key], emit: Emit) -> None: ...
+
+    def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]: ...
+
+
+def config_from_dict(d: Mapping[str, Any]) -> Any:
+    """Rebuild a campaign configuration from its ``to_dict`` form, by its ``kind`` (from :data:`KINDS` only)."""
+    kind = str(d.get("kind", DEFAULT_KIND))
+    target = KINDS.get(kind)
+    if target is None:
+        raise FuzzInputError(f"unknown campaign kind {kind!r} (this lidarmt knows {', '.join(sorted(KINDS))}); "
+                             "the run folder or bundle was made by another version")
+    mod, _, cls = target.partition(":")
+    return getattr(importlib.import_module(mod), cls).from_dict(d)
+
+
+# ----------------------------------------------------------------------------------------------- results
+
+
+def pair_record(config: CampaignSpec, key: Key, status: str, stage: str, **extra: Any) -> dict[str, Any]:
+    """A journal record for ``key`` (``status`` ok | crash | timeout; ``stage`` source | follow)."""
+    return {"type": "pair", **config.key_fields(key), "status": status, "stage": stage, **extra}
+
+
+class SutTimeout(Exception):
+    """The system under test ran past the campaign's time limit."""
+
+
+def failure(err: BaseException) -> dict[str, Any]:
+    """A finding's fields for an exception of the system under test (status, error, traceback)."""
+    tb = "".join(traceback.format_exception(err))
+    if isinstance(err, SutTimeout):
+        return {"status": "timeout", "error": str(err), "traceback": tb}
+    return {"status": "crash", "error": f"{type(err).__name__}: {err}", "traceback": tb}
+
+
+# ----------------------------------------------------------------------------------------------- time limits
+
+AUTO_TIMEOUT_FIRST = 900.0  # seconds the first call may take when no --timeout was given (JIT, warm-up)
+AUTO_TIMEOUT_FACTOR = 30.0  # later calls: this many times the first call...
+AUTO_TIMEOUT_MIN = 60.0  # ...but never less than this
+
+
+def auto_timeout(first_call_s: float | None) -> float:
+    """The time limit per call when the user set none: generous, and scaled by the measured first call (which
+    includes warm-up, so later calls are usually much faster than it)."""
+    if first_call_s is None:
+        return AUTO_TIMEOUT_FIRST
+    return max(AUTO_TIMEOUT_MIN, AUTO_TIMEOUT_FACTOR * first_call_s)
+
+
+def describe_timeout(timeout: float | None) -> str:
+    if timeout is not None:
+        return f"{timeout:g} s (--timeout)"
+    return (f"automatic: {AUTO_TIMEOUT_FIRST:g} s for the first call, then {AUTO_TIMEOUT_FACTOR:g}x the first "
+            f"call (at least {AUTO_TIMEOUT_MIN:g} s)")
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None, what: str):
+    """Raise SutTimeout in this (main) thread after ``seconds``; a no-op elsewhere or without a limit."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise SutTimeout(f"{what} did not return within {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+class EvaluatorBase:
+    """What every relation's evaluator shares: announcing each SUT call (so a worker's parent can time it) and
+    enforcing the time limit in-process (SIGALRM: stops Python code, waits for a native call to return)."""
+
+    what = "the system under test"
+
+    def __init__(self, timeout: float | None, *, enforce_timeout: bool = True) -> None:
+        self.timeout = timeout
+        self._enforce = enforce_timeout
+        self.first_call_s: float | None = None
+        self.on_call: Callable[[Any, str], None] = lambda keys, stage: None
+
+    def limit(self) -> float:
+        return self.timeout if self.timeout is not None else auto_timeout(self.first_call_s)
+
+    def call(self, fn: Callable[..., Any], *args: Any, keys: Any = None, stage: str = "bundle") -> Any:
+        """``fn(*args)`` as one timed SUT call; ``keys`` (a key, a list of keys or None) are the pairs it serves."""
+        self.on_call(keys, stage)
+        t0 = time.perf_counter()
+        ok = False
+        try:
+            with _alarm(self.limit() if self._enforce else None, self.what):
+                out = fn(*args)
+            ok = True
+            return out
+        finally:
+            if ok and self.first_call_s is None:
+                self.first_call_s = time.perf_counter() - t0
+            self.on_call(keys, "")  # the call is over (the parent stops timing it)
+
+
+# ----------------------------------------------------------------------------------------------- workers
+
+
+def _keys_of(keys: Any) -> list[Key] | None:
+    """Normalise what ``on_call`` announced: one key, a list of keys, or None (the whole item)."""
+    if keys is None:
+        return None
+    if len(keys) and isinstance(keys[0], (list, tuple)):
+        return [tuple(int(v) for v in k) for k in keys]
+    return [tuple(int(v) for v in keys)]
+
+
+def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, threads: int = 0,
+                 stack_file: str | None = None) -> None:  # pragma: no cover - child
+    """Entry point of a worker process: build an evaluator, then run tasks until told to stop.
+
+    ``threads``: the CPU threads this worker's numeric libraries may use (the cores shared among workers), so
+    W workers do not oversubscribe the machine. ``stack_file``: where :mod:`faulthandler` writes the Python
+    stacks of a call that runs past its limit (just before the parent kills the worker), so a timeout finding
+    comes with the traceback of where the SUT hung.
+    """
+
+    def put(kind: str, payload: Any) -> None:
+        results.put((wid, gen, kind, payload))
+
+    _die_with_parent()
+    if threads > 0:
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+            os.environ.setdefault(var, str(threads))
+    try:
+        config = config_from_dict(cfg)
+        ev = config.evaluator(enforce_timeout=False)
+        if threads > 0 and "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(threads)
+    except BaseException as err:
+        put("fatal", (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err))))
+        return
+    stack_fh = open(stack_file, "w", encoding="utf-8") if stack_file else None  # noqa: SIM115
+    first: list[float] = []
+
+    def on_call(keys, stage) -> None:
+        if stack_fh is not None:
+            import faulthandler
+
+            if stage:
+                limit = config.timeout if config.timeout is not None else auto_timeout(first[0] if first else None)
+                stack_fh.seek(0)
+                stack_fh.truncate()
+                faulthandler.dump_traceback_later(max(0.5 * limit, limit - 0.25), file=stack_fh)
+            else:
+                faulthandler.cancel_dump_traceback_later()
+        if not first and not stage and ev.first_call_s is not None:
+            first.append(ev.first_call_s)
+        put("start", (keys, stage))
+
+    ev.on_call = on_call
+    put("ready", None)
+    import multiprocessing as mp
+
+    parent = mp.parent_process()
+    while True:
+        try:
+            task = tasks.get(timeout=1.0)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():  # the campaign was killed: do not linger
+                return
+            continue
+        if task is None:
+            return
+        kind, payload = task
+        try:
+            if kind == "item":
+                index, keys = payload
+                ev.run_item(index, [tuple(k) for k in keys], put)
+            elif kind == "bundle":
+                key, out_dir, opts = payload
+                put("bundle", ev.make_bundle(tuple(key), Path(out_dir), **opts))
+        except BaseException as err:
+            put("fatal", (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err))))
+            return
+        put("done", None)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - child
+    """On Linux, have the kernel kill this worker when the campaign's process dies (even mid-call)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@dataclass(slots=True)
+class _Slot:
+    wid: int
+    gen: int = 0
+    proc: Any = None
+    tasks: Any = None
+    ready: bool = False
+    task: tuple[str, Any] | None = None
+    done: set = field(default_factory=set)
+    current: tuple[list[Key] | None, str] | None = None
+    since: float = 0.0
+    first_call_s: float | None = None  # this process's first SUT call (for the automatic limit)
+
+
+class WorkerFailure(FuzzInputError):
+    """A worker could not build its system under test or inputs, or hit a user error (the message says which)."""
+
+
+class _Pool:
+    """W worker processes fed with tasks; the parent enforces per-call limits and survives worker deaths."""
+
+    def __init__(self, config: CampaignSpec, workers: int, *, startup_timeout: float = 600.0) -> None:
+        import multiprocessing as mp
+        import tempfile
+
+        self.config = config
+        self.ctx = mp.get_context("spawn")
+        self.results = self.ctx.Queue()
+        self.slots = [_Slot(i) for i in range(workers)]
+        self.startup_timeout = startup_timeout
+        self._cfg = config.to_dict()
+        self._tmp = tempfile.TemporaryDirectory(prefix="lidarmt-fuzz-")
+        for s in self.slots:
+            self._spawn(s)
+
+    def _spawn(self, s: _Slot) -> None:
+        s.gen += 1
+        s.tasks = self.ctx.Queue()
+        threads = max(1, (os.cpu_count() or 1) // len(self.slots))
+        s.proc = self.ctx.Process(target=_worker_main,
+                                  args=(self._cfg, s.wid, s.gen, s.tasks, self.results, threads,
+                                        self._stack_file(s)),
+                                  daemon=True, name=f"lidarmt-fuzz-{s.wid}")
+        s.proc.start()
+        s.ready, s.task, s.current, s.done, s.first_call_s = False, None, None, set(), None
+        s.since = time.monotonic()
+
+    def _stack_file(self, s: _Slot) -> str:
+        return os.path.join(self._tmp.name, f"stack-{s.wid}.txt")
+
+    def _stacks(self, s: _Slot) -> str:
+        """What faulthandler wrote for the worker's overrunning call (empty if it wrote nothing)."""
+        try:
+            with open(self._stack_file(s), encoding="utf-8", errors="replace") as fh:
+                text = fh.read().strip()
+        except OSError:
+            return ""
+        return f"Python stacks of the worker when the call ran past its limit:\n{text}" if text else ""
+
+    def close(self) -> None:
+        for s in self.slots:
+            with contextlib.suppress(Exception):
+                s.tasks.put(None)
+        deadline = time.monotonic() + 5
+        for s in self.slots:
+            s.proc.join(max(0.0, deadline - time.monotonic()))
+            if s.proc.is_alive():
+                s.proc.kill()
+                s.proc.join()
+        self._tmp.cleanup()
+
+    def _limit(self, s: _Slot) -> float:
+        t = self.config.timeout
+        return t if t is not None else auto_timeout(s.first_call_s)
+
+    def _check_starting(self, s: _Slot, now: float) -> None:
+        if not s.ready and s.proc.exitcode is not None:
+            raise WorkerFailure(f"a worker process died while starting (exit code {s.proc.exitcode})")
+        if not s.ready and now - s.since > self.startup_timeout:
+            raise WorkerFailure(f"a worker process did not start within {self.startup_timeout:g} s")
+
+    def wait_ready(self) -> None:
+        """Block until every worker has built its evaluator (or raise what went wrong)."""
+        while not all(s.ready for s in self.slots):
+            try:
+                wid, gen, kind, payload = self.results.get(timeout=0.1)
+            except queue.Empty:
+                now = time.monotonic()
+                for s in self.slots:
+                    self._check_starting(s, now)
+                continue
+            s = self.slots[wid]
+            if gen == s.gen:
+                self._handle(s, kind, payload, lambda rec: None, None)
+
+    def run(self, tasks: Iterable[tuple[str, Any]], on_pair: Callable[[dict], None],
+            on_bundle: Callable[[dict], None] | None = None) -> None:
+        pending = deque(tasks)
+        while pending or any(s.task is not None for s in self.slots):
+            for s in self.slots:
+                if s.ready and s.task is None and pending:
+                    s.task = pending.popleft()
+                    s.done, s.current = set(), None
+                    s.tasks.put(s.task)
+            try:
+                wid, gen, kind, payload = self.results.get(timeout=0.05)
+            except queue.Empty:
+                wid = None
+            if wid is not None:
+                s = self.slots[wid]
+                if gen == s.gen:
+                    self._handle(s, kind, payload, on_pair, on_bundle)
+            now = time.monotonic()
+            if any(self._overdue(s, now) or (s.proc.exitcode is not None and s.task is not None)
+                   for s in self.slots):
+                self._drain(on_pair, on_bundle)  # what a dying or late worker sent still counts
+            for s in self.slots:
+                if self._overdue(s, now):
+                    limit = self._limit(s)
+                    how = "--timeout" if self.config.timeout is not None else "the automatic limit"
+                    self._lost(s, pending, on_pair, on_bundle, "timeout",
+                               f"timed out after {limit:g} s ({how}; the worker process was killed)")
+                elif s.proc.exitcode is not None and (s.task is not None or not s.ready):
+                    self._check_starting(s, now)
+                    self._lost(s, pending, on_pair, on_bundle, "crash",
+                               f"the worker process died (exit code {s.proc.exitcode}) during a call of the "
+                               "system under test")
+                else:
+                    self._check_starting(s, now)
+
+    def _overdue(self, s: _Slot, now: float) -> bool:
+        return bool(s.task is not None and s.current is not None and now - s.since > self._limit(s))
+
+    def _drain(self, on_pair, on_bundle) -> None:
+        """Handle every message already waiting (a worker's last verdicts before it died or was stopped)."""
+        time.sleep(0.05)  # let the queue's feeder threads flush
+        while True:
+            try:
+                wid, gen, kind, payload = self.results.get_nowait()
+            except queue.Empty:
+                return
+            s = self.slots[wid]
+            if gen == s.gen:
+                self._handle(s, kind, payload, on_pair, on_bundle)
+
+    def _handle(self, s: _Slot, kind: str, payload: Any, on_pair, on_bundle) -> None:
+        if kind == "ready":
+            s.ready = True
+        elif kind == "start":
+            keys, stage = payload
+            if stage:
+                s.current, s.since = (_keys_of(keys), stage), time.monotonic()
+            else:
+                if s.current is not None and s.first_call_s is None:
+                    s.first_call_s = time.monotonic() - s.since
+                s.current = None
+        elif kind == "pair":
+            s.done.add(self.config.record_key(payload))
+            on_pair(payload)
+        elif kind == "bundle":
+            s.current = None
+            if on_bundle:
+                on_bundle(payload)
+        elif kind == "done":
+            s.task, s.current = None, None
+        elif kind == "fatal":
+            user, msg, tb = payload
+            if user:
+                raise WorkerFailure(msg)
+            raise RuntimeError(f"a campaign worker failed: {msg}\n{tb}")
+
+    def _lost(self, s: _Slot, pending: deque, on_pair, on_bundle, status: str, message: str) -> None:
+        s.proc.kill()
+        s.proc.join()
+        tb = self._stacks(s) if status == "timeout" else ""
+        kind, payload = s.task  # type: ignore[misc]
+        cur = s.current
+        if kind == "item":
+            index, keys = payload
+            remaining = [tuple(k) for k in keys if tuple(k) not in s.done]
+            if cur is None or cur[0] is None or cur[1] == "source":  # lost on the source: all its pairs
+                lost = remaining
+            else:
+                lost = [k for k in remaining if k in set(cur[0])]
+            for key in lost:
+                on_pair(pair_record(self.config, key, status, "source" if lost is remaining else "follow",
+                                    error=message, traceback=tb))
+            rest = [k for k in remaining if k not in set(lost)]
+            if rest:
+                pending.appendleft(("item", (index, rest)))
+        elif kind == "bundle" and on_bundle:
+            key, out_dir, _ = payload
+            on_bundle({"id": Path(out_dir).name, "key": list(key), "error": message})
+        self._spawn(s)
+
+
+def _available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def clamp_workers(requested: int, *, items: int, per_worker: int) -> tuple[int, str]:
+    """The worker count a machine can hold: at most one per CPU core, per item, and per ``per_worker`` bytes
+    of available memory. Returns (count, a one-line note when it is lower than asked, else "")."""
+    if requested < 1:
+        raise FuzzArgumentError(f"--workers {requested}: use at least 1")
+    cores, mem = _cores(), _available_memory()
+    limits = {"items": max(1, items), "CPU cores": cores}
+    if mem is not None and per_worker > 0:
+        limits["memory"] = max(1, int(mem // per_worker))
+    n = min(requested, *limits.values())
+    if n >= requested:
+        return requested, ""
+    why = min(limits, key=lambda k: limits[k])
+    detail = {"items": f"the campaign has {items} source item(s)",
+              "CPU cores": f"this machine gives the process {cores} CPU core(s)",
+              "memory": (f"{(mem or 0) / 2**30:.1f} GiB of memory is available at about "
+                         f"{per_worker / 2**30:.1f} GiB per worker")}[why]
+    return n, f"--workers {requested}: using {n} ({detail})"
+
+
+# ----------------------------------------------------------------------------------------------- run folder
+
+
+class RunLock:
+    """An exclusive lock on a run folder for a whole run (campaign, bundles, reports), re-entrant in a process.
+
+    ``with RunLock(out):`` takes the lock at once when the folder exists (so a second campaign on it is refused
+    before anything is built); otherwise :meth:`acquire` takes it when the folder is created. A second process
+    gets a one-line :class:`FuzzOutputError` naming the holder's process id.
+    """
+
+    _held: dict[str, int] = {}  # real path of a lock file -> nesting depth (this process)
+
+    def __init__(self, out: str | os.PathLike[str]) -> None:
+        self.out = Path(out)
+        self._fd: int | None = None
+        self._key: str | None = None
+
+    def __enter__(self) -> RunLock:
+        if self.out.is_dir():
+            self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        if self._key is not None:
+            return
+        import fcntl
+
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise FuzzOutputError(f"--out {self.out}: cannot create the folder ({err.strerror or err})") from err
+        path = self.out / LOCK_NAME
+        key = os.path.realpath(path)
+        if key in RunLock._held:
+            RunLock._held[key] += 1
+            self._key = key
+            return
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise FuzzOutputError(f"--out {self.out}: cannot lock the run folder ({err.strerror or err})") from err
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as err:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise FuzzOutputError(
+                f"--out {self.out}: another lidarmt campaign (process {holder}) is using this run folder; wait "
+                "for it to finish or choose another --out"
+            ) from err
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        RunLock._held[key] = 1
+        self._fd, self._key = fd, key
+
+    def release(self) -> None:
+        if self._key is None:
+            return
+        RunLock._held[self._key] -= 1
+        if RunLock._held[self._key] == 0:
+            del RunLock._held[self._key]
+            if self._fd is not None:
+                os.close(self._fd)  # closing the descriptor drops the flock
+        self._fd = self._key = None
+
+
+def check_out(out: Path, *, resume: bool, force: bool) -> bool:
+    """Check the run folder without touching it; returns True when an existing journal is to be resumed."""
+    journal = out / JOURNAL_NAME
+    if out.exists() and not out.is_dir():
+        raise FuzzOutputError(f"--out {out}: exists and is not a folder")
+    if resume and force:
+        raise FuzzArgumentError("--resume and --force contradict each other: resume keeps the journal, force discards it")
+    if resume:
+        if not journal.is_file():
+            raise FuzzInputError(f"--resume: {out} holds no campaign journal ({JOURNAL_NAME}); run without --resume")
+        return True
+    if out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()) and not force:
+        raise FuzzOutputError(
+            f"--out {out}: the folder exists; pass --resume to continue its campaign or --force to start over"
+        )
+    return False
+
+
+def prepare_out(out: Path, owned: Iterable[str], *, resume: bool, force: bool) -> bool:
+    """Check the run folder (:func:`check_out`) and, with ``force``, clear what a campaign owns in it (``owned``
+    names); True when resuming."""
+    if check_out(out, resume=resume, force=force):
+        return True
+    if out.exists():  # only with force: check_out refused a non-empty folder otherwise
+        for name in owned:
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    return False
+
+
+# ----------------------------------------------------------------------------------------------- campaign
+
+
+@dataclass(slots=True)
+class CampaignResult:
+    out: Path
+    config: Any
+    tally: Any
+    ran: int  # pairs judged in this invocation
+    elapsed: float  # seconds spent judging pairs in this invocation (after the SUT was built)
+    bundles: list[dict] = field(default_factory=list)
+    resumed: int = 0  # pairs already in the journal when this invocation began
+    workers: int = 1  # worker processes actually used (after clamping)
+    workers_note: str = ""  # why fewer workers than asked were used ("" when as asked)
+
+
+def run_campaign(
+    config: CampaignSpec,
+    out: str | os.PathLike[str],
+    *,
+    workers: int = 1,
+    resume: bool = False,
+    force: bool = False,
+    on_pair: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
+    header_extra: Mapping[str, Any] | None = None,
+    lock: RunLock | None = None,
+) -> CampaignResult:
+    """Run (or resume) a campaign into the run folder ``out``; returns the totals folded from the journal.
+
+    ``on_start(total, already_done)`` is called once the journal is ready; ``on_pair(record)`` after each
+    verdict is journaled (for progress bars). ``lock``: a :class:`RunLock` the caller holds for longer (e.g.
+    through bundles and reports); by default the campaign locks the folder for its own duration.
+    """
+    out = Path(out)
+    workers, note = clamp_workers(workers, items=len(config.items), per_worker=config.worker_memory())
+    check_out(out, resume=resume, force=force)
+    own_lock = lock is None
+    lock = lock or RunLock(out)
+    if own_lock:
+        lock.__enter__()
+    try:
+        if out.is_dir():
+            lock.acquire()  # before building anything: a second campaign on this folder stops here
+        # build the SUT and inputs before anything is written: a missing model leaves no half-made run folder
+        ev: Any = None
+        pool: _Pool | None = None
+        if workers == 1:
+            ev = config.evaluator()
+        else:
+            pool = _Pool(config, workers)
+            try:
+                pool.wait_ready()
+            except BaseException:
+                pool.close()
+                raise
+        try:
+            lock.acquire()
+            resuming = prepare_out(out, config.owned, resume=resume, force=force)
+            tally, journal, already = _open_journal(config, out, resuming, header_extra)
+        except BaseException:
+            if pool is not None:
+                pool.close()
+            raise
+        if on_start:
+            on_start(config.total, already)
+
+        def record(rec: dict[str, Any]) -> None:
+            journal.write(rec)
+            tally.add(rec)
+            if on_pair:
+                on_pair(rec)
+
+        todo: list[tuple[str, Any]] = []
+        for item in config.items:
+            keys = [k for k in config.keys_of(item) if not tally.seen(k)]
+            if keys:
+                todo.append(("item", (item, keys)))
+        t0 = time.perf_counter()  # throughput counts judging, not building the SUT
+        try:
+            if todo:
+                if ev is not None:
+                    for _, (item, keys) in todo:
+                        ev.run_item(item, keys, lambda kind, rec: record(rec) if kind == "pair" else None)
+                elif pool is not None:
+                    pool.run(todo, record)
+        finally:
+            journal.close()
+            if pool is not None:
+                pool.close()
+        elapsed = time.perf_counter() - t0
+    finally:
+        if own_lock:
+            lock.release()
+    return CampaignResult(out, config, tally, tally.done - already, elapsed, resumed=already, workers=workers,
+                          workers_note=note)
+
+
+def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
+                  header_extra: Mapping[str, Any] | None) -> tuple[Any, Journal, int]:
+    path = out / JOURNAL_NAME
+    tally = config.new_tally()
+    if resuming:
+        header = read_header(path)
+        stored = dict(header.get("config", {}))
+        if stored != config.to_dict():
+            want = config.to_dict()
+            diff = sorted(k for k in set(want) | set(stored) if stored.get(k) != want.get(k))
+            raise FuzzArgumentError(
+                f"--resume: the campaign in {out} was started with other settings ({', '.join(diff)} differ); "
+                "repeat its original options, or use --force to start over"
+            )
+        for rec in iter_records(path, repair=True):
+            tally.add(rec)
+        journal = Journal(path)
+    else:
+        journal = create_journal(path, {"config": config.to_dict(), **dict(header_extra or {})})
+    return tally, journal, tally.done
+
+
+def load_tally(out: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """Re-fold the totals of a run folder from its journal: (configuration, tally)."""
+    path = Path(out) / JOURNAL_NAME
+    header = read_header(path)
+    config = config_from_dict(header["config"])
+    tally = config.new_tally()
+    for rec in iter_records(path):
+        tally.add(rec)
+    return config, tally
+
+
+def make_bundles(
+    config: CampaignSpec,
+    out: str | os.PathLike[str],
+    keys: list[Key],
+    *,
+    workers: int = 1,
+    on_bundle: Callable[[dict], None] | None = None,
+    **opts: Any,
+) -> list[dict]:
+    """Write a bug bundle per key into ``out/violations/<id>/`` (skipping complete ones, so resumable).
+
+    ``opts`` go to the evaluator's ``make_bundle`` (e.g. ``budget``, ``command``)."""
+    root = Path(out) / "violations"
+    if root.is_dir():  # half-built bundles of an interrupted run (they are built in hidden folders, then renamed)
+        for stale in root.glob(".*"):
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+    infos: list[dict] = []
+    todo = []
+    for key in keys:
+        d = root / config.bundle_id(key)
+        if (d / "bundle.json").is_file():
+            infos.append({"id": d.name, "key": list(key), "existing": True})
+            if on_bundle:
+                on_bundle(infos[-1])
+            continue
+        todo.append(("bundle", (key, str(d), dict(opts))))
+
+    def got(info: dict) -> None:
+        infos.append(info)
+        if on_bundle:
+            on_bundle(info)
+
+    if not todo:
+        return infos
+    workers, _ = clamp_workers(workers, items=len(todo), per_worker=config.worker_memory())
+    if workers == 1:
+        ev = config.evaluator()
+        for _, (key, d, o) in todo:
+            try:
+                got(ev.make_bundle(key, Path(d), **o))
+            except (SutTimeout, Exception) as err:
+                if isinstance(err, UserError):
+                    raise
+                got({"id": Path(d).name, "key": list(key), "error": f"{type(err).__name__}: {err}"})
+    else:
+        pool = _Pool(config, workers)
+        try:
+            pool.wait_ready()
+            pool.run(todo, lambda rec: None, got)
+        finally:
+            pool.close()
+    return infos
+
+
+# ----------------------------------------------------------------------------------------------- environment
+
+
+def environment() -> dict[str, str]:
+    """Versions and machine, for reports (torch only if it is importable)."""
+    import platform
+
+    import lidarmt
+
+    env = {"lidarmt": lidarmt.__version__, "python": platform.python_version(), "numpy": np.__version__,
+           "platform": platform.platform(), "cpu": _cpu_name(), "cpus": str(os.cpu_count())}
+    try:
+        import numba
+
+        env["numba"] = numba.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    if "torch" in sys.modules or _has("torch"):
+        try:
+            import torch
+
+            env["torch"] = torch.__version__
+        except ImportError:  # pragma: no cover
+            pass
+    return env
+
+
+def _has(mod: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(mod) is not None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
