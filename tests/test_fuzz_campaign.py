@@ -151,14 +151,14 @@ def test_bundles_and_replay(rec, tmp_path):
     with open_recording(b / "replay.bag") as bag:
         assert len(bag) == 2 and bag[0].pose is not None
         assert len(bag[1]) == len(bag[0]) + 1000
-    res = replay_bundle(b)
+    res = replay_bundle(b, trust_code=True)  # the test SUT and ROI are module:callable specs: code
     assert res.same, res.details
-    assert replay_bundle(b, from_recording=True).same
+    assert replay_bundle(b, from_recording=True, trust_code=True).same
     # a tampered bundle does not replay
     fj = json.loads((b / "obstacles_followup.json").read_text())
     fj.append(fj[0])
     (b / "obstacles_followup.json").write_text(json.dumps(fj))
-    bad = replay_bundle(b)
+    bad = replay_bundle(b, trust_code=True)
     assert not bad.same and not bad.checks["follow-up obstacles"]
     # bundles already made are skipped when asked again (resume)
     (again,) = make_bundles(cfg, out, [key])

@@ -153,14 +153,18 @@ def test_replay_cli(rec, tmp_path, capsys):
     assert main(fuzz(rec, out, "--n", "1000", "--bundles", "1", "--ddmin-budget", "5")) == 0
     (bundle,) = (out / "violations").iterdir()
     capsys.readouterr()
-    assert main(["replay", str(bundle)]) == 0
-    assert "bit for bit" in capsys.readouterr().out
+    # the bundle names its SUT and ROI as test_fuzz_support:...: code, which replay runs only when trusted
+    assert main(["replay", str(bundle)]) == 2
+    assert "pass --trust-code to allow it" in one_line_error(capsys)
+    assert main(["replay", str(bundle), "--trust-code"]) == 0
+    out_text = capsys.readouterr().out
+    assert "bit for bit" in out_text and "importing and running SUT 'test_fuzz_support:grid_sut'" in out_text
     assert main(["replay", str(tmp_path)]) == 2
     assert "not a bug bundle" in one_line_error(capsys)
     j = json.loads((bundle / "bundle.json").read_text())
     j["verdict"]["count_violation"] = not j["verdict"]["count_violation"]
     (bundle / "bundle.json").write_text(json.dumps(j))
-    assert main(["replay", str(bundle)]) == 1
+    assert main(["replay", str(bundle), "--trust-code"]) == 1
 
 
 def test_sut_that_cannot_be_built_leaves_no_run_folder(rec, tmp_path, capsys):

@@ -9,12 +9,22 @@
   sensor frame and the identity pose is used, for recordings without poses.
 * **Recording**: a path opened with :func:`lidarmt.io.open_recording` (random access ``rec[i]``, ``len``), or
   a folder of ``.npz`` frames (:mod:`lidarmt.io.npz`).
+
+**Trust.** A spec typed by the user (``lidarmt fuzz --sut pkg.mod:make``) may name any code: the user runs
+it. A spec read from a *file* (a bug bundle's ``bundle.json``, a journal header, a summary) is data a stranger
+may have written, so building from it goes through a gate: pass ``origin=`` (the file it came from) to
+:func:`build_sut` / :func:`build_roi_provider` and it refuses, with :class:`UntrustedCodeError`, anything
+that would import code other than lidarmt's registered built-ins and installed entry points: a
+``module:callable`` SUT or ROI spec, and any option value shaped like ``module:callable`` (for a plug-in
+that might import it). ``trust_code=True`` (``--trust-code`` on the command line) lifts the gate;
+:func:`code_in_sut` / :func:`code_in_roi` say what would be imported, to show the user first.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +61,81 @@ def is_callable_spec(spec: str) -> bool:
     return bool(sep and head and tail and "/" not in head and not Path(spec).exists() and len(head) > 1)
 
 
+# ----------------------------------------------------------------------------------------------- trust gate
+
+
+class UntrustedCodeError(SutError):
+    """A spec read from a file names code to import, and the user did not pass ``--trust-code``."""
+
+
+#: ``package.module:attr.attr`` -- the shape of a code reference in an option value.
+_CODE_REF = re.compile(r"^\s*[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\s*:\s*[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\s*$")
+
+
+def names_code(value: str) -> bool:
+    """True when ``value`` has the shape of a code reference, ``package.module:callable``."""
+    return bool(_CODE_REF.match(value))
+
+
+def _describe_ref(spec: str, options: Mapping[str, Any] | None = None) -> str:
+    mod, _, attr = spec.strip().partition(":")
+    call = f", calls {attr.strip()}({', '.join(f'{k}=…' for k in options)})" if options is not None else ""
+    return f"{spec.strip()!r} (imports module {mod.strip()!r}{call})"
+
+
+def code_in_options(options: Any, path: str = "") -> list[str]:
+    """Option values shaped like ``module:callable`` (nested in lists and dicts too), one line each.
+
+    Built-in SUTs never import an option value, but a plug-in may, so a file's options must not name code.
+    """
+    found: list[str] = []
+    if isinstance(options, Mapping):
+        for k, v in options.items():
+            found += code_in_options(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(options, (list, tuple)):
+        for i, v in enumerate(options):
+            found += code_in_options(v, f"{path}[{i}]")
+    elif isinstance(options, str) and names_code(options):
+        found.append(f"option {path}={options.strip()!r} (names code: module {options.partition(':')[0].strip()!r})")
+    return found
+
+
+def _builtin_perceptions() -> set[str]:
+    try:
+        return set(importlib.import_module("lidarmt.perception.registry").BUILTINS)
+    except (ImportError, AttributeError):
+        return set()
+
+
+def code_in_sut(spec: SutSpec) -> list[str]:
+    """What building ``spec`` would import besides lidarmt's built-ins and installed entry-point plug-ins.
+
+    One line per item: the ``module:callable`` SUT itself (naming the module and the call), and every option
+    value shaped like ``module:callable``. An empty list: building it runs no code the user did not install.
+    """
+    found: list[str] = []
+    name = spec.name.strip()
+    if ":" in name and name not in _builtin_perceptions():  # get_perception imports anything with a colon
+        found.append("SUT " + _describe_ref(name, spec.options))
+    return found + [f"SUT {x}" for x in code_in_options(dict(spec.options))]
+
+
+def code_in_roi(spec: RoiSpec) -> list[str]:
+    """What building the ROI provider of ``spec`` would import (a ``module:callable`` map spec), as lines."""
+    return [f"ROI provider {_describe_ref(spec.map, {})}"] if is_callable_spec(spec.map) else []
+
+
+def check_trust(imports: list[str], *, origin: str | os.PathLike[str] | None, trust_code: bool = False) -> None:
+    """The trust gate: refuse ``imports`` (from :func:`code_in_sut` / :func:`code_in_roi`) that a spec read from
+    the file ``origin`` names, unless ``trust_code``. ``origin=None`` means the user gave the spec: allowed."""
+    if origin is None or trust_code or not imports:
+        return
+    raise UntrustedCodeError(
+        f"{origin}: building it would import and run code it names: {'; '.join(imports)}; a file from someone "
+        "else may run anything this way, so it is refused: pass --trust-code to allow it (only for files you trust)"
+    )
+
+
 # ----------------------------------------------------------------------------------------------- SUT
 
 
@@ -69,8 +154,13 @@ class SutSpec:
         return cls(str(d["name"]), dict(d.get("options", {})))
 
 
-def build_sut(spec: SutSpec):
-    """Build the perception module of ``spec`` (:func:`lidarmt.perception.registry.get_perception`)."""
+def build_sut(spec: SutSpec, *, origin: str | os.PathLike[str] | None = None, trust_code: bool = False):
+    """Build the perception module of ``spec`` (:func:`lidarmt.perception.registry.get_perception`).
+
+    ``origin``: the file ``spec`` was read from (None: the user gave it); such a spec may only name built-ins
+    and installed plug-ins unless ``trust_code`` (see :func:`check_trust`).
+    """
+    check_trust(code_in_sut(spec), origin=origin, trust_code=trust_code)
     try:
         get_perception = importlib.import_module("lidarmt.perception.registry").get_perception
     except (ImportError, AttributeError):
@@ -82,7 +172,7 @@ def build_sut(spec: SutSpec):
             sut = _load_callable(spec.name, "SUT")(**dict(spec.options))
         else:
             sut = None
-    except (TypeError, ValueError) as err:  # options the SUT does not take, or values it refuses
+    except (TypeError, ValueError, AttributeError) as err:  # options the SUT does not take, or values it refuses
         opts = ", ".join(f"{k}={v!r}" for k, v in spec.options.items()) or "none"
         raise SutError(f"cannot build SUT {spec.name!r} with options ({opts}): {err}; check --sut-option") from err
     if sut is None:
@@ -172,9 +262,12 @@ def no_pose_message(frame: Frame, map_path: str) -> str:
     )
 
 
-def build_roi_provider(spec: RoiSpec) -> RoiProvider:
+def build_roi_provider(spec: RoiSpec, *, origin: str | os.PathLike[str] | None = None,
+                       trust_code: bool = False) -> RoiProvider:
+    """The ROI provider of ``spec``; ``origin``/``trust_code`` as for :func:`build_sut`."""
     if spec.map_frame not in ("auto", "world", "sensor"):
         raise FuzzInputError(f"--map-frame must be auto, world or sensor, got {spec.map_frame!r}")
+    check_trust(code_in_roi(spec), origin=origin, trust_code=trust_code)
     if is_callable_spec(spec.map):
         return _CallableProvider(_load_callable(spec.map, "ROI")(), spec)
     if not os.path.exists(spec.map):

@@ -11,9 +11,16 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``n<N>-f<frame>-t<tria
 * ``bev.png``: source and follow-up side by side from above, the lost obstacles marked;
 * ``replay.bag``: a ROS1 bag with both frames on the original topic and /tf, to replay in a real stack;
 * ``report.md`` (ready to paste into an issue tracker) and ``bundle.json`` (SUT spec, map, recording,
-  frame index, seed tuple, verdicts: what ``lidarmt replay`` checks bit for bit).
+  frame index, seed tuple, the indices of the minimal subset among the added points, verdicts: what
+  ``lidarmt replay`` checks bit for bit);
+* ``MANIFEST.json`` (:mod:`lidarmt.report.manifest`), written last: the SHA-256 and size of every other file,
+  so that replay can tell a file that went missing or changed on the way.
 
 The folder is built beside its final place and renamed into it, so a bundle is either complete or absent.
+A bundle is data: ``lidarmt replay`` builds only registered SUTs and map files from it unless the user passes
+``--trust-code`` (see :func:`lidarmt.fuzz.plugins.check_trust`).
+
+Format versions: 1 had no manifest and no ``minimal_indices``; 2 (this one) adds both. Replay refuses 1.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ from lidarmt._atomic import atomic_path, atomic_write_text
 from lidarmt.errors import OutputError
 from lidarmt.fuzz.ddmin import ddmin
 from lidarmt.fuzz.oracle import Verdict, judge
+from lidarmt.report.manifest import write_manifest
 from lidarmt.types import Frame, Obstacles
 
-BUNDLE_VERSION = 1
+BUNDLE_VERSION = 2
 
 
 def _torch_threads() -> int | None:
@@ -112,6 +120,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "n_follow": len(follow),
         "lost": lost_text(verdict),
         "ddmin": dd.to_dict() if dd else None,
+        "minimal_indices": [int(i) for i in minimal],  # minimal.npy == added.npy[minimal_indices]
         "minimal_verdict": judge(source, minimal_obs).to_dict() if minimal_obs is not None else None,
         "environment": environment() | {"mode": _mode(ev.sut, cfg)},
         "command": command,
@@ -167,6 +176,7 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
             w.write(fu2)
         atomic_write_text(tmp / "report.md", bundle_markdown(info, source, follow, verdict))
         _json(tmp / "bundle.json", info)
+        write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
