@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from lidarmt.fuzz.engine import (  # noqa: F401 - re-exported: the engine's API, as this module offered it
     CampaignResult,
     Emit,
@@ -37,8 +35,9 @@ from lidarmt.fuzz.engine import (  # noqa: F401 - re-exported: the engine's API,
     pair_record,
     prepare_out,
     run_campaign,
+    select_items,
 )
-from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
+from lidarmt.fuzz.errors import FuzzArgumentError
 from lidarmt.fuzz.inject import MAX_POINTS, Bounds, Region, make_follow_up
 from lidarmt.fuzz.journal import JOURNAL_NAME, Key, iter_records, record_key
 from lidarmt.fuzz.oracle import Verdict, judge
@@ -85,19 +84,7 @@ def parse_ns(text: str | Iterable[int]) -> tuple[int, ...]:
 
 def select_frames(available: int, frames: int | None, seed: int) -> tuple[int, ...]:
     """``frames`` indices drawn at random without replacement (all when None), sorted for sequential reads."""
-    if available <= 0:
-        raise FuzzInputError("the recording holds no point-cloud frames")
-    if frames is None:
-        return tuple(range(available))
-    if frames <= 0:
-        raise FuzzArgumentError(f"--frames {frames}: ask for at least one frame")
-    if frames > available:
-        raise FuzzArgumentError(
-            f"--frames {frames}: the recording holds only {available} frames; ask for at most {available} "
-            "(or leave --frames out to use them all)"
-        )
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), 0x6672616D])))  # "fram"
-    return tuple(int(i) for i in np.sort(rng.choice(available, size=frames, replace=False)))
+    return select_items(available, frames, seed, what="point-cloud frames")
 
 
 @dataclass(frozen=True, slots=True)

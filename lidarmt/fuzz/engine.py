@@ -474,14 +474,17 @@ class _Pool:
         if kind == "item":
             index, keys = payload
             remaining = [tuple(k) for k in keys if tuple(k) not in s.done]
-            if cur is None or cur[0] is None or cur[1] == "source":  # lost on the source: all its pairs
+            # the call announced the keys it served (None: the whole item, e.g. the source input)
+            stage = cur[1] if cur is not None else "source"
+            if cur is None or cur[0] is None:
                 lost = remaining
             else:
-                lost = [k for k in remaining if k in set(cur[0])]
+                announced = set(cur[0])
+                lost = [k for k in remaining if k in announced]
             for key in lost:
-                on_pair(pair_record(self.config, key, status, "source" if lost is remaining else "follow",
-                                    error=message, traceback=tb))
-            rest = [k for k in remaining if k not in set(lost)]
+                on_pair(pair_record(self.config, key, status, stage, error=message, traceback=tb))
+            gone = set(lost)
+            rest = [k for k in remaining if k not in gone]
             if rest:
                 pending.appendleft(("item", (index, rest)))
         elif kind == "bundle" and on_bundle:
@@ -526,6 +529,24 @@ def clamp_workers(requested: int, *, items: int, per_worker: int) -> tuple[int, 
               "memory": (f"{(mem or 0) / 2**30:.1f} GiB of memory is available at about "
                          f"{per_worker / 2**30:.1f} GiB per worker")}[why]
     return n, f"--workers {requested}: using {n} ({detail})"
+
+
+def select_items(available: int, count: int | None, seed: int, *, what: str = "frames") -> tuple[int, ...]:
+    """``count`` indices drawn at random without replacement (all when None), sorted for sequential reads;
+    the draw depends only on (seed, available, count)."""
+    if available <= 0:
+        raise FuzzInputError(f"the source holds no {what}")
+    if count is None:
+        return tuple(range(available))
+    if count <= 0:
+        raise FuzzArgumentError(f"--frames {count}: ask for at least one frame")
+    if count > available:
+        raise FuzzArgumentError(
+            f"--frames {count}: the source holds only {available} {what}; ask for at most {available} "
+            "(or leave --frames out to use them all)"
+        )
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), 0x6672616D])))  # "fram"
+    return tuple(int(i) for i in np.sort(rng.choice(available, size=count, replace=False)))
 
 
 # ----------------------------------------------------------------------------------------------- run folder
