@@ -63,3 +63,123 @@ def test_usage_error_from_the_console_script():
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [p.stderr.strip()] and p.stderr.startswith("lidarmt: error: ")
     assert "--density" in p.stderr and p.stdout == ""
+
+
+# ------------------------------------------------------------------------------------------------ train
+
+
+def _train_data(tmp_path):
+    from test_training_targets import _frame
+
+    from lidarmt.io.npz import save_frame_npz
+
+    data = tmp_path / "data"
+    save_frame_npz(data / "0000.npz", _frame(0))
+    return data
+
+
+def _train(data, out, *extra: str) -> int:
+    return main(["train", "--data", str(data), "--out", str(out), "--steps", "1", "--grid", "64", "--crop", "32",
+                 "--batch", "1", "--warmup", "1", "--threads", "1", "--fp32", *extra])
+
+
+def test_train_refuses_an_existing_run_unless_resume_or_force(tmp_path, capsys):
+    pytest.importorskip("torch")
+    data, out = _train_data(tmp_path), tmp_path / "run"
+    assert _train(data, out) == 0
+    capsys.readouterr()
+    files = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(files) == {"cnnseg64.pt", "last.pt", "log.jsonl"}
+    _one_line(capsys, _train(data, out), str(out), "--resume", "--force")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files  # nothing touched
+    _one_line(capsys, _train(data, out, "--resume", "--force"), "contradict")
+    # a folder holding anything else is refused too, as `fuzz` refuses it
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    _one_line(capsys, _train(data, other), "--force")
+    # --force starts over (the log holds only the new run) and leaves files it does not own alone
+    assert _train(data, other, "--force") == 0
+    assert (other / "notes.txt").read_text() == "mine"
+    assert _train(data, out, "--force", "--steps", "2") == 0
+    assert len((out / "log.jsonl").read_text().splitlines()) == 2
+    # --resume continues from last.pt
+    assert _train(data, out, "--resume", "--steps", "3") == 0
+    assert len((out / "log.jsonl").read_text().splitlines()) == 3
+
+
+def test_train_resume_without_checkpoint_but_with_a_run_is_refused(tmp_path, capsys):
+    pytest.importorskip("torch")
+    data, out = _train_data(tmp_path), tmp_path / "run"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"step": 1}\n')
+    _one_line(capsys, _train(data, out, "--resume"), "last.pt", "--force")
+    assert (out / "log.jsonl").read_text() == '{"step": 1}\n'
+
+
+def test_train_on_a_recording_is_refused_before_writing(tmp_path, capsys):
+    pytest.importorskip("torch")
+    bag = tmp_path / "demo.bag"
+    bag.write_bytes(b"#ROSBAG V2.0\n" + bytes(4000))
+    out = tmp_path / "run"
+    _one_line(capsys, _train(bag, out), "demo.bag", "--data expects", "simulate --dataset")
+    assert not out.exists()
+    # a folder whose .npz files are not training frames (a simulated bag's labels) fails before writing, too
+    folder = tmp_path / "bags"
+    folder.mkdir()
+    np = pytest.importorskip("numpy")
+    np.savez(folder / "demo.labels.npz", stamps=np.zeros(2))
+    _one_line(capsys, _train(folder, out), "demo.labels.npz", "--data expects")
+    assert not out.exists()
+
+
+def test_train_resume_from_a_corrupt_checkpoint_is_one_line(tmp_path, capsys):
+    pytest.importorskip("torch")
+    data, out = _train_data(tmp_path), tmp_path / "run"
+    out.mkdir()
+    (out / "last.pt").write_bytes(bytes(range(256)) * 16)
+    line = _one_line(capsys, _train(data, out, "--resume"), "last.pt", "not a lidarmt training checkpoint")
+    assert "Weights only load failed" not in line and "file an issue" not in line
+
+
+# ------------------------------------------------------------------------------------------------ weights
+
+
+@pytest.fixture
+def small_scene(tmp_path):
+    """A one-frame .npz recording, a road drawn in the sensor frame, and a weights file of random bytes."""
+    import json
+
+    import numpy as np
+
+    from lidarmt.io.npzdir import write_npz_folder
+    from lidarmt.types import Frame, make_points
+
+    g = np.arange(-1.0, 1.0, 0.25)
+    xx, yy = np.meshgrid(g + 5.0, g)
+    write_npz_folder(tmp_path / "rec", [Frame(make_points(np.c_[xx.ravel(), yy.ravel(), np.zeros(xx.size)], 50.0))])
+    road = [[-10, -4], [10, -4], [10, 4], [-10, 4], [-10, -4]]
+    doc = {"type": "FeatureCollection", "frame": "sensor",
+           "features": [{"type": "Feature", "properties": {"kind": "road", "id": "r"},
+                         "geometry": {"type": "Polygon", "coordinates": [road]}}]}
+    (tmp_path / "map.geojson").write_text(json.dumps(doc))
+    (tmp_path / "random.pt").write_bytes(np.random.default_rng(0).bytes(8192))
+    return tmp_path
+
+
+def _no_torch_advice(line: str) -> None:
+    assert "not a CNN weights file" in line and "random.pt" in line
+    assert "file an issue" not in line and "Weights only load failed" not in line
+
+
+def test_random_bytes_as_weights_are_one_line_everywhere(small_scene, capsys):
+    pytest.importorskip("torch")
+    d = small_scene
+    w = str(d / "random.pt")
+    _no_torch_advice(_one_line(capsys, main(["perceive", str(d / "rec"), "--map", str(d / "map.geojson"),
+                                             "--weights", w])))
+    _no_torch_advice(_one_line(capsys, main(["evaluate", "--data", str(d / "rec"), "--weights", w])))
+    _no_torch_advice(_one_line(capsys, main(["fuzz", "--bag", str(d / "rec"), "--map", str(d / "map.geojson"),
+                                             "--sut-option", f"weights={w}", "--n", "10", "--quiet",
+                                             "--out", str(d / "run")])))
+    assert not (d / "run").exists()

@@ -111,7 +111,7 @@ def test_weights_round_trip_and_errors(tmp_path) -> None:
     with pytest.raises(UserError, match="lidarmt train"):
         load_network(tmp_path / "missing.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a torch file")
-    with pytest.raises(UserError, match="cannot read"):
+    with pytest.raises(UserError, match="is not a CNN weights file"):
         load_network(tmp_path / "junk.pt")
     bad = dict(net.state_dict())
     bad.pop("conv0.bias")

@@ -34,12 +34,15 @@ def train(
     checkpoint_minutes: Annotated[float, typer.Option(help="Write last.pt and the weights this often.")] = 3.0,
     max_minutes: Annotated[float | None, typer.Option(help="Stop (with a checkpoint) after this much wall time.")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from <out>/last.pt if it exists.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Discard the training run in --out (last.pt, "
+                                        "cnnseg<grid>.pt, log.jsonl) and start over.")] = False,
     ship: Annotated[bool, typer.Option("--ship", help="Copy the final weights into the package "
                                        "(lidarmt/perception/apollo/weights/cnnseg<grid>.pt).")] = False,
 ) -> None:
     """Train Apollo's CNN-seg network (random crops, bf16 autocast on AMX CPUs, AdamW, cosine schedule).
 
-    Deterministic given --seed up to the floating-point non-determinism of threaded CPU kernels.
+    Deterministic given --seed up to the floating-point non-determinism of threaded CPU kernels. An --out folder
+    that is not empty is refused unless --resume (continue its run) or --force (start over).
 
     Example: lidarmt train --data data/train --out runs/cnnseg640 --seed 0 --steps 1500 --ship
     """
@@ -63,7 +66,7 @@ def train(
         checkpoint_minutes=checkpoint_minutes, max_minutes=max_minutes,
         loss=LossWeights(positive=pos_weight, class_cells=cw),  # type: ignore[arg-type]
     )
-    summary = run_training(cfg, resume=resume, log=lambda m: err_console.print(m, highlight=False))
+    summary = run_training(cfg, resume=resume, force=force, log=lambda m: err_console.print(m, highlight=False))
     weights = out / f"cnnseg{grid}.pt"
     losses = summary.get("final_losses_mean_last_100", {})
     console.print(f"[bold]trained[/bold] {summary['steps_done']} steps in {summary['wall_seconds']:.0f} s"

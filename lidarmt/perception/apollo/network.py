@@ -163,26 +163,66 @@ def conv_flops(grid: int) -> int:
 # ------------------------------------------------------------------------------------------ weights
 
 
+def _torch_load_failure(err: BaseException) -> str:
+    """What a failed ``torch.load(weights_only=True)`` says about the file, in a few words (torch's own message
+    is several lines of advice meant for the file's author)."""
+    import pickle
+
+    text = str(err)
+    if "Unsupported global" in text or "GLOBAL" in text:
+        return ("it holds pickled Python objects, not only tensors, and lidarmt does not run code from a file "
+                "(torch.load with weights_only=True)")
+    if "central directory" in text or "PytorchStreamReader" in text or "inline_container" in text:
+        return "it is a damaged, truncated or foreign zip archive, not one written by torch.save"
+    if isinstance(err, EOFError):
+        return "it is empty or truncated"
+    if isinstance(err, pickle.UnpicklingError | KeyError | ValueError | IndexError | UnicodeDecodeError):
+        return "its bytes are not a torch.save file"
+    return f"torch cannot read it ({type(err).__name__})"
+
+
+def read_torch_file(path: str | os.PathLike[str], *, what: str = "CNN weights", hint: str = "") -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU, with every failure as one :class:`WeightsError` line.
+
+    Nothing in the file is executed: ``weights_only=True`` unpickles tensors and plain containers only. A file
+    that is not a ``torch.save`` file (random bytes, a text file, a bag, a truncated download) is reported as
+    "not a <what> file", with ``hint`` (what to pass instead) appended.
+    """
+    import warnings
+
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(f"{what} file {p} does not exist" + (f"; {hint}" if hint else ""))
+    try:
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": noise for a file we reject anyway
+            warnings.simplefilter("ignore")
+            return torch.load(p, map_location="cpu", weights_only=True)
+    except MemoryError:
+        raise
+    except Exception as err:  # noqa: BLE001 - torch raises anything from UnpicklingError to KeyError
+        raise WeightsError(f"{p} is not a {what} file: {_torch_load_failure(err)}"
+                           + (f"; {hint}" if hint else "")) from err
+
+
 def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """Read a state_dict saved with ``torch.save`` (``weights_only=True``: no pickled code is run).
 
     Accepts a bare state_dict or a dict holding it under ``"state_dict"`` or ``"model"`` (with metadata beside).
+    Every failure is one :class:`WeightsError` line (see :func:`read_torch_file`).
     """
     p = Path(path)
+    hint = "pass a .pt written by `lidarmt train` (or torch.save(net.state_dict(), path))"
     if not p.is_file():
         raise WeightsError(
             f"CNN weights file {p} does not exist; train weights with `lidarmt train` or pass --weights"
         )
-    try:
-        obj = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # corrupt file, pickle with code, wrong format
-        raise WeightsError(f"cannot read CNN weights {p}: {err}") from err
+    obj = read_torch_file(p, what="CNN weights", hint=hint)
     if isinstance(obj, dict):
         for key in ("state_dict", "model"):
             if key in obj and isinstance(obj[key], dict):
                 obj = obj[key]
                 break
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+    if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise WeightsError(
             f"{p} holds no state_dict of tensors; save weights with torch.save(net.state_dict(), path)"
         )

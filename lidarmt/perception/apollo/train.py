@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt.errors import ArgumentError, InputError
+from lidarmt.errors import ArgumentError, InputError, OutputError
 from lidarmt.perception.apollo.augment import AugmentConfig, augment_frame
 from lidarmt.perception.apollo.targets import NUM_CLASSES, Targets, build_targets
 from lidarmt.types import Frame
@@ -44,6 +44,10 @@ CATEGORY, INSTANCE, CONFIDENCE, CLASS, HEADING, HEIGHT = (
 
 class TrainingError(InputError):
     """The training data cannot be used (no frames, frames without labels)."""
+
+
+class TrainingOutputError(OutputError):
+    """The run folder cannot be used (it holds a previous run and neither --resume nor --force was given)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,12 +106,20 @@ class TrainConfig:
 
 
 def list_frames(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """The .npz frames of the given folders (recursively) and files, sorted; an error if there are none."""
+    """The .npz frames of the given folders (recursively) and files, sorted; an error if there are none.
+
+    A file given directly must be a ``.npz`` frame: a recording (``.bag``, ``.record``, ...) is refused with a
+    line saying what ``--data`` expects, before anything is written.
+    """
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
             out.extend(sorted(p.rglob("*.npz")))
         elif p.is_file():
+            if p.suffix.lower() != ".npz":
+                raise TrainingError(f"--data {p}: not a labelled .npz frame; --data expects a folder of the "
+                                    "simulator's training frames (`lidarmt simulate --dataset DIR --frames N`), "
+                                    "not a recording")
             out.append(p)
         else:
             raise TrainingError(f"training data {p} does not exist; generate it with "
@@ -116,6 +128,42 @@ def list_frames(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
         raise TrainingError(f"no .npz frames under {', '.join(map(str, paths))}; generate them with "
                             "`lidarmt simulate --dataset DIR --frames N --seed S`")
     return out
+
+
+#: What a training run writes in its folder (``--force`` replaces these, and only these).
+OWNED = ("last.pt", "log.jsonl")
+
+
+def owned_files(out: Path) -> list[Path]:
+    """The files of a training run in ``out``: ``last.pt``, ``log.jsonl`` and ``cnnseg<grid>.pt``."""
+    if not out.is_dir():
+        return []
+    return sorted(q for q in out.iterdir() if q.name in OWNED or (q.name.startswith("cnnseg") and q.suffix == ".pt"))
+
+
+def check_out(out: str | os.PathLike[str], *, resume: bool, force: bool) -> bool:
+    """Check the run folder without touching it; True when ``<out>/last.pt`` is to be resumed.
+
+    As ``lidarmt fuzz`` does: a folder that exists and is not empty is refused unless ``resume`` (continue from
+    its ``last.pt``) or ``force`` (discard the previous run's files and start over).
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise TrainingOutputError(f"--out {out}: exists and is not a folder; --out names the run folder")
+    if resume and force:
+        raise ArgumentError("--resume and --force contradict each other: resume continues the run in --out, "
+                            "force discards it")
+    if resume:
+        if (out / "last.pt").is_file():
+            return True
+        if owned_files(out):
+            raise TrainingOutputError(f"--resume: {out} holds no checkpoint last.pt to continue from, but files of "
+                                      "a training run; pass --force to start over, or choose a new --out")
+        return False  # nothing to resume: a fresh run (--resume is safe to repeat after an interruption)
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise TrainingOutputError(f"--out {out}: the folder exists; pass --resume to continue its training or "
+                                  "--force to start over, or choose a new --out")
+    return False
 
 
 @dataclass(slots=True)
@@ -252,10 +300,27 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 def _load_frame(path: Path) -> Frame:
     from lidarmt.io.npz import load_frame_npz
 
-    frame = load_frame_npz(path)
+    try:
+        frame = load_frame_npz(path)
+    except InputError as err:
+        raise TrainingError(f"{err}; --data expects the simulator's labelled frames "
+                            "(`lidarmt simulate --dataset DIR`)") from err
     if frame.labels is None or frame.labels.point_instance is None:
         raise TrainingError(f"{path} has no per-point instance labels; train on the simulator's dataset frames")
     return frame
+
+
+def _read_checkpoint(path: Path) -> dict[str, Any]:
+    """``last.pt`` as a dict with ``model``, ``optimizer`` and ``step``; one line when it is anything else."""
+    from lidarmt.perception.apollo.network import read_torch_file
+
+    hint = f"pass --force to start over (it discards {path.parent}'s run)"
+    ck = read_torch_file(path, what="lidarmt training checkpoint", hint=hint)
+    if not isinstance(ck, dict) or not {"model", "optimizer", "step"} <= set(ck):
+        from lidarmt.perception.apollo.errors import WeightsError
+
+        raise WeightsError(f"{path} is not a lidarmt training checkpoint (no model/optimizer/step); {hint}")
+    return ck
 
 
 def export_weights(state: dict[str, Any], path: str | os.PathLike[str], *, meta: dict[str, Any]) -> None:
@@ -274,11 +339,16 @@ def train(
     cfg: TrainConfig,
     *,
     resume: bool = False,
+    force: bool = False,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Train (or resume) and write ``<out>/last.pt`` (checkpoint with optimizer) and ``<out>/cnnseg{grid}.pt``
     (weights only) every ``checkpoint_minutes`` and at the end; also ``<out>/log.jsonl`` (one line per logged
-    step). Returns a summary (steps done, wall time, mean losses of the last 100 steps)."""
+    step). Returns a summary (steps done, wall time, mean losses of the last 100 steps).
+
+    A non-empty ``out`` is refused unless ``resume`` (continue from its ``last.pt``) or ``force`` (replace the
+    previous run's files); see :func:`check_out`. The data, the run folder and the checkpoint are all checked
+    before anything is written."""
     import torch
 
     from lidarmt._atomic import atomic_path
@@ -286,7 +356,8 @@ def train(
 
     paths = list_frames(cfg.data)
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    resuming = check_out(out, resume=resume, force=force)
+    _load_frame(paths[0])  # a folder of foreign .npz files fails here, before the run folder is touched
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     net = build_network(cfg.grid, seed=cfg.seed)
@@ -296,15 +367,24 @@ def train(
     ckpt_path = out / "last.pt"
     weights_path = out / f"cnnseg{cfg.grid}.pt"
     log_path = out / "log.jsonl"
-    if resume and ckpt_path.is_file():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        net.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        start = int(ck["step"])
+    if resuming:
+        ck = _read_checkpoint(ckpt_path)
+        try:
+            net.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optimizer"])
+            start = int(ck["step"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as err:
+            from lidarmt.perception.apollo.errors import WeightsError
+
+            first = (str(err).strip().splitlines() or ["mismatch"])[0]
+            raise WeightsError(f"{ckpt_path} does not fit this run (--grid {cfg.grid}): {first}; resume with the "
+                               "options it was trained with, or pass --force to start over") from err
         elapsed_before = float(ck.get("elapsed", 0.0))
         log(f"resumed from {ckpt_path} at step {start}")
-    elif log_path.exists():
-        log_path.unlink()
+    else:
+        for old in owned_files(out):  # only with --force (or --resume of a folder without a run): start over
+            old.unlink()
+    out.mkdir(parents=True, exist_ok=True)
     net = net.to(memory_format=torch.channels_last).train()
     use_bf16 = cfg.bf16 and bool(cpu_bf16_support())
     aug = AugmentConfig() if cfg.augment else None
