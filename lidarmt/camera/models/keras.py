@@ -57,7 +57,6 @@ from torch import nn
 from lidarmt.camera.errors import ModelError
 from lidarmt.camera.models.base import InputSpec
 
-KERAS_SUFFIXES = (".h5", ".hdf5", ".keras.h5")
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 # --------------------------------------------------------------------------------------------------------------
@@ -850,21 +849,6 @@ def _check_output(module: Any, kf: KerasFile, shape: tuple[int, int, int]) -> No
     if tuple(y.shape) not in ((1, 1), (1,)):
         raise ModelError(f"{kf.path}: the network outputs shape {tuple(y.shape[1:])} per image; a steering model "
                          "must output one value")
-
-
-def is_keras_file(spec: str | Path) -> bool:
-    """Whether ``spec`` names a Keras HDF5 file (by its suffix, or by the HDF5 signature of an existing file)."""
-    s = str(spec)
-    if s.lower().endswith(KERAS_SUFFIXES):
-        return True
-    p = Path(s)
-    try:
-        if p.is_file():
-            with open(p, "rb") as fh:
-                return fh.read(8) == HDF5_SIGNATURE
-    except OSError:
-        return False
-    return False
 
 
 USAGE = (
