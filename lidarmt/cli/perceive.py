@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -37,6 +42,35 @@ def _roi_for(map_path: Path, frame, *, roi_range: float, map_frame: str):
             "(--map-frame sensor)"
         )
     return roi.mask(frame.pose)
+
+
+@contextlib.contextmanager
+def _stdout_guard() -> Iterator[None]:
+    """Standard output that cannot be written (a full disk behind ``> file``, a closed pipe) ends the command
+    with one line and exit status 2 (a closed pipe: silently, status 1), not a traceback. Flush inside."""
+    from lidarmt.errors import OutputError
+
+    try:
+        yield
+    except OSError as err:
+        _drop_stdout()
+        if isinstance(err, BrokenPipeError):  # e.g. `| head`: the reader has what it wanted
+            raise typer.Exit(1) from err
+        raise OutputError(
+            f"cannot write to standard output: {err.strerror or err}; free some space or write elsewhere"
+        ) from err
+
+
+def _drop_stdout() -> None:
+    """Point the stdout descriptor at /dev/null, so that the exit-time flush of what is left cannot fail again."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no real descriptor (e.g. captured)
+        pass
 
 
 ROAD_LABELS = (40, 44, 48)  # SemanticKITTI road, parking, sidewalk
@@ -150,11 +184,14 @@ def perceive(
     timings: dict[str, float] = {}
     import time
 
+    from lidarmt.perception.guard import SutFault, guarded_detect
+
     t0 = time.perf_counter()
     try:
-        obstacles = sut.detect(frame, roi, timings=timings)  # type: ignore[call-arg]
-    except TypeError:
-        obstacles = sut.detect(frame, roi)
+        obstacles = guarded_detect(sut, frame, roi, timings=timings)
+    except SutFault as err:  # the module the user asked for broke its contract: say what, in one line
+        spec = perception or getattr(sut, "name", "apollo")
+        raise ArgumentError(f"{err}; fix the perception module {spec}") from err
     timings.setdefault("total", time.perf_counter() - t0)
     roi_idx = roi.indices(frame)
     counts = {c.value: k for c, k in obstacles.counts().items()}
@@ -179,7 +216,8 @@ def perceive(
         }
         if out is not None:
             doc["picture"] = str(out)
-        print(json.dumps(doc, indent=2))
+        with _stdout_guard():
+            print(json.dumps(doc, indent=2), flush=True)
         return
     from rich.table import Table
 
@@ -200,12 +238,14 @@ def perceive(
             f"{o.length:.2f}×{o.width:.2f}×{o.height:.2f}",
             f"{math.degrees(o.heading):.1f}",
         )
-    console.print(table)
-    console.print(
-        "counts: "
-        + ", ".join(f"{k} {v}" for k, v in counts.items())
-        + " · "
-        + " ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items())  # fmt: skip
-    )
+    with _stdout_guard():
+        console.print(table)
+        console.print(
+            "counts: "
+            + ", ".join(f"{k} {v}" for k, v in counts.items())
+            + " · "
+            + " ".join(f"{k} {v * 1000:.1f} ms" for k, v in timings.items())  # fmt: skip
+        )
+        console.file.flush()
     if out is not None:
         err_console.print(f"picture: {out}")
