@@ -42,18 +42,18 @@ def replay(
     from lidarmt.fuzz.replay import replay_bundle
 
     def on_code(line: str) -> None:
-        console.print(f"--trust-code: importing and running {escape(line)}", highlight=False)
+        console.print(f"--trust-code: importing and running {escape(line)}", highlight=False, soft_wrap=True)
 
     res = replay_bundle(bundle, map_path=map, sut=sut, from_recording=from_recording, trust_code=trust_code,
                         on_code=on_code)
     for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False)
+        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False, soft_wrap=True)
     v = res.verdict or {}
     console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
                   f"{len(v.get('missing', []))} source obstacle(s) unmatched")
     if not res.same:
         for d in res.details:
-            console.print(f"[red]{escape(d)}[/]", highlight=False)
+            console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
     console.print("replay reproduced the bundle bit for bit: every check passed")
