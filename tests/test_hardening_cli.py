@@ -183,3 +183,32 @@ def test_random_bytes_as_weights_are_one_line_everywhere(small_scene, capsys):
                                              "--sut-option", f"weights={w}", "--n", "10", "--quiet",
                                              "--out", str(d / "run")])))
     assert not (d / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------------ info
+
+
+@pytest.mark.realdata
+def test_info_on_a_record_without_point_clouds_is_no_error(shared_data, tmp_path, capsys):
+    """Apollo's example Cyber record holds planning, localization and chassis messages but no point cloud: info
+    summarises it (exit 0, with a note); the commands that need point clouds still refuse it in one line."""
+    import json
+
+    record = shared_data / "apollo" / "records" / "example.record.00000"
+    if not record.is_file():
+        pytest.skip(f"{record} is absent")
+    assert main(["info", str(record)]) == 0
+    out, err = capsys.readouterr()
+    assert "no point clouds" in out and "/apollo/localization/pose" in out and err == ""
+    assert main(["info", str(record), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["frame_count"] == 0
+    assert err.startswith("lidarmt: note:") and err.count("\n") == 1
+    road = [[-10, -4], [10, -4], [10, 4], [-10, 4], [-10, -4]]
+    m = tmp_path / "map.geojson"
+    m.write_text(json.dumps({"type": "FeatureCollection", "frame": "sensor", "features": [
+        {"type": "Feature", "properties": {"kind": "road"}, "geometry": {"type": "Polygon", "coordinates": [road]}}]}))
+    _one_line(capsys, main(["perceive", str(record), "--map", str(m)]), "PointCloud")
+    _one_line(capsys, main(["fuzz", "--bag", str(record), "--map", str(m), "--out", str(tmp_path / "run")]),
+              "PointCloud")
+    assert not (tmp_path / "run").exists()

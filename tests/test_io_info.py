@@ -122,8 +122,8 @@ def test_bag_without_pointcloud2(tmp_path, capsys):
         w.write_message("/tf", "tf2_msgs/msg/TFMessage", _tf_message(TYPESTORE, "world", "novatel", 10**9, np.eye(4)),
                         10**9)
     rc, out, err = run(capsys, p)
-    assert_one_line_error(rc, err, "tf_only.bag", "no point clouds")
-    assert "/tf" in out  # what the bag holds is listed first
+    assert rc == 0, err  # a valid recording, only not one to perceive: a note, not an error
+    assert "no point clouds" in out and "/tf" in out  # what the bag holds is listed
 
 
 def test_unknown_topic_lists_existing(bag, capsys):

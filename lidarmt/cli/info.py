@@ -40,8 +40,9 @@ def info(
 ) -> None:
     """Topics and message counts, frame count, duration, points per frame, pose source and coordinate ranges.
 
-    Exits with status 2 and one line on stderr when the path is not a readable recording, the topic does not
-    exist, or the recording holds no point cloud (the summary of what it does hold is printed first).
+    Exits with status 2 and one line on stderr when the path is not a readable recording or the topic does not
+    exist. A valid recording without point clouds (e.g. a Cyber record of planning and localization only) is
+    summarised with a note and exit status 0; `fuzz`, `perceive` and `roi` refuse it.
 
     Examples:
 
@@ -55,7 +56,6 @@ def info(
     import sys
 
     from lidarmt.io import open_recording
-    from lidarmt.io.errors import NoPointCloudError
 
     with open_recording(path, topic=topic, allow_empty=True, recover=recover) as rec:
         n = len(rec)
@@ -68,9 +68,18 @@ def info(
 
         summary = rec.describe(sample=sample, progress=progress)
 
+    note = None
+    if summary.frame_count == 0:  # a valid recording, just not one to perceive: say so, it is no error
+        what = f"topic {summary.topic}" if summary.topic else "recording"
+        note = (f"no point clouds in this {what}; fuzz, perceive and roi need a recording with point clouds"
+                + (" (see the topics listed above)" if summary.topics and not json_out else ""))
     if json_out:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
+        if note:
+            print(f"lidarmt: note: {path}: {note}", file=sys.stderr)
     else:
+        if note:  # in place of the reader's shorter note
+            summary.notes = [note] + [n for n in summary.notes if n != "no point clouds in this recording"]
         _print(summary)
     if require_pose and summary.frames_with_pose < summary.frames_scanned:
         from lidarmt.io.errors import PoseError
@@ -79,10 +88,6 @@ def info(
         raise PoseError(f"{path}: {missing} of {summary.frames_scanned} frame(s) have no pose world <- sensor "
                         f"(pose source: {summary.pose_source}); record /tf and /tf_static (or .pose files) "
                         f"with the clouds")
-    if summary.frame_count == 0:
-        what = f"topic {summary.topic}" if summary.topic else "recording"
-        raise NoPointCloudError(f"{path}: no point clouds in this {what}"
-                                + (" (see the topics listed above)" if summary.topics else ""))
 
 
 def _print(s) -> None:
