@@ -28,7 +28,8 @@ from lidarmt.fuzz.plugins import (
     code_in_sut,
     names_code,
 )
-from lidarmt.fuzz.replay import CHECK_FILES, replay_bundle
+from lidarmt.fuzz.replay import CHECK_FILES, SUPPORTED_VERSION, replay_bundle
+from lidarmt.report.bundle import BUNDLE_VERSION
 from lidarmt.report.manifest import MANIFEST_NAME, check_name, verify_manifest, write_manifest
 
 PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group="lidarmt.perception")
@@ -59,7 +60,8 @@ def made(tmp_path_factory) -> Path:
                      "--quiet"]) == 0
     (bundle,) = (root / "run" / "violations").iterdir()
     info = json.loads((bundle / "bundle.json").read_text())
-    assert info["version"] == 2 and info["minimal_verdict"] is not None and info["reproduced"]
+    assert info["version"] == BUNDLE_VERSION == SUPPORTED_VERSION == 2
+    assert info["minimal_verdict"] is not None and info["reproduced"]
     return bundle
 
 
