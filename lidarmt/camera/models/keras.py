@@ -99,6 +99,13 @@ OUTPUTS: dict[str, float] = {
     "udacity-sim": -math.radians(UDACITY_SIM_MAX_STEER_DEG),
 }
 
+OUTPUT_NOTES: dict[str, str] = {
+    "radians": "the output is the angle in radians, positive = left",
+    "degrees": "the output is the angle in degrees, positive = left",
+    "udacity-sim": "the output is the Udacity simulator's steering value (±1 = ±25°, positive = right): "
+                   "radians = -output · 25° (lidarmt's convention: positive = left)",
+}
+
 
 def default_preset(input_shape: tuple[int, int, int]) -> str:
     """The preparation assumed for a network input ``(H, W, C)``: DAVE-2's for 66×200×3, else a plain resize."""

@@ -1,7 +1,8 @@
 """Find steering models by name: the project's zoo, installed plugins, ``module:callable``, or a Keras file.
 
 * Built-ins: the names of the project's own model zoo (:mod:`lidarmt.camera.models.zoo`: ``dave-orig``,
-  ``epoch``, ...), loaded with ``zoo.load(name, weights=..., device=...)``.
+  ``epoch``, ...), loaded with ``zoo.load(name, weights=..., device=...)``. :func:`available` lists those with
+  shipped weights; the zoo's other architectures are accepted too (with ``weights=`` a trained file).
 * Plugins: any package declaring an entry point in the group ``lidarmt.steering``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.steering"]
@@ -56,6 +57,12 @@ def builtin_names() -> list[str]:
     return list(zoo.available()) if zoo is not None else []
 
 
+def _zoo_accepts(zoo: Any, spec: str) -> bool:
+    """Zoo names with shipped weights, and the zoo's other architectures (which then need ``weights=``)."""
+    names = getattr(zoo, "architectures", zoo.available)()
+    return spec in names or spec in zoo.available()
+
+
 def _plugins() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
@@ -86,7 +93,8 @@ def kind_of(spec: str) -> str:
     spec = spec.strip()
     if is_keras_path(spec):
         return "keras"
-    if spec in builtin_names():
+    zoo = _zoo()
+    if zoo is not None and _zoo_accepts(zoo, spec):
         return "builtin"
     if ":" in spec:
         return "code"
@@ -142,7 +150,7 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
 
         return load_keras(spec, **options)
     zoo = _zoo()
-    if zoo is not None and spec in zoo.available():
+    if zoo is not None and _zoo_accepts(zoo, spec):
         return zoo.load(spec, **options)
     if ":" in spec:
         if not trust_code:

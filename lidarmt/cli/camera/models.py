@@ -1,0 +1,157 @@
+"""``lidarmt camera models``: the steering models lidarmt can test (zoo, plugins) and how to use a Keras file."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from lidarmt.cli._common import console
+
+
+def register(app: typer.Typer) -> None:
+    app.command("models")(models)
+
+
+def _keras_help() -> dict[str, Any]:
+    from lidarmt.camera.models.keras import OUTPUT_NOTES, OUTPUTS, PRESETS, USAGE
+
+    return {
+        "usage": USAGE,
+        "presets": {name: {"colour": p.colour, "note": p.note, "output": p.output} for name, p in PRESETS.items()},
+        "outputs": {name: {"radians_per_unit": scale, "note": OUTPUT_NOTES[name]} for name, scale in OUTPUTS.items()},
+        "default_preset": "dave2-udacity-sim when the network input is 66x200x3, else resize (RGB)",
+    }
+
+
+def _keras_detail(spec: str, options: dict[str, str]) -> dict[str, Any]:
+    from lidarmt.camera.models.keras import load_keras
+
+    model = load_keras(spec, **options)
+    k = model.keras
+    return {
+        "name": model.name, "kind": "keras", "path": k.path, "keras_version": k.keras_version,
+        "input": {"height": k.input_shape[0], "width": k.input_shape[1], "channels": k.input_shape[2],
+                  "colour": model.input_spec.colour, "history": 0, "note": model.input_spec.note},
+        "data_format": k.data_format, "preprocess": k.preset, "preprocess_note": k.preset_note, "output": k.output,
+        "lambdas": list(k.lambdas), "parameters": k.parameters, "layers": list(k.layers),
+    }  # fmt: skip
+
+
+def _parse_options(items: list[str] | None) -> dict[str, str]:
+    from lidarmt.camera.errors import CameraArgumentError
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CameraArgumentError(f"--model-option {item!r}: expected key=value (e.g. preprocess=resize)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def models(
+    spec: Annotated[str | None, typer.Argument(help="Show one model in detail: a zoo or plugin name, or the path "
+                                               "of a Keras .h5 file (its layers, input and preprocessing).")] = None,
+    model_option: Annotated[list[str] | None, typer.Option("--model-option", help="With a Keras file: key=value "
+                                                           "import option (preprocess=, output=, lambda=); "
+                                                           "repeatable.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print as JSON (for scripts).")] = False,
+) -> None:
+    """List the steering models: each zoo model with its input, history, parameters, model card and validation
+    RMSE; installed plugins (entry-point group lidarmt.steering); and how to use a Keras .h5 file.
+
+    Examples:
+
+    `lidarmt camera models`
+
+    `lidarmt camera models ../shared/data/models/dave2_udacity_simulator.h5`
+
+    `lidarmt camera models --json`
+    """
+    import json
+    import sys
+
+    from lidarmt.camera.models import registry
+
+    if spec is not None:
+        if registry.is_keras_path(spec):
+            doc = _keras_detail(spec, _parse_options(model_option))
+        else:
+            doc = registry.describe(spec)
+        if json_out:
+            sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        else:
+            _print_detail(doc)
+        return
+    entries = [registry.describe(name) for name in registry.available()]
+    doc = {"models": entries, "keras": _keras_help(),
+           "code": "package.module:callable returning a SteeringModel (imports code: refused from untrusted "
+                   "files unless --trust-code)"}  # fmt: skip
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+    else:
+        _print_list(doc)
+
+
+def _input_text(inp: Any) -> str:
+    if not isinstance(inp, dict):
+        return str(inp or "")
+    text = f"{inp.get('height')}x{inp.get('width')} {inp.get('colour', '')}".strip()
+    return text
+
+
+def _print_list(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    if doc["models"]:
+        t = Table(title="steering models", title_justify="left")
+        for col in ("name", "kind", "input", "history", "parameters", "val RMSE°", "card"):
+            t.add_column(col, overflow="fold", justify="right" if col in ("history", "parameters", "val RMSE°")
+                         else "left")  # fmt: skip
+        for m in doc["models"]:
+            inp = m.get("input")
+            hist = inp.get("history", 0) if isinstance(inp, dict) else m.get("history", "")
+            rmse = m.get("val_rmse_deg")
+            params = m.get("parameters")
+            t.add_row(m["name"], str(m.get("kind", "")), _input_text(inp) or m.get("entry_point", ""), str(hist),
+                      f"{params:,}" if isinstance(params, int) else "",
+                      f"{rmse:.2f}" if isinstance(rmse, (int, float)) else "", str(m.get("card", "")))
+        console.print(t)
+        for m in doc["models"]:
+            if m.get("input", {}).get("note") if isinstance(m.get("input"), dict) else False:
+                console.print(f"  [bold]{m['name']}[/bold]: {m['input']['note']}", highlight=False)
+    else:
+        console.print("no built-in or plugin steering models installed", highlight=False)
+    k = doc["keras"]
+    console.print()
+    console.print("[bold]Keras .h5 files[/bold]", highlight=False)
+    console.print(k["usage"], highlight=False, soft_wrap=False)
+    console.print(f"default preparation: {k['default_preset']}", highlight=False)
+    for name, p in k["presets"].items():
+        console.print(f"  preprocess={name}: {p['note']} (output {p['output']})", highlight=False)
+    for name, o in k["outputs"].items():
+        console.print(f"  output={name}: {o['note']}", highlight=False)
+    console.print("  details of one file: lidarmt camera models PATH.h5", highlight=False)
+    console.print()
+    console.print(f"[bold]Code[/bold]: {doc['code']}", highlight=False)
+
+
+def _print_detail(doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")
+    for key, value in doc.items():
+        if key == "input":
+            value = f"{_input_text(value)}, history {value.get('history', 0)}" + (
+                f"; {value['note']}" if value.get("note") else "") if isinstance(value, dict) else value
+        elif key == "layers":
+            value = " → ".join(value)
+        elif isinstance(value, (list, tuple)):
+            value = "; ".join(str(v) for v in value) or "-"
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = f"{value:,}"
+        t.add_row(key, str(value))
+    console.print(t)
