@@ -2,8 +2,10 @@
 
 Any object with ``name`` and ``detect(frame, roi) -> Obstacles`` is a perception module. ``detect`` gets a frame
 (points in the sensor frame, pose) and the frame's region of interest, and returns the obstacles it reports; it
-must not modify the frame. Implementations are found by name through :mod:`lidarmt.perception.registry`
-(built-ins, the entry-point group ``lidarmt.perception``, or ``module:callable``).
+must not modify the frame. lidarmt calls it through :func:`lidarmt.perception.guard.guarded_detect`, which hands
+it read-only arrays, reports a module that writes into them anyway, and validates the obstacles it returns.
+Implementations are found by name through :mod:`lidarmt.perception.registry` (built-ins, the entry-point group
+``lidarmt.perception``, or ``module:callable``).
 """
 
 from __future__ import annotations
