@@ -1,0 +1,219 @@
+"""Effects of the camera's optics in bad conditions: sun glare, a wet lens (droplets), a dirty lens.
+
+Like :mod:`lidarmt.camera.transforms.weather`, each takes ``intensity`` in [0, 1] (0 = identity, bit for bit)
+and style parameters drawn from the seed unless given.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import cv2
+import numpy as np
+
+from lidarmt.camera.transforms._common import (
+    TEXTURE_STREAM,
+    RngFactory,
+    linear_to_srgb,
+    smooth_noise,
+    srgb_to_linear,
+    to_float,
+    to_uint8,
+)
+from lidarmt.camera.transforms.base import ParamRange
+from lidarmt.camera.transforms.weather import _INTENSITY, Weather
+
+
+class Glare(Weather):
+    """Sun glare: a bright source with bloom, veiling glare, and lens-flare ghosts.
+
+    Model, in linear light (light adds): the sun's image is a saturated core spread by the lens's
+    point-spread function into a bloom (Spencer, Shirley, Zimmerman & Greenberg, "Physically-based glare
+    effects for digital images", SIGGRAPH 1995). Light scattered inside the lens and camera adds a veiling
+    luminance that falls off roughly as the inverse square of the angle to the source (the Stiles-Holladay
+    disability-glare law; Talvala et al., "Veiling glare in high dynamic range imaging", SIGGRAPH 2007) plus
+    a uniform part: it lifts the blacks and lowers the contrast of the whole frame. Inter-reflections between
+    lens elements form ghosts — tinted discs of the aperture's shape — that lie on the line through the light
+    source and the optical centre, at positions mirrored through the centre (Hullin et al., "Physically-based
+    real-time lens flare rendering", SIGGRAPH 2011).
+
+    Style: ``x``, ``y`` (the source, as fractions of the width and height; above the horizon), ``size`` (a
+    factor on the core and bloom), ``ghosts`` (their number), ``warmth`` (0 white … 1 the orange of a low sun).
+    """
+
+    name = "glare"
+    description = "sun glare: core + bloom (Spencer et al. 1995), veiling glare ∝ 1/θ², flare ghosts through the centre"
+    style = ("x", "y", "size", "ghosts", "warmth")
+    space = {"intensity": _INTENSITY, "x": ParamRange(0.15, 0.85), "y": ParamRange(0.05, 0.35),
+             "size": ParamRange(0.7, 1.4), "ghosts": ParamRange(3, 7, integer=True), "warmth": ParamRange(0.0, 1.0)}
+
+    def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+        h, w = image.shape[:2]
+        i = p["intensity"]
+        s = h / 240.0 * p["size"]
+        sx, sy = p["x"] * w, p["y"] * h
+        colour = np.array([1.0, 0.93 - 0.13 * p["warmth"], 0.85 - 0.35 * p["warmth"]], np.float32)
+        yy, xx = np.ogrid[:h, :w]
+        r2 = ((xx - sx) ** 2 + (yy - sy) ** 2).astype(np.float32)
+        theta0 = 18.0 * s
+        light = (6.0 * np.exp(-r2 / (2 * (5.0 * s) ** 2))  # saturated core
+                 + 0.9 * np.exp(-r2 / (2 * (22.0 * s) ** 2))  # bloom
+                 + 0.5 * theta0**2 / (r2 + theta0**2)  # veiling glare, ∝ 1/θ² away from the source
+                 + 0.07)  # uniform veil
+        add = light[..., None] * colour
+        # ghosts: discs on the line source → centre → beyond, tinted, soft-edged
+        g = rng(TEXTURE_STREAM)
+        cx, cy = w / 2.0, h / 2.0
+        ghosts = np.zeros((h, w, 3), np.float32)
+        for _ in range(p["ghosts"]):
+            k = g.uniform(0.25, 2.0)  # position along the line: source + k·(centre − source)
+            gx, gy = sx + k * (cx - sx), sy + k * (cy - sy)
+            rad = g.uniform(4.0, 20.0) * s * (0.6 + 0.5 * k)
+            tint = np.array([g.uniform(0.3, 1.0), g.uniform(0.5, 1.0), g.uniform(0.3, 1.0)]) * g.uniform(0.08, 0.22)
+            layer = np.zeros((h, w, 3), np.float32)
+            cv2.circle(layer, (int(round(gx * 16)), int(round(gy * 16))), max(1, int(round(rad * 16))),
+                       tint.tolist(), -1, cv2.LINE_AA, 4)
+            if g.random() < 0.4:  # a brighter rim, as the aperture's edge
+                cv2.circle(layer, (int(round(gx * 16)), int(round(gy * 16))), max(1, int(round(rad * 16))),
+                           (tint * 1.8).tolist(), max(1, int(round(1.5 * s))), cv2.LINE_AA, 4)
+            ghosts += layer
+        ghosts = cv2.GaussianBlur(ghosts, (0, 0), 1.2 * s)
+        add += ghosts
+        lin = srgb_to_linear(image)
+        lin += add * np.float32(i)
+        return linear_to_srgb(lin)
+
+
+@lru_cache(maxsize=8)
+def _pixel_grid(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
+    xs, ys = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
+    xs.flags.writeable = False
+    ys.flags.writeable = False
+    return xs, ys
+
+
+class Droplets(Weather):
+    """A wet lens or windscreen: water drops that refract the scene, out of focus.
+
+    Model (Roser & Geiger, "Realistic modeling of water droplets for monocular adverse weather corrections",
+    IEEE ITSC 2009; Halimeh & Roser, IEEE IV 2009): a drop on the glass is a small, thick plano-convex lens.
+    Seen through it, a wide cone of the scene behind is imaged inverted and shrunk into the drop's outline —
+    a fisheye view, here a remap of each drop's pixels to ``centre − zoom·(1 + 0.35ρ²)·(p − centre)``
+    (``ρ`` the normalised radius), lifted a little because the drop looks up past its own shadow. The camera
+    is focused far away, so drops and what they show are blurred (a Gaussian defocus of the refracted image
+    and a soft outline); the total internal reflection at the rim darkens the edge, and the sky's
+    reflection puts a highlight at the top. A thin water film also slightly blurs the whole frame.
+
+    Style: ``size`` (a factor on drop radii), ``count`` (a factor on their number), ``zoom`` (the
+    demagnification of the refracted view), ``defocus`` (a factor on the blur).
+    """
+
+    name = "droplets"
+    description = "wet lens: drops as plano-convex lenses remapping an inverted, shrunk view (Roser & Geiger 2009), defocused"
+    style = ("size", "count", "zoom", "defocus")
+    space = {"intensity": _INTENSITY, "size": ParamRange(0.7, 1.5), "count": ParamRange(0.6, 1.4),
+             "zoom": ParamRange(1.6, 3.2), "defocus": ParamRange(0.6, 1.4)}
+
+    def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+        h, w = image.shape[:2]
+        i = p["intensity"]
+        s = h / 240.0
+        g = rng(TEXTURE_STREAM)
+        n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
+        gx, gy = _pixel_grid(h, w)
+        mx, my = gx.copy(), gy.copy()
+        mask = np.zeros((h, w), np.float32)
+        shade = np.ones((h, w), np.float32)
+        highlight = np.zeros((h, w), np.float32)
+        zoom = p["zoom"]
+        for _ in range(n):
+            r = float(h * p["size"] * min(0.12, 0.012 + g.exponential(0.022)))
+            ecc = g.uniform(0.8, 1.15)  # drops are a little elongated, mostly vertically
+            cx, cy = g.uniform(0, w), g.uniform(0, h)
+            x0, x1 = max(0, int(cx - r - 1)), min(w, int(cx + r + 2))
+            y0, y1 = max(0, int(cy - r * ecc - 1)), min(h, int(cy + r * ecc + 2))
+            if x0 >= x1 or y0 >= y1:
+                continue
+            dx = gx[y0:y1, x0:x1] - np.float32(cx)
+            dy = gy[y0:y1, x0:x1] - np.float32(cy)
+            rho2 = (dx * dx + (dy / np.float32(ecc)) ** 2) * np.float32(1.0 / (r * r))
+            inside = rho2 < 1.0
+            k = np.float32(zoom) * (1.0 + np.float32(0.35) * rho2)
+            sub_x, sub_y = mx[y0:y1, x0:x1], my[y0:y1, x0:x1]
+            sub_x[inside] = (np.float32(cx) - k * dx)[inside]
+            sub_y[inside] = (np.float32(cy - 0.6 * r) - k * dy)[inside]
+            mask[y0:y1, x0:x1][inside] = 1.0
+            edge = np.clip((rho2 - 0.55) / 0.45, 0.0, 1.0)
+            shade[y0:y1, x0:x1][inside] = (1.0 - 0.35 * edge * edge)[inside]
+            hx, hy = dx + np.float32(0.35 * r), dy + np.float32(0.45 * r * ecc)
+            spot = np.exp(-(hx * hx + hy * hy) / np.float32(2 * (0.16 * r) ** 2))
+            highlight[y0:y1, x0:x1] = np.maximum(highlight[y0:y1, x0:x1], np.where(inside, 0.35 * spot, 0.0))
+        base = to_float(image)
+        film = 0.2 + 0.5 * i * s
+        base = cv2.GaussianBlur(base, (0, 0), film)
+        if n == 0:
+            return to_uint8(base)
+        refr = cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
+        refr = cv2.GaussianBlur(to_float(refr), (0, 0), 1.6 * p["defocus"] * s)
+        soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
+        shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
+        refr *= (shade * 1.05)[..., None]
+        refr += cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)[..., None]
+        base += soft[..., None] * (refr - base)
+        return to_uint8(base)
+
+
+class Dirt(Weather):
+    """A dirty lens: blotches of mud and dust that attenuate, tint and blur the scene and scatter light.
+
+    Model (Gu, Ramamoorthi, Belhumeur & Nayar, "Removing image artifacts due to dirty camera lenses and thin
+    occluders", SIGGRAPH Asia 2009): ``I = I₀·α + β``, where the attenuation ``α`` follows the dirt pattern,
+    defocused because the dirt sits on the lens, and ``β`` is light the dirt scatters into the image, a
+    low-frequency function of the whole scene's brightness (here the scene blurred heavily, times the dirt's
+    colour). The pattern is thresholded fractal noise (blotches) plus a few specks; the scene seen through the
+    thinner parts of a blotch is also blurred.
+
+    Style: ``coverage`` (fraction of the frame covered at intensity 1), ``opacity`` (of the thickest dirt),
+    ``blotch`` (a factor on blotch size), ``brown`` (0 grey dust … 1 brown mud).
+    """
+
+    name = "dirt"
+    description = "dirty lens: I = I₀·α + β (Gu et al. 2009), defocused blotches that attenuate, blur and scatter"
+    style = ("coverage", "opacity", "blotch", "brown")
+    space = {"intensity": _INTENSITY, "coverage": ParamRange(0.2, 0.45), "opacity": ParamRange(0.6, 0.95),
+             "blotch": ParamRange(0.7, 1.5), "brown": ParamRange(0.0, 1.0)}
+
+    def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+        h, w = image.shape[:2]
+        i = p["intensity"]
+        s = h / 240.0
+        g = rng(TEXTURE_STREAM)
+        cells = max(2, int(round(7 / p["blotch"])))
+        n = smooth_noise(g, h, w, cells=cells, octaves=4)
+        cover = p["coverage"] * i ** 0.7
+        thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
+        m = np.clip((n - thr) / 0.12, 0.0, 1.0)
+        # specks: small defocused dots
+        nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
+        specks = np.zeros((h, w), np.float32)
+        for _ in range(nsp):
+            cv2.circle(specks, (int(g.uniform(0, w) * 16), int(g.uniform(0, h) * 16)),
+                       int(g.uniform(1.0, 3.5) * s * 16), float(g.uniform(0.4, 0.9)), -1, cv2.LINE_AA, 4)
+        m = np.maximum(m, specks)
+        m = cv2.GaussianBlur(m, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
+        m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
+        f = to_float(image)
+        blurred = cv2.GaussianBlur(f, (0, 0), 3.0 * s)
+        f += np.clip(m * 2.5, 0.0, 1.0)[..., None] * (blurred - f)
+        # scattered light: the scene's low frequencies, times the dirt's colour
+        small = cv2.resize(f, (max(1, w // 8), max(1, h // 8)), interpolation=cv2.INTER_AREA)
+        small = cv2.GaussianBlur(small, (0, 0), 3.0)
+        scatter = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
+        b = p["brown"]
+        albedo = np.array([0.55 + 0.05 * b, 0.52 - 0.12 * b, 0.48 - 0.26 * b], np.float32)
+        scatter *= albedo * np.float32(0.55)
+        scatter += albedo * np.float32(0.08)
+        f += m[..., None] * (scatter - f)
+        return to_uint8(f)
+
