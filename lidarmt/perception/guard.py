@@ -101,14 +101,15 @@ def guarded_detect(sut: Any, frame: Frame, roi: Roi, *, timings: dict[str, float
     exception raised by the SUT itself propagates unchanged.
     """
     name = sut_name(sut)
+    detect = sut.detect
+    kwargs: dict[str, Any] = {}
+    if timings is not None and _accepts_keyword(detect, "timings"):
+        kwargs["timings"] = timings
     snapshot = _Snapshot()
     ro_frame, ro_roi = readonly_inputs(frame, roi, snapshot=snapshot)
     snapshot.take()
-    kwargs: dict[str, Any] = {}
-    if timings is not None and _accepts_keyword(sut.detect, "timings"):
-        kwargs["timings"] = timings
     try:
-        result = sut.detect(ro_frame, ro_roi, **kwargs)
+        result = detect(ro_frame, ro_roi, **kwargs)
     except BaseException as err:
         changed, unrestored = snapshot.restore_changed()
         if changed:
