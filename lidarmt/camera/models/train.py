@@ -1,0 +1,566 @@
+"""Training the project's steering models (:mod:`lidarmt.camera.models.archs`) on a labelled image source.
+
+The recipe, the same for every architecture unless its :data:`RECIPES` entry says otherwise:
+
+* **Split in time, not at random**: the first ``1 - val_fraction`` of the drive trains, the last
+  ``val_fraction`` validates (neighbouring frames are near duplicates, so a random split would leak).
+* **Preprocessing once**: every frame goes through the architecture's ``prepare`` (crop, resize, colour) once
+  and is kept as ``uint8``; batches are normalised on the fly.
+* **Augmentation**: only a horizontal flip with the angle negated, with probability 1/2 (``flip=False`` turns
+  it off). Flipping the prepared image equals preparing the flipped frame because every ``prepare`` is
+  left-right symmetric. No brightness, colour or geometric augmentation: a test campaign's mirror relation is
+  therefore one the model was trained towards, and its brightness/contrast/blur/affine relations are not.
+* **Optimiser**: Adam, constant learning rate, MSE loss on radians, mini-batches drawn without replacement in an
+  order seeded by ``(seed, epoch)``; the weights of the epoch with the lowest validation MSE are kept.
+  (DeepXplore trained its Dave models 10 epochs with batch 256 and Adadelta on ~100 k frames; on ~1,200 frames
+  Adam with a small batch converges where that recipe barely moves.)
+* **Chauffeur** is trained as its authors did, in two stages: the CNN alone on single frames, then the LSTM on
+  the frozen encoder's features of ``history + 1`` consecutive frames (windows never reach across the
+  train/validation boundary; at the start of a split the first frame is repeated).
+* **Determinism**: ``torch.manual_seed`` per epoch, one torch thread by default (``threads``); with one thread
+  two runs with the same seed give identical weights. A run resumed from its checkpoint continues exactly.
+
+Outputs in ``out``: ``checkpoint.pt`` (after every epoch: weights, optimiser, best so far), ``<arch>.pt`` (the
+best weights, fp16, the shipped format), ``<arch>.json`` (metrics), ``<arch>.md`` (model card), ``log.jsonl``
+(one line per epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt.camera.errors import CameraArgumentError, CameraOutputError, ImageSourceError, ModelError
+from lidarmt.camera.models.archs import Arch, count_parameters, get_arch
+
+WEIGHTS_FORMAT = "lidarmt-steering-weights"
+WEIGHTS_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """Default training hyper-parameters of one architecture (what the shipped weights used)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    lstm_epochs: int = 0  # Chauffeur's second stage
+    lstm_lr: float = 1e-3
+
+
+RECIPES: dict[str, Recipe] = {
+    "dave-orig": Recipe(epochs=20, batch_size=32, lr=1e-4),
+    "dave-norminit": Recipe(epochs=20, batch_size=32, lr=1e-4),
+    "dave-dropout": Recipe(epochs=20, batch_size=32, lr=1e-4),
+    "epoch": Recipe(epochs=10, batch_size=32, lr=1e-4),
+    "chauffeur": Recipe(epochs=10, batch_size=32, lr=3e-4, lstm_epochs=20, lstm_lr=1e-3),
+    "dave2": Recipe(epochs=30, batch_size=32, lr=3e-4),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """Everything that determines a training run (written into the checkpoint, metrics and model card)."""
+
+    arch: str
+    data: str
+    out: str
+    epochs: int | None = None  # None: the architecture's recipe
+    batch_size: int | None = None
+    lr: float | None = None
+    lstm_epochs: int | None = None
+    seed: int = 0
+    val_fraction: float = 0.2
+    flip: bool = True
+    threads: int = 1
+
+    def resolved(self) -> TrainConfig:
+        """The config with the recipe's defaults filled in."""
+        r = RECIPES[get_arch(self.arch).name]
+        return replace(
+            self,
+            epochs=r.epochs if self.epochs is None else self.epochs,
+            batch_size=r.batch_size if self.batch_size is None else self.batch_size,
+            lr=r.lr if self.lr is None else self.lr,
+            lstm_epochs=r.lstm_epochs if self.lstm_epochs is None else self.lstm_epochs,
+        )
+
+    def check(self) -> None:
+        if self.epochs is not None and self.epochs < 1:
+            raise CameraArgumentError(f"--epochs must be at least 1, got {self.epochs}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise CameraArgumentError(f"--batch-size must be at least 1, got {self.batch_size}")
+        if self.lr is not None and not (self.lr > 0 and math.isfinite(self.lr)):
+            raise CameraArgumentError(f"--lr must be a positive number, got {self.lr}")
+        if not 0.0 < self.val_fraction < 1.0:
+            raise CameraArgumentError(f"--val-fraction must lie strictly between 0 and 1, got {self.val_fraction}")
+        if self.threads < 1:
+            raise CameraArgumentError(f"--threads must be at least 1, got {self.threads}")
+
+
+# --------------------------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledFrames:
+    """All frames of a labelled source in memory, time order."""
+
+    images: np.ndarray  # (N, H, W, 3) uint8 RGB
+    labels: np.ndarray  # (N,) float64 radians
+    frame_ids: tuple[str, ...]
+    path: str
+
+    def split(self, val_fraction: float) -> int:
+        """Index of the first validation frame (the last ``val_fraction`` of the drive validates)."""
+        n = len(self.labels)
+        first_val = n - int(round(val_fraction * n))
+        if first_val < 1 or first_val >= n:
+            raise CameraArgumentError(f"{self.path}: {n} frames cannot be split with --val-fraction {val_fraction}")
+        return first_val
+
+
+def load_labelled(path: str | os.PathLike[str]) -> LabelledFrames:
+    """Read every frame and label of a labelled image source (:func:`~lidarmt.camera.sources.factory.open_images`:
+    a Udacity folder, or a recording with a steering topic) into memory, in time order."""
+    from lidarmt.camera.sources.factory import open_images
+
+    p = Path(path)
+    if not p.exists():
+        raise ImageSourceError(f"{p}: no such file or folder; pass a labelled image source to --data")
+    with open_images(p) as src:
+        if not src.has_labels:
+            raise ImageSourceError(f"{p}: the source has no steering labels; training needs labelled frames")
+        frames = list(src)
+    if not frames:
+        raise ImageSourceError(f"{p}: no frames")
+    if len({f.image.shape for f in frames}) != 1:
+        raise ImageSourceError(f"{p}: frames have different sizes; resize them to one size first")
+    labels = np.asarray([np.nan if f.label is None else f.label for f in frames], dtype=np.float64)
+    if not np.all(np.isfinite(labels)):
+        raise ImageSourceError(f"{p}: some frames have no (finite) steering label")
+    return LabelledFrames(np.stack([f.image for f in frames]), labels, tuple(f.frame_id for f in frames), str(p))
+
+
+def window_indices(indices: np.ndarray, history: int, start: int) -> np.ndarray:
+    """``(len(indices), history + 1)`` frame indices, oldest first, clamped to ``start`` (the split's first)."""
+    offsets = np.arange(-history, 1)
+    return np.maximum(np.asarray(indices)[:, None] + offsets[None, :], start)
+
+
+# --------------------------------------------------------------------------------------------- weights files
+
+
+def export_weights(module: Any, path: str | os.PathLike[str], *, arch: str, meta: dict[str, Any]) -> None:
+    """Write the module's weights as fp16 (floating tensors) in the shipped format, atomically."""
+    import torch
+
+    from lidarmt._atomic import atomic_path
+
+    state = {k: (v.detach().to(torch.float16) if v.is_floating_point() else v.detach()).clone()
+             for k, v in module.state_dict().items()}
+    blob = {"format": WEIGHTS_FORMAT, "version": WEIGHTS_VERSION, "arch": arch, "dtype": "float16",
+            "state_dict": state, "meta": json.dumps(meta, sort_keys=True)}
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
+
+
+def read_weights(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(arch, fp32 state dict, meta)`` of a weights file written by :func:`export_weights`.
+
+    The file is read with ``torch.load(weights_only=True)``: tensors and plain containers only, never code.
+    """
+    import torch
+
+    p = Path(path)
+    if not p.is_file():
+        raise ModelError(f"{p}: no such weights file")
+    try:
+        blob = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a file from a stranger can make the unpickler raise anything
+        raise ModelError(f"{p}: not a lidarmt steering weights file ({type(err).__name__}); "
+                         "pass a .pt written by 'lidarmt camera train'") from err
+    if not isinstance(blob, dict) or blob.get("format") != WEIGHTS_FORMAT:
+        raise ModelError(f"{p}: not a lidarmt steering weights file; pass a .pt written by 'lidarmt camera train'")
+    if blob.get("version") != WEIGHTS_VERSION:
+        raise ModelError(f"{p}: weights format version {blob.get('version')} is not supported (this lidarmt reads "
+                         f"{WEIGHTS_VERSION}); retrain with this version")
+    state = blob.get("state_dict")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ModelError(f"{p}: corrupt weights file (no state dict of tensors)")
+    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    try:
+        meta = json.loads(blob.get("meta") or "{}")
+    except json.JSONDecodeError as err:
+        raise ModelError(f"{p}: corrupt weights file (meta is not JSON)") from err
+    return str(blob.get("arch")), state, meta
+
+
+def load_module(arch: Arch, state: dict[str, Any], *, path: str = "") -> Any:
+    """Build ``arch`` and load ``state`` into it (eval mode)."""
+    module = arch.build()
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else "mismatch"
+        raise ModelError(f"{path or 'weights'}: do not fit architecture {arch.name} ({first})") from err
+    return module.eval()
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+
+def baselines(train_labels: np.ndarray, val_labels: np.ndarray) -> dict[str, float]:
+    """Validation MSE (rad²) of the always-zero and always-mean (training mean) predictors."""
+    mean = float(np.mean(train_labels))
+    return {"zero_mse": float(np.mean(val_labels ** 2)), "mean_mse": float(np.mean((val_labels - mean) ** 2)),
+            "train_mean_rad": mean}
+
+
+def rmse_deg(mse: float) -> float:
+    return float(math.degrees(math.sqrt(mse)))
+
+
+def predict_split(model: Any, frames: LabelledFrames, start: int, stop: int, *, chunk: int = 32) -> np.ndarray:
+    """Predictions of a :class:`SteeringModel` for frames ``start..stop-1`` from the raw frames; models with
+    history get windows clamped to ``start``."""
+    history = int(model.input_spec.history)
+    idx = np.arange(start, stop)
+    out = np.empty(len(idx), dtype=np.float64)
+    for i in range(0, len(idx), chunk):
+        part = idx[i:i + chunk]
+        batch = frames.images[window_indices(part, history, start)] if history else frames.images[part]
+        out[i:i + len(part)] = model.predict(batch)
+    return out
+
+
+def validation_metrics(model: Any, frames: LabelledFrames, *, val_fraction: float = 0.2) -> dict[str, float]:
+    """The model's validation MSE and RMSE° on the last ``val_fraction`` of ``frames``, and the baselines'."""
+    first_val = frames.split(val_fraction)
+    pred = predict_split(model, frames, first_val, len(frames.labels))
+    val = frames.labels[first_val:]
+    base = baselines(frames.labels[:first_val], val)
+    mse = float(np.mean((pred - val) ** 2))
+    return {"val_frames": int(len(val)), "train_frames": int(first_val), "val_mse": mse, "val_rmse_deg": rmse_deg(mse),
+            "zero_mse": base["zero_mse"], "zero_rmse_deg": rmse_deg(base["zero_mse"]), "mean_mse": base["mean_mse"],
+            "mean_rmse_deg": rmse_deg(base["mean_mse"]), "train_mean_rad": base["train_mean_rad"]}
+
+
+# --------------------------------------------------------------------------------------------- training
+
+
+def _prepare_all(arch: Arch, images: np.ndarray, *, chunk: int = 128) -> np.ndarray:
+    parts = [arch.prepare(images[i:i + chunk]) for i in range(0, len(images), chunk)]
+    return np.concatenate(parts)
+
+
+def _batch_tensor(arch: Arch, prepared: np.ndarray, idx: np.ndarray, flips: np.ndarray | None) -> Any:
+    import torch
+
+    x = arch.normalise(torch.from_numpy(prepared[idx]))
+    if flips is not None and flips.any():
+        f = torch.from_numpy(flips)
+        x[f] = x[f].flip(-1)
+    return x
+
+
+def check_out(out: Path, *, force: bool, resume: bool) -> None:
+    """Refuse an existing, non-empty ``out`` unless ``force`` or ``resume``."""
+    if out.exists() and not out.is_dir():
+        raise CameraOutputError(f"{out}: exists and is not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not (force or resume):
+        raise CameraOutputError(f"{out}: already exists; choose another --out, or pass --force to overwrite "
+                                "or --resume to continue")
+
+
+def train(
+    cfg: TrainConfig,
+    *,
+    force: bool = False,
+    resume: bool = False,
+    frames: LabelledFrames | None = None,
+    log: Callable[[str], None] = print,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Train ``cfg.arch`` on ``cfg.data`` (or on ``frames`` already in memory) and write the outputs listed in the
+    module docstring. ``progress(done, total, text)`` is called after every optimiser step. Returns the metrics
+    (also written to ``<out>/<arch>.json``)."""
+    import torch
+
+    cfg.check()
+    arch = get_arch(cfg.arch)
+    cfg = cfg.resolved()
+    out = Path(cfg.out)
+    check_out(out, force=force, resume=resume)
+    ckpt_path = out / "checkpoint.pt"
+    if frames is None:
+        log(f"reading {cfg.data}")
+        frames = load_labelled(cfg.data)
+    first_val = frames.split(cfg.val_fraction)
+    n = len(frames.labels)
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    module = arch.build()
+    chauffeur = arch.input_spec.history > 0
+    log(f"{arch.name}: {count_parameters(module):,} parameters; {first_val} training frames, {n - first_val} "
+        f"validation frames (the last {cfg.val_fraction:.0%} of {frames.path}); preparing frames")
+    prepared = _prepare_all(arch, frames.images)
+    labels = frames.labels.astype(np.float32)
+    train_idx = np.arange(first_val)
+    val_idx = np.arange(first_val, n)
+
+    stage_epochs = [("cnn", int(cfg.epochs))] + ([("lstm", int(cfg.lstm_epochs))] if chauffeur else [])
+    state: dict[str, Any] = {"stage": "cnn", "epoch": 0, "best_mse": math.inf, "best_state": None, "history": []}
+    opt_state = None
+    out.mkdir(parents=True, exist_ok=True)
+    if resume and ckpt_path.is_file():
+        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+        if ck.get("config", {}).get("arch") != arch.name:
+            raise CameraOutputError(f"{ckpt_path}: checkpoint of another architecture; choose another --out")
+        module.load_state_dict(ck["model"])
+        opt_state = ck["optimizer"]
+        state = {k: ck[k] for k in ("stage", "epoch", "best_mse", "best_state")}
+        state["history"] = json.loads(ck["history"])
+        log(f"resumed from {ckpt_path}: stage {state['stage']}, {state['epoch']} epochs done")
+    elif (out / "log.jsonl").exists():
+        (out / "log.jsonl").unlink()
+
+    t_start = time.perf_counter()
+    rng_base = [cfg.seed, 0xCA3E7A]
+    for stage_no, (stage, epochs) in enumerate(stage_epochs):
+        if [s for s, _ in stage_epochs].index(state["stage"]) > stage_no:
+            continue  # resumed past this stage
+        if stage == "lstm":
+            # second stage starts from the CNN's best weights, encoder frozen
+            if state["stage"] == "cnn":
+                module.load_state_dict(state["best_state"])
+                state = {"stage": "lstm", "epoch": 0, "best_mse": math.inf, "best_state": None,
+                         "history": state["history"]}
+                opt_state = None
+            feats = _encode_all(module, arch, prepared, flip=cfg.flip)
+        params = (list(module.encoder.parameters()) + list(module.cnn_head.parameters())) if chauffeur and \
+            stage == "cnn" else (list(module.lstm.parameters()) + list(module.lstm_head.parameters())) if \
+            chauffeur else list(module.parameters())
+        lr = float(cfg.lr) if stage == "cnn" else RECIPES[arch.name].lstm_lr
+        opt = torch.optim.Adam(params, lr=lr)
+        if opt_state is not None:
+            opt.load_state_dict(opt_state)
+            opt_state = None
+        steps_per_epoch = math.ceil(len(train_idx) / int(cfg.batch_size))
+        for epoch in range(state["epoch"], epochs):
+            rng = np.random.default_rng(rng_base + [stage_no, epoch])
+            torch.manual_seed(cfg.seed * 100003 + stage_no * 1009 + epoch)
+            order = rng.permutation(train_idx)
+            flips = rng.random(len(order)) < 0.5 if cfg.flip else np.zeros(len(order), dtype=bool)
+            module.train()
+            if chauffeur and stage == "lstm":
+                module.encoder.eval()
+            losses = []
+            t0 = time.perf_counter()
+            for s in range(steps_per_epoch):
+                sl = slice(s * int(cfg.batch_size), (s + 1) * int(cfg.batch_size))
+                idx, fl = order[sl], flips[sl]
+                y = torch.from_numpy(np.where(fl, -labels[idx], labels[idx]).astype(np.float32))
+                if stage == "lstm":
+                    win = window_indices(idx, arch.input_spec.history, 0)
+                    pred = module.forward_features(feats[torch.from_numpy(fl.astype(np.int64))[:, None],
+                                                         torch.from_numpy(win)])
+                else:
+                    x = _batch_tensor(arch, prepared, idx, fl)
+                    pred = module.forward_cnn(x) if chauffeur else module(x)
+                loss = torch.mean((pred.reshape(-1) - y) ** 2)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                if progress is not None:
+                    progress(s + 1, steps_per_epoch, f"{stage} epoch {epoch + 1}/{epochs} loss {np.mean(losses):.4f}")
+            val_mse = _val_mse(module, arch, prepared, labels, val_idx, first_val, stage,
+                               feats if stage == "lstm" else None)
+            improved = val_mse < state["best_mse"]
+            if improved:
+                state["best_mse"] = val_mse
+                state["best_state"] = {k: v.detach().clone() for k, v in module.state_dict().items()}
+            rec = {"stage": stage, "epoch": epoch + 1, "train_mse": float(np.mean(losses)), "val_mse": val_mse,
+                   "val_rmse_deg": rmse_deg(val_mse), "best": improved, "lr": lr,
+                   "seconds": round(time.perf_counter() - t0, 2)}
+            state["history"].append(rec)
+            state["epoch"] = epoch + 1
+            with open(out / "log.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(rec) + "\n")
+            log(f"{stage} epoch {epoch + 1}/{epochs}: train MSE {rec['train_mse']:.5f}, validation MSE "
+                f"{val_mse:.5f} ({rec['val_rmse_deg']:.2f} deg){'  best' if improved else ''}")
+            _save_checkpoint(ckpt_path, module, opt, state, cfg)
+    wall = time.perf_counter() - t_start
+    module.load_state_dict(state["best_state"])
+    return finish(cfg, arch, module, frames, out, history=state["history"], wall_seconds=wall, log=log)
+
+
+def _encode_all(module: Any, arch: Arch, prepared: np.ndarray, *, flip: bool, chunk: int = 64) -> Any:
+    """Chauffeur's frozen encoder features of every frame: ``(2 if flip else 1, N, feature_dim)``."""
+    import torch
+
+    module.eval()
+    views = [False, True] if flip else [False]
+    out = torch.empty(len(views), len(prepared), module.feature_dim)
+    with torch.inference_mode():
+        for v, fl in enumerate(views):
+            for i in range(0, len(prepared), chunk):
+                idx = np.arange(i, min(i + chunk, len(prepared)))
+                x = _batch_tensor(arch, prepared, idx, np.full(len(idx), fl))
+                out[v, idx] = module.encoder(x)
+    return out
+
+
+def _val_mse(module: Any, arch: Arch, prepared: np.ndarray, labels: np.ndarray, val_idx: np.ndarray,
+             first_val: int, stage: str, feats: Any) -> float:
+    import torch
+
+    module.eval()
+    preds = []
+    with torch.inference_mode():
+        for i in range(0, len(val_idx), 64):
+            idx = val_idx[i:i + 64]
+            if stage == "lstm":
+                win = torch.from_numpy(window_indices(idx, arch.input_spec.history, first_val))
+                preds.append(module.forward_features(feats[0][win]).reshape(-1))
+            else:
+                x = _batch_tensor(arch, prepared, idx, None)
+                preds.append((module.forward_cnn(x) if stage == "cnn" and arch.input_spec.history else
+                              module(x)).reshape(-1))
+    pred = torch.cat(preds).double().numpy()
+    return float(np.mean((pred - labels[val_idx].astype(np.float64)) ** 2))
+
+
+def _save_checkpoint(path: Path, module: Any, opt: Any, state: dict[str, Any], cfg: TrainConfig) -> None:
+    import torch
+
+    from lidarmt._atomic import atomic_path
+
+    blob = {"model": module.state_dict(), "optimizer": opt.state_dict(), "stage": state["stage"],
+            "epoch": state["epoch"], "best_mse": state["best_mse"], "best_state": state["best_state"],
+            "history": json.dumps(state["history"]), "config": asdict(cfg)}
+    with atomic_path(path) as tmp:
+        torch.save(blob, tmp)
+
+
+def finish(cfg: TrainConfig, arch: Arch, module: Any, frames: LabelledFrames, out: Path, *,
+           history: list[dict[str, Any]], wall_seconds: float, log: Callable[[str], None]) -> dict[str, Any]:
+    """Export the best weights (fp16), re-measure them through the public model path, write metrics + card."""
+    from lidarmt._atomic import atomic_write_text
+    from lidarmt.camera.models.zoo import model_from_file
+
+    weights = out / f"{arch.name}.pt"
+    meta = {"config": asdict(cfg), "parameters": count_parameters(module)}
+    export_weights(module, weights, arch=arch.name, meta=meta)
+    model = model_from_file(weights, name=arch.name)
+    metrics = validation_metrics(model, frames, val_fraction=cfg.val_fraction)
+    best = min((h for h in history if h["stage"] == history[-1]["stage"]), key=lambda h: h["val_mse"])
+    metrics.update({
+        "arch": arch.name, "parameters": count_parameters(module), "weights_bytes": weights.stat().st_size,
+        "best_epoch": best["epoch"], "best_stage": best["stage"], "train_seconds": round(wall_seconds, 1),
+        "config": asdict(cfg), "data_frames": int(len(frames.labels)), "data": frames.path,
+        "history": history,
+    })
+    atomic_write_text(out / f"{arch.name}.json", json.dumps(metrics, indent=2) + "\n")
+    atomic_write_text(out / f"{arch.name}.md", model_card(arch, metrics))
+    log(f"best epoch {best['epoch']} ({best['stage']}): validation RMSE {metrics['val_rmse_deg']:.2f} deg "
+        f"(always zero {metrics['zero_rmse_deg']:.2f}, always the training mean {metrics['mean_rmse_deg']:.2f}); "
+        f"wrote {weights}")
+    return metrics
+
+
+def command_line(cfg: TrainConfig) -> str:
+    """The ``lidarmt camera train`` command that reproduces ``cfg``."""
+    parts = ["lidarmt camera train", f"--arch {cfg.arch}", f"--data {cfg.data}", f"--out {cfg.out}",
+             f"--epochs {cfg.epochs}", f"--batch-size {cfg.batch_size}", f"--lr {cfg.lr:g}", f"--seed {cfg.seed}",
+             f"--val-fraction {cfg.val_fraction:g}"]
+    if cfg.lstm_epochs:
+        parts.append(f"--lstm-epochs {cfg.lstm_epochs}")
+    if not cfg.flip:
+        parts.append("--no-flip")
+    if cfg.threads != 1:
+        parts.append(f"--threads {cfg.threads}")
+    return " ".join(parts)
+
+
+def model_card(arch: Arch, m: dict[str, Any]) -> str:
+    """The model card (Markdown) of a trained model from its metrics."""
+    cfg = m["config"]
+    spec = arch.input_spec
+    lines = [
+        f"# {arch.title} (`{arch.name}`): lidarmt's own steering model",
+        "",
+        f"A steering-angle regressor of the {arch.title} architecture ({arch.origin}), trained by lidarmt as a "
+        "system under test for the camera half's metamorphic campaigns. It is a small-data reproduction, not the "
+        "original model: see *Limits*.",
+        "",
+        "## Architecture and input",
+        "",
+        f"- Topology: {arch.summary}.",
+        f"- Parameters: {m['parameters']:,}; weights stored as fp16 ({m['weights_bytes'] / 1e6:.1f} MB), cast to "
+        "fp32 on load.",
+        f"- Preprocessing (from raw RGB frames of any size): {spec.note}.",
+        f"- Network input: {spec.height}x{spec.width} {spec.colour.upper()}"
+        + (f", a window of {spec.history + 1} consecutive frames (history {spec.history}), oldest first."
+           if spec.history else ", one frame."),
+        "- Output: steering angle in radians, positive = left.",
+        "",
+        "Deviations from the original:",
+        "",
+        *[f"- {d}" for d in arch.deviations],
+        "",
+        "## Training data",
+        "",
+        f"- {m['data_frames']:,} real front-camera frames (320x240) with steering angles in radians, from the Udacity "
+        "self-driving challenge 2 test drive, as published in DeepXplore's repository "
+        "(github.com/peikexin9/deepxplore, Driving/testing; MIT licence); the shared data set "
+        "`../shared/data/udacity`.",
+        f"- Split in time: the first {m['train_frames']:,} frames train, the last {m['val_frames']} "
+        f"({cfg['val_fraction']:.0%} of the drive) validate; no frame is in both.",
+        "- Augmentation: " + ("a horizontal flip with the angle negated, with probability 1/2. **The model was "
+                              "trained towards the mirror relation; it saw no brightness, contrast, blur, colour or "
+                              "geometric augmentation.**" if cfg["flip"] else
+                              "none (no flip, brightness, contrast, blur, colour or geometric augmentation)."),
+        "",
+        "## Recipe",
+        "",
+        f"- Adam, learning rate {cfg['lr']:g}, batch {cfg['batch_size']}, {cfg['epochs']} epochs, MSE on radians"
+        + (f"; then the LSTM on the frozen encoder's features for {cfg['lstm_epochs']} epochs (learning rate "
+           f"{RECIPES[arch.name].lstm_lr:g})" if spec.history else "") + ".",
+        f"- Kept: the weights of the epoch with the lowest validation MSE (epoch {m['best_epoch']}, stage "
+        f"{m['best_stage']}).",
+        f"- Seed {cfg['seed']}, {cfg['threads']} torch thread(s) (deterministic on the CPU); "
+        f"{m['train_seconds'] / 60:.1f} min on one CPU core.",
+        f"- Command: `{command_line(TrainConfig(**cfg))}`",
+        "- All shipped models: `scripts/train_camera_models.sh`.",
+        "",
+        "## Validation (the last 20 % of the drive, measured with these fp16 weights)",
+        "",
+        "| predictor | MSE (rad²) | RMSE (°) |",
+        "|---|---|---|",
+        f"| this model | {m['val_mse']:.5f} | {m['val_rmse_deg']:.2f} |",
+        f"| always zero | {m['zero_mse']:.5f} | {m['zero_rmse_deg']:.2f} |",
+        f"| always the training mean ({m['train_mean_rad']:+.4f} rad) | {m['mean_mse']:.5f} | "
+        f"{m['mean_rmse_deg']:.2f} |",
+        "",
+        "## Limits",
+        "",
+        f"- Trained on {m['train_frames']:,} frames of one drive; DeepTest's Udacity models saw about 33,000 to "
+        "100,000 frames of several drives. Expect the model to fit this road and this light only; its absolute "
+        "errors elsewhere are large, and small changes of the image can move its output more than they would "
+        "move a model trained on more data.",
+        "- The validation frames come from the same drive, minutes later; the epoch was chosen on them, so the "
+        "validation error is slightly optimistic. There is no separate test drive.",
+        "- Use it to exercise and compare metamorphic relations, not as a measure of how good a steering model "
+        "can be.",
+        "",
+    ]
+    return "\n".join(lines)

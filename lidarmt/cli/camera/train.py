@@ -1,0 +1,74 @@
+"""``lidarmt camera train``: train one of lidarmt's own steering models on a labelled image source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lidarmt.cli._common import console, err_console
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
+
+
+def train(
+    arch: Annotated[str, typer.Option("--arch", help="Architecture: dave-orig, dave-norminit, dave-dropout, epoch, "
+                                      "chauffeur, dave2.")],
+    data: Annotated[Path, typer.Option("--data", help="Labelled image source (e.g. a Udacity folder: center/*.jpg "
+                                       "+ steering.csv frame_id,steering_angle in radians, time order).")],
+    out: Annotated[Path, typer.Option("--out", help="Run folder: checkpoint.pt, ARCH.pt (best weights, fp16), "
+                                      "ARCH.json, ARCH.md (model card), log.jsonl.")],
+    epochs: Annotated[int | None, typer.Option(help="Epochs (default: the architecture's shipped recipe).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Mini-batch size (default: the recipe's).")] = None,
+    lr: Annotated[float | None, typer.Option(help="Adam learning rate (default: the recipe's).")] = None,
+    lstm_epochs: Annotated[int | None, typer.Option(help="Chauffeur only: epochs of the LSTM stage.")] = None,
+    seed: Annotated[int, typer.Option(help="Seeds initialisation, batch order, flips and dropout.")] = 0,
+    val_fraction: Annotated[float, typer.Option(help="The last this fraction of the drive validates.")] = 0.2,
+    no_flip: Annotated[bool, typer.Option("--no-flip", help="No horizontal-flip augmentation.")] = False,
+    threads: Annotated[int, typer.Option(help="torch threads (1 is bit-deterministic).")] = 1,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing --out.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from <out>/checkpoint.pt.")] = False,
+    ship: Annotated[bool, typer.Option("--ship", help="Copy the weights, card and metrics into the package "
+                                       "(lidarmt/camera/models/weights/).")] = False,
+) -> None:
+    """Train a steering model: time-ordered split (the last --val-fraction validates), Adam on MSE in radians,
+    horizontal flips (angle negated) as the only augmentation, the epoch with the lowest validation MSE kept.
+
+    Deterministic with a fixed --seed and one thread. The model card states the data, split, recipe, the exact
+    command and the validation RMSE against the always-zero and always-mean baselines.
+
+    Example: lidarmt camera train --arch dave2 --data ../shared/data/udacity --out runs/dave2 --ship
+    """
+    import shutil
+
+    from lidarmt._atomic import atomic_path
+    from lidarmt.camera.models.train import TrainConfig
+    from lidarmt.camera.models.train import train as run_training
+    from lidarmt.camera.models.zoo import WEIGHTS_DIR
+    from lidarmt.cli._common import progress
+
+    cfg = TrainConfig(arch=arch, data=str(data), out=str(out), epochs=epochs, batch_size=batch_size, lr=lr,
+                      lstm_epochs=lstm_epochs, seed=seed, val_fraction=val_fraction, flip=not no_flip,
+                      threads=threads)
+    with progress() as bar:
+        task = bar.add_task("training", total=None, rate="")
+
+        def on_step(done: int, total: int, text: str) -> None:
+            bar.update(task, completed=done, total=total, description=text)
+
+        def log(msg: str) -> None:
+            bar.console.print(msg, highlight=False)
+
+        metrics = run_training(cfg, force=force, resume=resume, log=log, progress=on_step)
+    console.print(f"[bold]{metrics['arch']}[/bold]: validation RMSE {metrics['val_rmse_deg']:.2f}° "
+                  f"(always zero {metrics['zero_rmse_deg']:.2f}°, always the mean {metrics['mean_rmse_deg']:.2f}°) "
+                  f"in {metrics['train_seconds'] / 60:.1f} min; weights {out / (metrics['arch'] + '.pt')}")
+    if ship:
+        for ext in (".pt", ".md", ".json"):
+            src = out / f"{metrics['arch']}{ext}"
+            with atomic_path(WEIGHTS_DIR / src.name) as tmp:
+                shutil.copyfile(src, tmp)
+        err_console.print(f"shipped: {WEIGHTS_DIR}/{metrics['arch']}.{{pt,md,json}}")
