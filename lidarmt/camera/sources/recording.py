@@ -139,8 +139,8 @@ class RecordingImageSource(BaseImageSource):
 
     # ------------------------------------------------------------------ decoding (format subclasses)
 
-    def _decode(self, raw: bytes | memoryview, where: str) -> tuple[np.ndarray, float | None, dict[str, Any]]:
-        """(RGB image, the image's own stamp in seconds or None, detail) of one message."""
+    def _decode(self, raw: bytes | memoryview, where: str) -> tuple[np.ndarray, int | None, dict[str, Any]]:
+        """(RGB image, the image's own stamp in nanoseconds or None, detail) of one message."""
         raise NotImplementedError
 
     def _steering_value(self, raw: bytes | memoryview, where: str) -> float:
@@ -204,10 +204,11 @@ class RecordingImageSource(BaseImageSource):
 
     def _frame(self, raw: bytes | memoryview, i: int, t_rec: int | None) -> CameraFrame:
         where = f"{self.path}: topic {self.topic} message {i}"
-        img, stamp, detail = self._decode(raw, where)
-        if stamp is None and t_rec is not None:
-            stamp = t_rec * 1e-9
-        frame_id = str(round(stamp * 1e9)) if stamp is not None else str(i)
+        img, t_ns, detail = self._decode(raw, where)
+        if t_ns is None:
+            t_ns = t_rec
+        stamp = None if t_ns is None else t_ns * 1e-9
+        frame_id = str(i) if t_ns is None else str(t_ns)
         detail = {"topic": self.topic, "message": i, **detail}
         return CameraFrame(img, i, frame_id, stamp, self._label(i), self.path, detail)
 
@@ -260,7 +261,7 @@ class _RosImageSource(RecordingImageSource):
     def _decode(self, raw, where):
         msg = self._msg(raw, self.message_type, where)
         st = msg.header.stamp
-        stamp = st.sec + st.nanosec * 1e-9 if (st.sec or st.nanosec) else None
+        stamp = int(st.sec) * 1_000_000_000 + int(st.nanosec) if (st.sec or st.nanosec) else None
         if self.kind == "raw":
             img = decode_raw(msg.data, height=msg.height, width=msg.width, encoding=msg.encoding, step=msg.step,
                              bigendian=bool(msg.is_bigendian), where=where)
@@ -318,11 +319,11 @@ class CyberImageSource(RecordingImageSource):
         except DecodeError as err:
             raise ImageSourceError(f"{where}: corrupt {self.message_type} message ({err})") from err
         if msg.measurement_time:
-            stamp = msg.measurement_time
+            stamp = round(msg.measurement_time * 1e9)
         elif msg.header.camera_timestamp:
-            stamp = msg.header.camera_timestamp * 1e-9
+            stamp = int(msg.header.camera_timestamp)
         elif msg.header.timestamp_sec:
-            stamp = msg.header.timestamp_sec
+            stamp = round(msg.header.timestamp_sec * 1e9)
         else:
             stamp = None
         if self.kind == "raw":
