@@ -106,9 +106,8 @@ def _print_list(doc: dict[str, Any]) -> None:
 
     if doc["models"]:
         t = Table(title="steering models", title_justify="left")
-        for col in ("name", "kind", "input", "history", "parameters", "val RMSE°", "card"):
-            t.add_column(col, overflow="fold", justify="right" if col in ("history", "parameters", "val RMSE°")
-                         else "left")  # fmt: skip
+        for col in ("name", "kind", "input", "history", "parameters", "val RMSE°"):
+            t.add_column(col, no_wrap=col == "name", justify="left" if col in ("name", "kind", "input") else "right")
         for m in doc["models"]:
             inp = m.get("input")
             hist = inp.get("history", 0) if isinstance(inp, dict) else m.get("history", "")
@@ -116,17 +115,21 @@ def _print_list(doc: dict[str, Any]) -> None:
             params = m.get("parameters")
             t.add_row(m["name"], str(m.get("kind", "")), _input_text(inp) or m.get("entry_point", ""), str(hist),
                       f"{params:,}" if isinstance(params, int) else "",
-                      f"{rmse:.2f}" if isinstance(rmse, (int, float)) else "", str(m.get("card", "")))
+                      f"{rmse:.2f}" if isinstance(rmse, (int, float)) else "")
         console.print(t)
         for m in doc["models"]:
-            if m.get("input", {}).get("note") if isinstance(m.get("input"), dict) else False:
-                console.print(f"  [bold]{m['name']}[/bold]: {m['input']['note']}", highlight=False)
+            inp = m.get("input") if isinstance(m.get("input"), dict) else {}
+            parts = [f"card {m['card']}" if m.get("card") else "", inp.get("note", ""),
+                     f"plugin {m['entry_point']}" if m.get("entry_point") else ""]
+            text = "; ".join(p for p in parts if p)
+            if text:
+                console.print(f"  [bold]{m['name']}[/bold]: {text}", highlight=False, soft_wrap=True)
     else:
         console.print("no built-in or plugin steering models installed", highlight=False)
     k = doc["keras"]
     console.print()
     console.print("[bold]Keras .h5 files[/bold]", highlight=False)
-    console.print(k["usage"], highlight=False, soft_wrap=False)
+    console.print(k["usage"], highlight=False)
     console.print(f"default preparation: {k['default_preset']}", highlight=False)
     for name, p in k["presets"].items():
         console.print(f"  preprocess={name}: {p['note']} (output {p['output']})", highlight=False)

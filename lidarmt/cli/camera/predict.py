@@ -1,0 +1,277 @@
+"""``lidarmt camera predict``: a steering model's angle for each frame of an image source, its error against
+the labels, and a contact sheet of frames with the label and the prediction drawn as steering arrows."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from lidarmt.cli._common import console
+
+SHEET_FRAMES = 12
+SHEET_COLUMNS = 4
+SHEET_TILE_WIDTH = 320
+LABEL_RGB = (40, 220, 40)
+PREDICTION_RGB = (255, 70, 40)
+TABLE_ROWS = 20
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict")(predict)
+
+
+def parse_model_options(items: list[str] | None) -> dict[str, str]:
+    """``["key=value", ...]`` → dict; the model's loader converts the values it needs."""
+    from lidarmt.camera.errors import CameraArgumentError
+
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CameraArgumentError(f"--model-option {item!r}: expected key=value (e.g. preprocess=resize)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int = 64) -> dict[str, Any]:
+    """Predict every frame (the first ``frames``) of ``src``; models with history start once they have it.
+
+    Returns ``indices``, ``frame_ids``, ``labels`` (NaN where absent) and ``predictions`` (radians) as lists.
+    """
+    import numpy as np
+
+    from lidarmt.camera.errors import ModelError
+
+    n = len(src) if frames is None else min(frames, len(src))
+    history = int(getattr(model.input_spec, "history", 0) or 0)
+    indices, ids, labels, preds = [], [], [], []
+    window: list[Any] = []
+    batch: list[Any] = []
+    meta: list[Any] = []
+
+    def flush() -> None:
+        if not batch:
+            return
+        images = np.stack(batch)
+        y = np.asarray(model.predict(images), dtype=np.float64)
+        if y.shape != (len(batch),) or not np.all(np.isfinite(y)):
+            raise ModelError(f"model {model.name}: predict returned {y.dtype} {y.shape} with "
+                             f"{int(np.sum(~np.isfinite(y))) if y.size else 0} non-finite value(s) for "
+                             f"{len(batch)} images; a steering model must return (N,) finite angles in radians")
+        for (i, fid, lab), v in zip(meta, y, strict=True):
+            indices.append(i)
+            ids.append(fid)
+            labels.append(math.nan if lab is None else float(lab))
+            preds.append(float(v))
+        batch.clear()
+        meta.clear()
+
+    shape = None
+    for i in range(n):
+        fr = src[i]
+        img = fr.image
+        if history:
+            window.append(img)
+            if len(window) > history + 1:
+                window.pop(0)
+            if len(window) < history + 1:
+                continue
+            if any(w.shape != img.shape for w in window):
+                raise ModelError(f"{src.path}: frames {i - history}..{i} differ in size; a model with history "
+                                 "needs frames of one size")
+            item = np.stack(window)
+        else:
+            item = img
+        if shape is not None and item.shape != shape:
+            flush()
+        shape = item.shape
+        batch.append(item)
+        meta.append((fr.index, fr.frame_id, fr.label))
+        if len(batch) >= batch_size:
+            flush()
+    flush()
+    return {"indices": indices, "frame_ids": ids, "labels": labels, "predictions": preds}
+
+
+def metrics(labels: list[float], predictions: list[float]) -> dict[str, Any]:
+    """Error against the labels (where present): MSE in rad², RMSE and MAE in degrees, correlation, and the
+    RMSE of always answering 0 (driving straight), the baseline any model must beat."""
+    import numpy as np
+
+    y = np.asarray(labels, dtype=np.float64)
+    p = np.asarray(predictions, dtype=np.float64)
+    out: dict[str, Any] = {"frames": int(len(p)),
+                           "mean_abs_prediction_deg": float(np.degrees(np.abs(p)).mean()) if len(p) else None}
+    have = np.isfinite(y)
+    out["labelled"] = int(have.sum())
+    if have.any():
+        e = p[have] - y[have]
+        mse = float(np.mean(e**2))
+        out.update(
+            mse_rad2=mse, rmse_deg=math.degrees(math.sqrt(mse)), mae_deg=float(np.degrees(np.abs(e)).mean()),
+            mean_abs_label_deg=float(np.degrees(np.abs(y[have])).mean()),
+            zero_rmse_deg=math.degrees(math.sqrt(float(np.mean(y[have] ** 2)))),
+        )
+        ok = have.sum() > 1 and np.std(p[have]) > 0 and np.std(y[have]) > 0
+        out["correlation"] = float(np.corrcoef(p[have], y[have])[0, 1]) if ok else None
+    return out
+
+
+def _arrow(img: Any, angle: float, colour: tuple[int, int, int], length: float, thickness: int) -> None:
+    import cv2
+
+    h, w = img.shape[:2]
+    x0, y0 = w / 2.0, h - 6.0
+    x1 = x0 - length * math.sin(angle)  # positive angle = left
+    y1 = y0 - length * math.cos(angle)
+    cv2.arrowedLine(img, (round(x0), round(y0)), (round(x1), round(y1)), colour, thickness, cv2.LINE_AA,
+                    tipLength=0.15)
+
+
+def contact_sheet(src: Any, result: dict[str, Any], *, count: int = SHEET_FRAMES) -> Any:
+    """An RGB picture of up to ``count`` evenly spaced predicted frames, each with the label (green) and the
+    prediction (red) drawn as steering arrows from the bottom centre, and the angles written on top."""
+    import cv2
+    import numpy as np
+
+    n = len(result["predictions"])
+    picks = sorted({int(round(k)) for k in np.linspace(0, n - 1, min(count, n))}) if n else []
+    tiles = []
+    for k in picks:
+        img = src[result["indices"][k]].image
+        h = max(1, round(img.shape[0] * SHEET_TILE_WIDTH / img.shape[1]))
+        tile = np.ascontiguousarray(cv2.resize(img, (SHEET_TILE_WIDTH, h), interpolation=cv2.INTER_AREA))
+        lab, pred = result["labels"][k], result["predictions"][k]
+        if math.isfinite(lab):
+            _arrow(tile, lab, LABEL_RGB, 0.45 * h, 4)
+        _arrow(tile, pred, PREDICTION_RGB, 0.45 * h, 2)
+        cv2.rectangle(tile, (0, 0), (SHEET_TILE_WIDTH, 34), (0, 0, 0), -1)
+        fid = str(result["frame_ids"][k])
+        cv2.putText(tile, f"#{result['indices'][k]} {fid[-16:]}", (4, 13), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
+                    (255, 255, 255), 1, cv2.LINE_AA)
+        if math.isfinite(lab):
+            cv2.putText(tile, f"label {math.degrees(lab):+.1f}", (4, 29), cv2.FONT_HERSHEY_SIMPLEX, 0.45,
+                        LABEL_RGB, 1, cv2.LINE_AA)
+        cv2.putText(tile, f"pred {math.degrees(pred):+.1f} deg", (140, 29), cv2.FONT_HERSHEY_SIMPLEX, 0.45,
+                    PREDICTION_RGB, 1, cv2.LINE_AA)
+        tiles.append(tile)
+    if not tiles:
+        return np.zeros((40, SHEET_TILE_WIDTH, 3), np.uint8)
+    th = max(t.shape[0] for t in tiles)
+    cols = min(SHEET_COLUMNS, len(tiles))
+    rows = -(-len(tiles) // cols)
+    sheet = np.full((rows * (th + 4) + 4, cols * (SHEET_TILE_WIDTH + 4) + 4, 3), 255, np.uint8)
+    for j, t in enumerate(tiles):
+        r, c = divmod(j, cols)
+        y, x = 4 + r * (th + 4), 4 + c * (SHEET_TILE_WIDTH + 4)
+        sheet[y:y + t.shape[0], x:x + SHEET_TILE_WIDTH] = t
+    return sheet
+
+
+def write_picture(path: Path, rgb: Any) -> None:
+    """Encode by the suffix (.png, .jpg) and write atomically."""
+    import cv2
+
+    from lidarmt._atomic import atomic_write_bytes
+    from lidarmt.camera.errors import CameraOutputError
+
+    suffix = path.suffix.lower()
+    if suffix not in (".png", ".jpg", ".jpeg"):
+        raise CameraOutputError(f"--out {path}: the picture must be a .png or .jpg file")
+    ok, buf = cv2.imencode(suffix, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise CameraOutputError(f"--out {path}: cannot encode the picture")
+    atomic_write_bytes(path, buf.tobytes())
+
+
+def predict(
+    src_path: Annotated[Path, typer.Argument(metavar="SRC", help="Image source: a Udacity-style folder "
+                                             "(center/ + steering.csv), a folder of images, a ROS1/ROS2 bag or "
+                                             "an Apollo .record.")],
+    model_spec: Annotated[str, typer.Option("--model", "-m", help="A model of 'lidarmt camera models', the path "
+                                            "of a Keras .h5 file, or package.module:callable.")],
+    model_option: Annotated[list[str] | None, typer.Option("--model-option", help="key=value passed to the "
+                                                           "model's loader (Keras: preprocess=, output=, "
+                                                           "lambda=; zoo: weights=); repeatable.")] = None,
+    frames: Annotated[int | None, typer.Option("--frames", "-n", min=1, help="Predict only the first N "
+                                               "frames.")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Image topic of a recording.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write a contact sheet (PNG/JPG) of "
+                                             f"{SHEET_FRAMES} evenly spaced frames with the label (green) and "
+                                             "the prediction (red) as steering arrows.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print every frame's angles and the metrics as "
+                                           "JSON.")] = False,
+    device: Annotated[str, typer.Option(help="torch device of the model (cpu, cuda).")] = "cpu",
+) -> None:
+    """Predict the steering angle of each frame; with labels, the error (MSE in rad², RMSE in degrees).
+
+    Angles are in radians internally, positive = left; tables show degrees. A model that cannot be loaded (bad
+    file, unsupported Keras layer, an output that is not one angle per image) is one line on stderr, exit 2.
+
+    Examples:
+
+    `lidarmt camera predict ../shared/data/udacity --model ../shared/data/models/dave2_udacity_simulator.h5 --out sheet.png`
+
+    `lidarmt camera predict ../shared/data/udacity --model dave2 --frames 200 --json`
+    """
+    import json
+    import sys
+
+    from lidarmt.camera.models.registry import get_model
+    from lidarmt.camera.sources import open_images
+
+    options: dict[str, Any] = parse_model_options(model_option)
+    if device != "cpu":
+        options.setdefault("device", device)
+    model = get_model(model_spec, **options)
+    with open_images(src_path, topic=topic) as src:
+        result = run_predictions(model, src, frames=frames)
+        sheet = contact_sheet(src, result) if out is not None else None
+    m = metrics(result["labels"], result["predictions"])
+    if out is not None:
+        write_picture(out, sheet)
+    if json_out:
+        rows = [{"index": i, "frame_id": f, "label": None if math.isnan(lab) else lab, "prediction": p}
+                for i, f, lab, p in zip(result["indices"], result["frame_ids"], result["labels"],
+                                        result["predictions"], strict=True)]  # fmt: skip
+        doc = {"model": model.name, "spec": model_spec, "source": str(src_path),
+               "input": {"height": model.input_spec.height, "width": model.input_spec.width,
+                         "colour": model.input_spec.colour, "history": model.input_spec.history,
+                         "note": model.input_spec.note},
+               "metrics": m, "frames": rows, "sheet": str(out) if out is not None else None}  # fmt: skip
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        return
+    _print(model, src_path, result, m, out)
+
+
+def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any], out: Path | None) -> None:
+    from rich.table import Table
+
+    n = len(result["predictions"])
+    t = Table(title=f"{model.name} on {src_path}", title_justify="left")
+    for col in ("index", "frame_id", "label°", "prediction°", "error°"):
+        t.add_column(col, justify="left" if col == "frame_id" else "right")
+    for k in range(min(n, TABLE_ROWS)):
+        lab, p = result["labels"][k], result["predictions"][k]
+        has = math.isfinite(lab)
+        t.add_row(str(result["indices"][k]), str(result["frame_ids"][k]),
+                  f"{math.degrees(lab):+.2f}" if has else "-", f"{math.degrees(p):+.2f}",
+                  f"{math.degrees(p - lab):+.2f}" if has else "-")  # fmt: skip
+    console.print(t)
+    if n > TABLE_ROWS:
+        console.print(f"… {n - TABLE_ROWS} more frame(s); --json prints them all", highlight=False)
+    line = f"{n} frame(s); mean |prediction| {m['mean_abs_prediction_deg']:.2f}°" if n else "no frames predicted"
+    console.print(line, highlight=False)
+    if m.get("labelled"):
+        corr = m["correlation"]
+        console.print(
+            f"against {m['labelled']} label(s): MSE {m['mse_rad2']:.5f} rad², RMSE {m['rmse_deg']:.2f}°, "
+            f"MAE {m['mae_deg']:.2f}°, correlation {'-' if corr is None else f'{corr:+.3f}'}; "
+            f"always 0°: RMSE {m['zero_rmse_deg']:.2f}° (mean |label| {m['mean_abs_label_deg']:.2f}°)",
+            highlight=False,
+        )
+    if out is not None:
+        console.print(f"contact sheet: {out} (label green, prediction red)", highlight=False)
