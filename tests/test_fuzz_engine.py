@@ -161,3 +161,61 @@ def test_ctrl_c_during_bundles_says_how_to_resume(rec, tmp_path, capsys, monkeyp
     assert code == 130
     err = capsys.readouterr().err
     assert "interrupted: every verdict so far is in" in err and "--resume" in err
+
+
+# --- the SUT boundary inside campaigns (issue 9, items 5 and 7)
+
+
+class _Junk:
+    """A SUT that returns what it was built to return (malformed output) or writes into its input."""
+
+    name = "junk"
+
+    def __init__(self, what: str = "string") -> None:
+        self.what = what
+
+    def detect(self, frame, roi):
+        from test_fuzz_support import GridSut
+
+        if self.what == "string":
+            return "no obstacles today"
+        if self.what == "none":
+            return [None]
+        if self.what == "index":
+            obs = list(GridSut().detect(frame, roi))
+            if not obs:
+                raise AssertionError("fixture frame without obstacles")
+            import dataclasses
+
+            return [dataclasses.replace(obs[0], point_indices=__import__("numpy").array([10**12]))]
+        if self.what == "mutate":
+            pts = frame.points
+            try:
+                pts["x"][:10] = 0.0
+            except ValueError:  # read-only: force it
+                pts.setflags(write=True)
+                pts["x"][:10] = 0.0
+            return GridSut().detect(frame, roi)
+        raise AssertionError(self.what)
+
+
+def junk_sut(what: str = "string") -> _Junk:
+    return _Junk(what)
+
+
+@pytest.mark.parametrize("what,needle", [("string", "str"), ("none", "None"), ("index", "1000000000000"),
+                                         ("mutate", "")])
+def test_malformed_or_mutating_sut_is_a_crash_finding(rec, tmp_path, what, needle):
+    sys.path.insert(0, str(TESTS))
+    cfg = config(rec, "test_fuzz_engine:junk_sut", sut_options={"what": what}, ns=(10,), frames=(0, 1))
+    r = run_campaign(cfg, tmp_path / "run")
+    recs = list(iter_records(tmp_path / "run" / JOURNAL_NAME))
+    assert len(recs) == 2 and all(x["status"] == "crash" for x in recs), recs
+    assert r.tally.by_n[10].crashes == 2
+    kind = "InputModified" if what == "mutate" else "MalformedOutput"
+    assert kind in recs[0]["error"] and needle in recs[0]["error"]
+    # the source frames on disk are untouched
+    from lidarmt.fuzz.plugins import open_source
+
+    src = open_source(SourceSpec(str(rec)))
+    assert float(abs(src[0].points["x"][:10]).sum()) > 0

@@ -50,6 +50,7 @@ from lidarmt.fuzz.plugins import (
     open_source,
 )
 from lidarmt.fuzz.tally import Tally
+from lidarmt.perception.guard import guarded_detect
 from lidarmt.types import Frame, Obstacles, Roi
 
 # files a campaign owns inside its run folder (removed by --force)
@@ -84,7 +85,7 @@ def parse_ns(text: str | Iterable[int]) -> tuple[int, ...]:
 
 def select_frames(available: int, frames: int | None, seed: int) -> tuple[int, ...]:
     """``frames`` indices drawn at random without replacement (all when None), sorted for sequential reads."""
-    return select_items(available, frames, seed, what="point-cloud frames")
+    return select_items(available, frames, seed, what="frames", source="the recording")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,12 +161,6 @@ class CampaignConfig:
 # ----------------------------------------------------------------------------------------------- one process
 
 
-def _as_obstacles(result: Any) -> Obstacles:
-    if isinstance(result, Obstacles):
-        return result
-    return Obstacles(result)
-
-
 class Evaluator(EvaluatorBase):
     """Builds the SUT, ROI provider and recording reader of a campaign, and judges pairs (one per process)."""
 
@@ -183,7 +178,9 @@ class Evaluator(EvaluatorBase):
         return frame, self.rois.roi_for(frame)
 
     def _detect(self, frame: Frame, roi: Roi) -> Obstacles:
-        return _as_obstacles(self.sut.detect(frame, roi))
+        # read-only input verified after the call, output validated: a SUT that returns junk or writes into the
+        # frame is a crash finding (SutFault) that names what was wrong, never a stop or a poisoned follow-up
+        return guarded_detect(self.sut, frame, roi)
 
     def detect(self, frame: Frame, roi: Roi, *, key: Key | None = None, stage: str = "bundle") -> Obstacles:
         """One perception call (announced through ``on_call``, so a worker's parent can time it)."""

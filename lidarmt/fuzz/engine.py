@@ -531,18 +531,19 @@ def clamp_workers(requested: int, *, items: int, per_worker: int) -> tuple[int, 
     return n, f"--workers {requested}: using {n} ({detail})"
 
 
-def select_items(available: int, count: int | None, seed: int, *, what: str = "frames") -> tuple[int, ...]:
+def select_items(available: int, count: int | None, seed: int, *, what: str = "frames",
+                 source: str = "the source") -> tuple[int, ...]:
     """``count`` indices drawn at random without replacement (all when None), sorted for sequential reads;
     the draw depends only on (seed, available, count)."""
     if available <= 0:
-        raise FuzzInputError(f"the source holds no {what}")
+        raise FuzzInputError(f"{source} holds no {what}")
     if count is None:
         return tuple(range(available))
     if count <= 0:
         raise FuzzArgumentError(f"--frames {count}: ask for at least one frame")
     if count > available:
         raise FuzzArgumentError(
-            f"--frames {count}: the source holds only {available} {what}; ask for at most {available} "
+            f"--frames {count}: {source} holds only {available} {what}; ask for at most {available} "
             "(or leave --frames out to use them all)"
         )
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), 0x6672616D])))  # "fram"
