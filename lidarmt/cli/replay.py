@@ -39,18 +39,56 @@ def replay(
     from rich.markup import escape
 
     from lidarmt.cli._common import console
-    from lidarmt.fuzz.replay import replay_bundle
+    from lidarmt.errors import InputError
+    from lidarmt.fuzz.replay import load_bundle, replay_bundle
+    from lidarmt.perception.guard import SutFault
 
     def on_code(line: str) -> None:
         console.print(f"--trust-code: importing and running {escape(line)}", highlight=False, soft_wrap=True)
 
-    res = replay_bundle(bundle, map_path=map, sut=sut, from_recording=from_recording, trust_code=trust_code,
-                        on_code=on_code)
+    info = load_bundle(bundle)
+    if info.get("kind") == "camera":
+        _replay_camera(bundle if bundle.is_dir() else bundle.parent, info, model=sut, trust_code=trust_code,
+                       map_path=map, from_recording=from_recording)
+        return
+    try:
+        res = replay_bundle(bundle, map_path=map, sut=sut, from_recording=from_recording, trust_code=trust_code,
+                            on_code=on_code)
+    except SutFault as err:
+        raise InputError(f"{bundle}: {err}") from err
     for name, ok in res.checks.items():
         console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False, soft_wrap=True)
     v = res.verdict or {}
     console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
                   f"{len(v.get('missing', []))} source obstacle(s) unmatched")
+    if not res.same:
+        for d in res.details:
+            console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)
+        console.print("replay did NOT reproduce the bundle")
+        raise typer.Exit(1)
+    console.print("replay reproduced the bundle bit for bit: every check passed")
+
+
+def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: bool, map_path: str | None,
+                   from_recording: bool) -> None:
+    import math
+
+    from rich.markup import escape
+
+    from lidarmt.camera.bundle import replay_camera_bundle
+    from lidarmt.cli._common import console
+    from lidarmt.errors import ArgumentError
+
+    if map_path or from_recording:
+        raise ArgumentError(f"{folder}: --map and --from-recording are for LiDAR bundles; this is a camera bundle")
+    res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
+    for name, ok in res.checks.items():
+        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False,
+                      soft_wrap=True)
+    lab = info.get("label")
+    console.print(f"{info['model']['name']} under {info['transform']} ({info.get('params_label', '')}): label "
+                  f"{'–' if lab is None else f'{math.degrees(lab):+.2f}°'}, seed {math.degrees(info['pred']):+.2f}°, "
+                  f"transformed {math.degrees(info['pred_t']):+.2f}°", highlight=False, soft_wrap=True)
     if not res.same:
         for d in res.details:
             console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)

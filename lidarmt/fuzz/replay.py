@@ -50,7 +50,7 @@ from lidarmt.fuzz.plugins import (
     code_in_sut,
     open_source,
 )
-from lidarmt.types import Obstacles
+from lidarmt.perception.guard import guarded_detect
 
 #: The bundle format replay reads (:data:`lidarmt.report.bundle.BUNDLE_VERSION`).
 SUPPORTED_VERSION = 2
@@ -191,8 +191,8 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
               "minimal.npy is not the regenerated added points at bundle.json's minimal_indices")
 
     # 5. perception and the verdict
-    source = Obstacles(sut_obj.detect(frame, roi))
-    follow = Obstacles(sut_obj.detect(stored_follow if stored_follow is not None else fu.frame, roi))
+    source = guarded_detect(sut_obj, frame, roi)
+    follow = guarded_detect(sut_obj, stored_follow if stored_follow is not None else fu.frame, roi)
     stored_s = _load(folder, "obstacles_source.json", _load_json, check)
     stored_f = _load(folder, "obstacles_followup.json", _load_json, check)
     if stored_s is not None:
@@ -214,7 +214,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     if claimed is not None:
         stored_m = _load(folder, "obstacles_minimal.json", _load_json, check)
         if minimal is not None:
-            o_min = Obstacles(sut_obj.detect(frame.with_extra_points(minimal), roi))
+            o_min = guarded_detect(sut_obj, frame.with_extra_points(minimal), roi)
             v_min = judge(source, o_min)
             check(name, violates(v_min, relation),
                   f"source + the {len(minimal)} point(s) of minimal.npy give {len(o_min)} obstacles, "
