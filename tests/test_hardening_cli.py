@@ -212,3 +212,98 @@ def test_info_on_a_record_without_point_clouds_is_no_error(shared_data, tmp_path
     _one_line(capsys, main(["fuzz", "--bag", str(record), "--map", str(m), "--out", str(tmp_path / "run")]),
               "PointCloud")
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------------ maps
+
+
+BOWTIE = [[-30, -30], [30, 30], [30, -30], [-30, 30], [-30, -30]]  # two 900 m² triangles crossing at (0, 0)
+
+
+def _geojson(path, *features) -> None:
+    import json
+
+    path.write_text(json.dumps({"type": "FeatureCollection", "frame": "sensor", "features": [
+        {"type": "Feature", "properties": props, "geometry": geom} for props, geom in features]}))
+
+
+def _roi_area(hd) -> float:
+    import numpy as np
+
+    from lidarmt.roi import HDMapRoi
+
+    mask = HDMapRoi(hd).mask(np.eye(4))
+    g = np.arange(-69.875, 70.0, 0.25)  # cell centres of the 0.25 m grid
+    xx, yy = np.meshgrid(g, g)
+    return float(mask.contains(np.c_[xx.ravel(), yy.ravel()]).sum()) * 0.0625
+
+
+def test_self_intersecting_polygon_is_repaired_with_a_warning(tmp_path):
+    from lidarmt.roi import load_map
+
+    p = tmp_path / "bowtie.geojson"
+    _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [BOWTIE]}))
+    with pytest.warns(UserWarning, match="self-intersecting.*make_valid"):
+        hd = load_map(p)
+    # both fill rules give 1,800 m² for this ring; Apollo's scan conversion of the crossed ring gave 2,685 m²
+    assert _roi_area(hd) == pytest.approx(1800.0, abs=10.0)
+    (road,) = hd.roads
+    assert [s.id for s in road.sections] == ["1", "1_1"]
+
+
+def test_self_intersecting_road_with_lanes_is_refused(tmp_path, capsys):
+    """With lanes, Apollo's query takes one polygon per lane: a road that falls apart cannot be kept whole."""
+    p = tmp_path / "bowtie.geojson"
+    _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [BOWTIE]}),
+             ({"kind": "lane", "id": "l", "road": "r"}, {"type": "LineString", "coordinates": [[-20, 0], [20, 0]]}))
+    (tmp_path / "rec").mkdir()
+    _one_line(capsys, main(["roi", str(tmp_path / "rec"), "--map", str(p), "--out", str(tmp_path / "roi.png")]),
+              "bowtie.geojson", "road 'r'", "simple ring")
+    # a ring that only doubles back over itself stays one polygon: repaired, lanes or not
+    spike = [[-30, -30], [30, -30], [30, 30], [-30, 30], [-30, 0], [-50, 0], [-30, 0], [-30, -30]]
+    q = tmp_path / "spike.geojson"
+    _geojson(q, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [spike]}),
+             ({"kind": "lane", "id": "l", "road": "r"}, {"type": "LineString", "coordinates": [[-20, 0], [20, 0]]}))
+    from lidarmt.roi import load_map
+
+    with pytest.warns(UserWarning, match="1 part"):
+        hd = load_map(q)
+    assert _roi_area(hd) == pytest.approx(3600.0, abs=40.0)
+
+
+def test_repaired_junction_and_valid_maps_are_untouched(tmp_path):
+    import warnings
+
+    from lidarmt.roi import load_map
+
+    p = tmp_path / "j.geojson"
+    _geojson(p, ({"kind": "junction", "id": "j"}, {"type": "Polygon", "coordinates": [BOWTIE]}))
+    with pytest.warns(UserWarning, match="junction 'j'"):
+        hd = load_map(p)
+    assert [j.id for j in hd.junctions] == ["j", "j_1"]
+    square = [[-30, -30], [30, -30], [30, 30], [-30, 30], [-30, -30]]
+    q = tmp_path / "square.geojson"
+    _geojson(q, ({"kind": "road", "id": "r", "left_points": 2}, {"type": "Polygon", "coordinates": [square]}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hd = load_map(q)
+    assert len(hd.roads[0].sections) == 1 and len(hd.roads[0].sections[0].edges) == 2
+    assert _roi_area(hd) == pytest.approx(3600.0, abs=40.0)
+
+
+def test_polygon_without_area_is_refused(tmp_path, capsys):
+    line = [[0, 0], [10, 0], [20, 0], [0, 0]]
+    p = tmp_path / "flat.geojson"
+    _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [line]}))
+    (tmp_path / "rec").mkdir()
+    _one_line(capsys, main(["roi", str(tmp_path / "rec"), "--map", str(p), "--out", str(tmp_path / "roi.png")]),
+              "flat.geojson", "no area")
+
+
+def test_cli_prints_the_repair_warning_as_one_line(small_scene, capsys):
+    p = small_scene / "bowtie.geojson"
+    _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [BOWTIE]}))
+    assert main(["roi", str(small_scene / "rec"), "--map", str(p), "--out", str(small_scene / "roi.png")]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith("lidarmt: warning: ") and err.count("\n") == 1 and "self-intersecting" in err
+    assert "1,800 m²" in out

@@ -48,8 +48,25 @@ def main(argv: list[str] | None = None) -> int:
     Click runs with ``standalone_mode=False`` so that its usage errors (a bad option value, a missing or unknown
     option or argument) reach this function instead of typer's boxed panel; each becomes one line
     ``lidarmt: error: ...`` with exit status 2, like a :class:`~lidarmt.errors.UserError`. ``--help`` and a bare
-    ``lidarmt`` still print the help (exit status 0 and 2, as click has them).
+    ``lidarmt`` still print the help (exit status 0 and 2, as click has them). Warnings (e.g. a map polygon that
+    had to be repaired) are printed as one line ``lidarmt: warning: ...`` while the command runs.
     """
+    import warnings
+
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        return _main(argv)
+    finally:
+        warnings.showwarning = shown
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
+    """``warnings.showwarning`` of the CLI: the message only, as one line (no source file, no code line)."""
+    print(f"lidarmt: warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
+
+
+def _main(argv: list[str] | None) -> int:
     # click's exceptions: ``click.exceptions``, or the copy of click that typer >= 0.22 vendors
     click_exc = importlib.import_module(typer.BadParameter.__module__)
     debug = os.environ.get("LIDARMT_DEBUG") not in (None, "", "0")

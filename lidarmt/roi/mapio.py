@@ -433,6 +433,48 @@ def _open_ring(ring: np.ndarray) -> np.ndarray:
     return ring
 
 
+def _valid_parts(outer: np.ndarray, holes: list[np.ndarray], where: str
+                 ) -> tuple[list[tuple[np.ndarray, list[np.ndarray]]], str]:
+    """A polygon as simple parts: ``([(outer, holes)], "")`` when its outer ring is simple already, else the
+    repair of that ring by shapely's ``make_valid`` (a bowtie becomes its two triangles, a ring that runs back
+    over itself loses the doubled part) and the reason it was invalid. Raises MapFormatError when nothing with an
+    area is left.
+
+    Apollo's scan conversion assumes simple rings: a self-intersecting one is filled by neither the even-odd nor
+    the non-zero rule (it gives a bowtie of 1,800 m² an ROI of 2,685 m²), so the repaired parts are used instead.
+    Only the outer ring decides, as the ROI ignores holes; a hole is kept with the part that holds it.
+    """
+    import shapely
+    from shapely.geometry import Point, Polygon
+
+    shell = Polygon(outer[:, :2])
+    if shell.is_valid:
+        return [(outer, holes)], ""
+    reason = shapely.is_valid_reason(shell)
+    todo, parts = [shapely.make_valid(shell)], []
+    while todo:
+        g = todo.pop()
+        if g.geom_type == "Polygon":
+            if g.area > 0:
+                parts.append(g)
+        elif hasattr(g, "geoms"):
+            todo.extend(g.geoms)
+    if not parts:
+        raise MapFormatError(f"{where}: the polygon encloses no area ({reason}); draw it as a simple ring")
+    parts.sort(key=lambda q: q.bounds)  # a deterministic order, whatever GEOS returns
+    z = float(np.median(outer[:, 2]))
+
+    def ring(r: Any) -> np.ndarray:
+        xy = np.asarray(r.coords, dtype=np.float64)[:, :2]
+        return _open_ring(np.c_[xy, np.full(len(xy), z)])
+
+    out = []
+    for q in parts:
+        kept = [h for h in holes if len(h) and q.contains(Point(*h[0, :2]))]
+        out.append((ring(q.exterior), [ring(i) for i in q.interiors] + kept))
+    return out, reason
+
+
 def load_geojson(path: str | os.PathLike[str]) -> HDMap:
     """Read a GeoJSON map.
 
@@ -451,6 +493,12 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
     * ``"crosswalk"``: kept for drawing, not part of the ROI.
 
     ``properties.id`` names the object (a default id is made when absent).
+
+    A self-intersecting polygon (a bowtie, a ring that doubles back) is repaired with shapely's ``make_valid``
+    and a warning: a road becomes one section per valid part (ids ``<section>``, ``<section>_1``, ...;
+    ``left_points`` no longer applies, so each part is one LEFT_BOUNDARY ring), a junction or crosswalk one
+    object per part (ids ``<id>``, ``<id>_1``, ...). A polygon with no area left is refused, and so is one that
+    falls apart into several parts in a map with lanes (Apollo's lane query takes one polygon per lane).
     """
     p = Path(path)
     try:
@@ -472,6 +520,8 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
     lane_road: dict[str, str] = {}
     lane_junction: dict[str, str] = {}
     roads: dict[str, Road] = {}
+    repaired: list[str] = []  # self-intersecting polygons made valid
+    split: list[str] = []  # repaired polygons that fell apart into several parts
     for k, f in enumerate(feats):
         where = f"{p}: feature {k}"
         if not isinstance(f, dict) or not isinstance(f.get("geometry"), dict):
@@ -495,27 +545,38 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
                 outer = _open_ring(_xy(rings[0], where))
                 if len(outer) < 3:
                     raise MapFormatError(f"{where}: a polygon needs at least 3 distinct points")
+                holes = [_open_ring(_xy(r, where)) for r in rings[1:]]
+                parts, reason = _valid_parts(outer, holes, where)
+                if reason:
+                    repaired.append(f"feature {k} ({kind} {fid!r}: {reason}, {len(parts)} part(s))")
+                    if len(parts) > 1 and kind != "crosswalk":
+                        split.append(f"feature {k} ({kind} {fid!r}, {reason})")
                 qid = fid if len(polys) == 1 else f"{fid}_{q}"
-                if kind == "junction":
-                    hd.junctions.append(Junction(qid, outer))
-                elif kind == "crosswalk":
-                    hd.crosswalks.append(Crosswalk(qid, outer))
-                else:
+                if kind in ("junction", "crosswalk"):
+                    for j, (part, _holes) in enumerate(parts):
+                        pid = qid if j == 0 else f"{qid}_{j}"
+                        if kind == "junction":
+                            hd.junctions.append(Junction(pid, part))
+                        else:
+                            hd.crosswalks.append(Crosswalk(pid, part))
+                    continue
+                rd = roads.get(qid)
+                if rd is None:
+                    jid = props.get("junction_id")
+                    rd = Road(qid, [], None if jid is None else str(jid), int(props.get("road_type", 2)))
+                    roads[qid] = rd
+                    hd.roads.append(rd)
+                section_id = str(props.get("section", "1"))
+                lane_ids = [str(i) for i in props.get("lane_ids", [])]
+                for j, (part, part_holes) in enumerate(parts):
                     n_left = props.get("left_points")
-                    if isinstance(n_left, int) and 0 < n_left < len(outer):
-                        edges = [BoundaryEdge(EdgeType.LEFT_BOUNDARY, outer[:n_left]),
-                                 BoundaryEdge(EdgeType.RIGHT_BOUNDARY, outer[n_left:][::-1].copy())]
+                    if not reason and isinstance(n_left, int) and 0 < n_left < len(part):
+                        edges = [BoundaryEdge(EdgeType.LEFT_BOUNDARY, part[:n_left]),
+                                 BoundaryEdge(EdgeType.RIGHT_BOUNDARY, part[n_left:][::-1].copy())]
                     else:
-                        edges = [BoundaryEdge(EdgeType.LEFT_BOUNDARY, outer)]
-                    holes = [[BoundaryEdge(EdgeType.NORMAL, _open_ring(_xy(r, where)))] for r in rings[1:]]
-                    sec = RoadSection(str(props.get("section", "1")), [str(i) for i in props.get("lane_ids", [])],
-                                      edges, holes)
-                    rd = roads.get(qid)
-                    if rd is None:
-                        jid = props.get("junction_id")
-                        rd = Road(qid, [], None if jid is None else str(jid), int(props.get("road_type", 2)))
-                        roads[qid] = rd
-                        hd.roads.append(rd)
+                        edges = [BoundaryEdge(EdgeType.LEFT_BOUNDARY, part)]
+                    sec = RoadSection(section_id if j == 0 else f"{section_id}_{j}", list(lane_ids), edges,
+                                      [[BoundaryEdge(EdgeType.NORMAL, h)] for h in part_holes])
                     rd.sections.append(sec)
         elif kind == "lane":
             if gtype != "LineString":
@@ -538,6 +599,14 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
             raise MapFormatError(f"{p}: lane {lid!r} names road {rid!r}, which is not in the file")
         if rd.sections and lid not in rd.sections[0].lane_ids:
             rd.sections[0].lane_ids.append(lid)
+    if split and hd.lanes:
+        raise MapFormatError(f"{p}: {split[0]} crosses itself and falls apart into several polygons; with lanes, "
+                             "Apollo's ROI takes one polygon per lane's road section or junction: redraw it as a "
+                             "simple ring (one feature per part)")
+    if repaired:
+        warnings.warn(f"{p}: self-intersecting polygon(s) repaired with shapely's make_valid (the ROI covers the "
+                      f"parts the ring encloses, not Apollo's fill of a crossed ring): {'; '.join(repaired)}; "
+                      "redraw them as simple rings to silence this", stacklevel=3)
     if any(sec.holes for rd in hd.roads for sec in rd.sections):
         warnings.warn(f"{p}: road polygons with holes: the holes are ignored by the ROI, as in Apollo", stacklevel=3)
     return hd
