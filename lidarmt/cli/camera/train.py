@@ -45,7 +45,8 @@ def train(
     import shutil
 
     from lidarmt._atomic import atomic_path
-    from lidarmt.camera.models.train import TrainConfig
+    from lidarmt.camera.models.archs import get_arch
+    from lidarmt.camera.models.train import TrainConfig, check_out, load_labelled
     from lidarmt.camera.models.train import train as run_training
     from lidarmt.camera.models.zoo import WEIGHTS_DIR
     from lidarmt.cli._common import progress
@@ -53,6 +54,10 @@ def train(
     cfg = TrainConfig(arch=arch, data=str(data), out=str(out), epochs=epochs, batch_size=batch_size, lr=lr,
                       lstm_epochs=lstm_epochs, seed=seed, val_fraction=val_fraction, flip=not no_flip,
                       threads=threads)
+    cfg.check()  # every user error is reported before the progress bar starts
+    get_arch(arch)
+    check_out(out, force=force, resume=resume)
+    frames = load_labelled(data)
     with progress() as bar:
         task = bar.add_task("training", total=None, rate="")
 
@@ -62,7 +67,7 @@ def train(
         def log(msg: str) -> None:
             bar.console.print(msg, highlight=False)
 
-        metrics = run_training(cfg, force=force, resume=resume, log=log, progress=on_step)
+        metrics = run_training(cfg, force=force, resume=resume, frames=frames, log=log, progress=on_step)
     console.print(f"[bold]{metrics['arch']}[/bold]: validation RMSE {metrics['val_rmse_deg']:.2f}° "
                   f"(always zero {metrics['zero_rmse_deg']:.2f}°, always the mean {metrics['mean_rmse_deg']:.2f}°) "
                   f"in {metrics['train_seconds'] / 60:.1f} min; weights {out / (metrics['arch'] + '.pt')}")

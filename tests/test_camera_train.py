@@ -1,0 +1,163 @@
+"""Training lidarmt's steering models: time-ordered split, learning on a tiny synthetic drive, determinism,
+Chauffeur's two stages, and the ``lidarmt camera train`` command (outputs, refusal of an existing --out, resume,
+--ship)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+cv2 = pytest.importorskip("cv2")
+
+from lidarmt.camera.errors import CameraArgumentError  # noqa: E402
+from lidarmt.camera.models.train import (  # noqa: E402
+    LabelledFrames,
+    TrainConfig,
+    load_labelled,
+    read_weights,
+    train,
+    window_indices,
+)
+from lidarmt.cli import main  # noqa: E402
+
+
+def _drive(n: int, *, h: int = 48, w: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Frames whose steering angle is readable: a bright vertical bar whose position encodes the angle
+    (mirror-consistent: flipping the frame negates the angle)."""
+    rng = np.random.default_rng(seed)
+    images = np.empty((n, h, w, 3), np.uint8)
+    labels = np.empty(n)
+    for i in range(n):
+        x = int(rng.integers(4, w - 4))
+        img = rng.integers(40, 80, (h, w, 3), dtype=np.uint8)
+        img[:, x - 3:x + 3] = (250, 240, 230)
+        images[i] = img
+        labels[i] = 0.8 * ((x + 0.5) / w - 0.5)
+    return images, labels
+
+
+def _write_udacity(folder: Path, n: int, **kw) -> Path:
+    images, labels = _drive(n, **kw)
+    (folder / "center").mkdir(parents=True)
+    rows = ["frame_id,steering_angle"]
+    for i, (img, y) in enumerate(zip(images, labels, strict=True)):
+        fid = str(1479425441182877835 + i * 100_000_000)
+        cv2.imwrite(str(folder / "center" / f"{fid}.png"), cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+        rows.append(f"{fid},{float(y)!r}")
+    (folder / "steering.csv").write_text("\n".join(rows) + "\n")
+    return folder
+
+
+def _frames(n: int, **kw) -> LabelledFrames:
+    images, labels = _drive(n, **kw)
+    return LabelledFrames(images, labels, tuple(str(i) for i in range(n)), "synthetic")
+
+
+def _log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def test_split_is_in_time_order_and_windows_stay_in_their_split():
+    fr = _frames(10)
+    assert fr.split(0.2) == 8  # frames 8, 9 validate
+    w = window_indices(np.array([8, 9]), 3, 8)
+    assert w.tolist() == [[8, 8, 8, 8], [8, 8, 8, 9]]
+    assert window_indices(np.array([5]), 2, 0).tolist() == [[3, 4, 5]]
+    with pytest.raises(CameraArgumentError):
+        _frames(3).split(0.1)
+
+
+def test_training_lowers_the_loss_on_a_learnable_drive(tmp_path):
+    fr = _frames(64)
+    m = train(TrainConfig(arch="dave2", data="synthetic", out=str(tmp_path / "run"), epochs=6, batch_size=16,
+                          lr=1e-3), frames=fr, log=lambda s: None)
+    log = _log(tmp_path / "run")
+    assert len(log) == 6
+    assert log[-1]["train_mse"] < 0.5 * log[0]["train_mse"]
+    assert m["val_mse"] < m["mean_mse"]  # beats the always-mean baseline on held-out frames
+    best = min(log, key=lambda r: r["val_mse"])
+    assert m["best_epoch"] == best["epoch"]
+    assert m["val_mse"] == pytest.approx(best["val_mse"], rel=0.05, abs=1e-4)  # fp16 export
+
+
+def test_training_is_deterministic(tmp_path):
+    fr = _frames(24)
+
+    def run(out: str, seed: int) -> dict:
+        train(TrainConfig(arch="dave2", data="synthetic", out=str(tmp_path / out), epochs=2, batch_size=8,
+                          seed=seed), frames=fr, log=lambda s: None)
+        return read_weights(tmp_path / out / "dave2.pt")[1]
+
+    a, b, c = run("a", 0), run("b", 0), run("c", 1)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_chauffeur_trains_cnn_then_lstm(tmp_path):
+    fr = _frames(30)
+    m = train(TrainConfig(arch="chauffeur", data="synthetic", out=str(tmp_path / "run"), epochs=1, lstm_epochs=2,
+                          batch_size=8), frames=fr, log=lambda s: None)
+    assert [(r["stage"], r["epoch"]) for r in _log(tmp_path / "run")] == [("cnn", 1), ("lstm", 1), ("lstm", 2)]
+    assert m["best_stage"] == "lstm" and m["val_frames"] == 6 and np.isfinite(m["val_mse"])
+    card = (tmp_path / "run" / "chauffeur.md").read_text()
+    assert "history 10" in card and "--lstm-epochs 2" in card
+
+
+def test_camera_train_cli(tmp_path, capsys, monkeypatch):
+    data = _write_udacity(tmp_path / "drive", 30)
+    assert load_labelled(data).labels.shape == (30,)
+    out = tmp_path / "run"
+    args = ["camera", "train", "--arch", "dave2", "--data", str(data), "--out", str(out), "--epochs", "1",
+            "--batch-size", "8"]
+    assert main(args) == 0
+    for name in ("checkpoint.pt", "dave2.pt", "dave2.json", "dave2.md", "log.jsonl"):
+        assert (out / name).is_file(), name
+    assert len(_log(out)) == 1
+    card = (out / "dave2.md").read_text()
+    assert f"--data {data}" in card and "always zero" in card and "horizontal flip" in card
+    capsys.readouterr()
+
+    # an existing --out is refused with one line, exit status 2
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "already exists" in err and "--force" in err and len(err.splitlines()) == 1
+
+    # --resume continues from the checkpoint: one more epoch, same log
+    assert main(args[:-4] + ["--epochs", "2", "--batch-size", "8", "--resume"]) == 0
+    assert [r["epoch"] for r in _log(out)] == [1, 2]
+
+    # --force starts again; --ship copies weights, card and metrics into the package's weights folder
+    ship = tmp_path / "weights"
+    monkeypatch.setattr("lidarmt.camera.models.zoo.WEIGHTS_DIR", ship)
+    assert main(args + ["--force", "--ship", "--no-flip"]) == 0
+    assert len(_log(out)) == 1
+    assert sorted(p.name for p in ship.iterdir()) == ["dave2.json", "dave2.md", "dave2.pt"]
+    assert "none (no flip" in (ship / "dave2.md").read_text()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--val-fraction", "1.5"], "--val-fraction"),
+    (["--arch", "resnet"], "unknown architecture"),
+    (["--epochs", "0"], "--epochs"),
+])
+def test_camera_train_bad_arguments(tmp_path, capsys, extra, message):
+    data = _write_udacity(tmp_path / "drive", 6)
+    args = ["camera", "train", "--arch", "dave2", "--data", str(data), "--out", str(tmp_path / "run")] + extra
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_camera_train_needs_labelled_data(tmp_path, capsys):
+    images = tmp_path / "images"
+    images.mkdir()
+    cv2.imwrite(str(images / "a.png"), np.zeros((8, 8, 3), np.uint8))
+    for data, message in [(images, "no steering labels"), (tmp_path / "missing", "missing")]:
+        assert main(["camera", "train", "--arch", "dave2", "--data", str(data), "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1
