@@ -46,3 +46,53 @@ def track(items: Iterable[T], *, total: int | None, description: str) -> Iterato
             yield item
             dt = time.perf_counter() - t0
             bar.update(task, advance=1, rate=f"{i / dt:.1f}/s" if dt > 0 else "")
+
+
+class CampaignProgress:
+    """The progress bar of a campaign (any relation): pairs judged, rate, violations and findings so far.
+
+    ``is_violation(record) -> bool`` says which ok-records violate; ``unit`` names what is counted.
+    Use ``on_start`` and ``on_pair`` as the engine's callbacks, ``stop()`` when done (idempotent).
+    """
+
+    def __init__(self, *, quiet: bool, is_violation, description: str = "fuzz", unit: str = "verdicts") -> None:
+        import time
+
+        self.bar = None if quiet else progress()
+        self.task = None
+        self._viol = is_violation
+        self._desc, self._unit = description, unit
+        self.ok = self.violating = self.findings = 0
+        self._t0 = time.perf_counter()
+
+    def on_start(self, total: int, done: int) -> None:
+        if self.bar is not None:
+            self.bar.start()
+            self.task = self.bar.add_task(self._desc, total=total, completed=done, rate="")
+
+    def on_pair(self, rec: dict) -> None:
+        import time
+
+        if rec["status"] != "ok":
+            self.findings += 1
+        else:
+            self.ok += 1
+            self.violating += bool(self._viol(rec))
+        if self.bar is not None and self.task is not None:
+            dt = time.perf_counter() - self._t0
+            done = self.ok + self.findings
+            rate = (f"{done / dt:.2f} {self._unit}/s, {self.violating} violating, {self.findings} crash/timeout"
+                    if dt > 0 else "")
+            self.bar.update(self.task, advance=1, rate=rate)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def wide_console():
+    """The console for result tables: at least 132 columns when the output is a file or a pipe (never squeezed
+    to 80), the terminal's width otherwise."""
+    if not console.is_terminal and console.width < 132:
+        return Console(width=200)
+    return console

@@ -791,11 +791,13 @@ def make_bundles(
     *,
     workers: int = 1,
     on_bundle: Callable[[dict], None] | None = None,
+    opts_for: Callable[[Key], Mapping[str, Any]] | None = None,
     **opts: Any,
 ) -> list[dict]:
     """Write a bug bundle per key into ``out/violations/<id>/`` (skipping complete ones, so resumable).
 
-    ``opts`` go to the evaluator's ``make_bundle`` (e.g. ``budget``, ``command``)."""
+    ``opts`` go to the evaluator's ``make_bundle`` (e.g. ``budget``, ``command``), updated per key by
+    ``opts_for(key)`` when given."""
     root = Path(out) / "violations"
     if root.is_dir():  # half-built bundles of an interrupted run (they are built in hidden folders, then renamed)
         for stale in root.glob(".*"):
@@ -810,7 +812,7 @@ def make_bundles(
             if on_bundle:
                 on_bundle(infos[-1])
             continue
-        todo.append(("bundle", (key, str(d), dict(opts))))
+        todo.append(("bundle", (key, str(d), {**opts, **(dict(opts_for(key)) if opts_for else {})})))
 
     def got(info: dict) -> None:
         infos.append(info)

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._atomic import atomic_write_text
 from lidarmt.fuzz.tally import STUDY_RATES, Tally
+from lidarmt.report.common import savefig, write_report_set
 from lidarmt.report.stats import fmt_rate, rate
 from lidarmt.types import CLASS_ORDER
 
@@ -132,14 +133,7 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------- charts
 
 
-def _savefig(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    try:
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=110)
-    finally:
-        plt.close(fig)
+_savefig = savefig
 
 
 def class_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
@@ -306,14 +300,8 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
 def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, records: Iterable[dict],
                   run: Mapping[str, Any], bundles: list[dict], findings: list[dict]) -> dict[str, Path]:
     """Write every report of a campaign into ``out``; returns their paths by name."""
-    out = Path(out)
-    paths = {name: out / name for name in ("summary.json", "run.json", "table.txt", "classes.png", "rates.png",
-                                           "junit.xml", "report.md")}
-    atomic_write_text(paths["summary.json"], json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(paths["run.json"], json.dumps(run, indent=2, sort_keys=True, default=str) + "\n")
-    atomic_write_text(paths["table.txt"], text_table(summary))
-    class_chart(summary, paths["classes.png"])
-    rate_chart(summary, paths["rates.png"])
-    write_junit(paths["junit.xml"], records, summary["config"]["ns"])
-    atomic_write_text(paths["report.md"], markdown_report(summary, run=run, bundles=bundles, findings=findings))
-    return paths
+    return write_report_set(
+        out, summary=summary, run=run, table=text_table(summary),
+        markdown=markdown_report(summary, run=run, bundles=bundles, findings=findings),
+        junit=lambda path: write_junit(path, records, summary["config"]["ns"]),
+        charts={"classes.png": lambda p: class_chart(summary, p), "rates.png": lambda p: rate_chart(summary, p)})

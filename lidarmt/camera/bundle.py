@@ -1,0 +1,277 @@
+"""Camera bug bundles: everything needed to look at, report and replay one violated camera relation.
+
+A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<model>-<transformation>-p<param>-f<frame>-t<trial>``):
+
+* ``seed.png`` and ``transformed.png``: the current frame before and after the transformation (lossless);
+* ``window.npz``: the seed window and the transformed window as uint8 arrays (one frame for models without
+  history), which is what ``lidarmt replay`` feeds the model;
+* ``pair.png``: both images side by side, with the label (green), θ(i) (blue) and θ(τ(i)) (red) drawn as steering
+  arrows, as DeepTest's Figure 7;
+* ``report.md`` (ready to paste into an issue tracker) and ``bundle.json`` (model and transformation specs,
+  parameters, the seed tuple, the label, both predictions, the relation with its thresholds and MSE_orig);
+* ``MANIFEST.json``: the SHA-256 of every file (:mod:`lidarmt.report.manifest`), checked first by replay.
+
+The folder is built beside its final place and renamed into it, so a bundle is either complete or absent.
+Replay rebuilds the model from the bundle's spec (a ``module:callable`` only with ``--trust-code``), re-derives
+the transformed window from the seed tuple and compares it byte for byte, predicts both windows again and
+compares the angles bit for bit, and checks that the relation is still violated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt.camera.errors import CameraOutputError, ImageSourceError
+from lidarmt.camera.relations import deeproad_violation, deeptest_violation
+
+BUNDLE_VERSION = 2  # the same family as the LiDAR bundles (format 2: MANIFEST.json); "kind" tells them apart
+FILES = ("seed.png", "transformed.png", "window.npz", "pair.png", "report.md", "bundle.json")
+
+
+def _png(path: Path, rgb: np.ndarray) -> None:
+    import cv2
+
+    ok, buf = cv2.imencode(".png", np.ascontiguousarray(rgb[..., ::-1]))
+    if not ok:  # pragma: no cover
+        raise CameraOutputError(f"cannot encode {path.name}")
+    path.write_bytes(buf.tobytes())
+
+
+def display_name(spec: str) -> str:
+    """A model's name for tables: a Keras file by its stem, anything else as given."""
+    return Path(spec).stem if spec.lower().endswith((".h5", ".hdf5", ".keras")) else spec
+
+
+def steering_arrow(img: np.ndarray, angle: float | None, colour: tuple[int, int, int], *, length: float = 0.35,
+                   thickness: int = 2) -> None:
+    """Draw a steering angle (radians, positive = left) as an arrow from the bottom centre, in place (RGB)."""
+    import cv2
+
+    if angle is None or not math.isfinite(angle):
+        return
+    h, w = img.shape[:2]
+    x0, y0 = w / 2.0, h - 4.0
+    r = length * h
+    x1, y1 = x0 - r * math.sin(angle), y0 - r * math.cos(angle)
+    cv2.arrowedLine(img, (round(x0), round(y0)), (round(x1), round(y1)), colour, thickness, cv2.LINE_AA,
+                    tipLength=0.2)
+
+
+def pair_picture(seed: np.ndarray, transformed: np.ndarray, *, label: float | None, pred: float, pred_t: float,
+                 title: str, expect: str = "keep") -> np.ndarray:
+    """Seed and transformed image side by side with the steering arrows and a caption (RGB uint8). On the
+    transformed image the label and the seed's prediction are drawn as the relation expects them (negated for
+    the mirror)."""
+    import cv2
+
+    sign = -1.0 if expect == "negate" else 1.0
+    a, b = seed.copy(), transformed.copy()
+    steering_arrow(a, label, (40, 200, 40), length=0.42)
+    steering_arrow(b, None if label is None else sign * label, (40, 200, 40), length=0.42)
+    steering_arrow(a, pred, (40, 90, 255))
+    steering_arrow(b, sign * pred, (40, 90, 255), thickness=1)
+    steering_arrow(b, pred_t, (230, 40, 40))
+    gap = np.full((a.shape[0], 6, 3), 255, np.uint8)
+    body = np.concatenate([a, gap, b], axis=1)
+    cap = np.full((44, body.shape[1], 3), 255, np.uint8)
+    lab = "–" if label is None else f"{math.degrees(label):+.1f}°"
+    cv2.putText(cap, title[:90], (4, 16), cv2.FONT_HERSHEY_SIMPLEX, 0.42, (0, 0, 0), 1, cv2.LINE_AA)
+    cv2.putText(cap, f"label {lab} (green)  seed {math.degrees(pred):+.1f}° (blue)  transformed "
+                f"{math.degrees(pred_t):+.1f}° (red)", (4, 36), cv2.FONT_HERSHEY_SIMPLEX, 0.42, (0, 0, 0), 1,
+                cv2.LINE_AA)
+    return np.concatenate([body, cap], axis=0)
+
+
+def violated(info: dict[str, Any], pred: float, pred_t: float) -> bool:
+    """Whether the bundle's relation is violated by these predictions (with its stored thresholds)."""
+    rel = info["relation"]
+    if rel["name"] == "deeptest":
+        return deeptest_violation(pred_t, float(info["label"]), info["expect"], float(rel["mse_orig"]),
+                                  float(rel["lambda"]))
+    return deeproad_violation(pred, pred_t, info["expect"], float(rel["tolerance_deg"]))
+
+
+def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dict[str, Any],
+                       command: str = "") -> dict[str, Any]:
+    """Recompute pair ``key`` with evaluator ``ev`` and write its bundle to ``out_dir``.
+
+    ``relation``: ``{"name": "deeptest", "lambda", "epsilon", "mse_orig"}`` or ``{"name": "deeproad",
+    "tolerance_deg"}`` — the relation the campaign found violated for this pair."""
+    from lidarmt.camera.campaign import transform_seed
+    from lidarmt.fuzz.engine import environment
+    from lidarmt.report.manifest import write_manifest
+
+    cfg = ev.config
+    f, m, t, p, r = key
+    got = ev.judge_key(key)
+    cur = got["frame"]
+    tr, mref = cfg.transforms[t], cfg.models[m]
+    transform = ev.transforms[t]
+    info: dict[str, Any] = {
+        "version": BUNDLE_VERSION, "kind": "camera", "id": out_dir.name, "key": list(key),
+        "config": cfg.to_dict(), "cwd": os.getcwd(), "command": command, "environment": environment(),
+        "frame_index": f, "frame_id": cur.frame_id, "model": mref.to_dict(), "transform": tr.name,
+        "family": transform.family, "expect": transform.relation, "params": dict(tr.grid[p]),
+        "params_label": transform.label(tr.grid[p]),
+        "seed_tuple": [cfg.seed, f, tr.name, p, r], "transform_seed": transform_seed(cfg.seed, f, tr.name, p, r),
+        "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
+    }
+    info["reproduced"] = violated(info, got["pred"], got["pred_t"])
+    title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
+             f"({'violates' if info['reproduced'] else 'no longer violates'} {relation['name']})")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        _png(tmp / "seed.png", got["window"][-1])
+        _png(tmp / "transformed.png", got["transformed"][-1])
+        np.savez_compressed(tmp / "window.npz", seed=got["window"], transformed=got["transformed"])
+        _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
+                                            pred=got["pred"], pred_t=got["pred_t"], title=title,
+                                            expect=transform.relation))
+        (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
+        (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
+                                         encoding="utf-8")
+        write_manifest(tmp, list(FILES))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    dev = got["pred_t"] - (-(got["pred"]) if info["expect"] == "negate" else got["pred"])
+    return {"id": out_dir.name, "key": list(key), "model": display_name(mref.name), "transform": tr.name,
+            "params": info["params_label"], "frame_id": cur.frame_id, "label": cur.label, "pred": got["pred"],
+            "pred_t": got["pred_t"], "change_deg": math.degrees(dev), "reproduced": info["reproduced"],
+            "relation": relation["name"]}
+
+
+def _deg(v: float | None) -> str:
+    return "–" if v is None else f"{math.degrees(v):+.2f}° ({v:+.5f} rad)"
+
+
+def _report(info: dict[str, Any], out_dir: Path) -> str:
+    rel = info["relation"]
+    if rel["name"] == "deeptest":
+        rule = (f"DeepTest Eq. 2: (θ(τ(i)) − θᵗ)² ≤ λ·MSE_orig with λ = {rel['lambda']:g}, MSE_orig = "
+                f"{rel['mse_orig']:.5f} rad² (the model's error on the campaign's seed images)"
+                + (f"; the setting passed Eq. 3's filter at ε = {rel['epsilon']:g}" if info["family"] == "simple"
+                   else ""))
+    else:
+        rule = f"DeepRoad: |θ(τ(i)) − θ(i)| ≤ {rel['tolerance_deg']:g}°"
+    if info["expect"] == "negate":
+        rule += " (mirror: the expected answer is the negated angle)"
+    cmd = info.get("command") or "lidarmt camera fuzz ..."
+    return "\n".join([
+        f"# {info['model']['name']} misbehaves under {info['transform']} ({info['params_label']})",
+        "",
+        f"- image: frame {info['frame_index']} (`{info['frame_id']}`) of `{info['config']['images']}`",
+        f"- model: `{info['model']['name']}` {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
+        f"- transformation: `{info['transform']}` ({info['family']}), parameters `{json.dumps(info['params'])}`, "
+        f"seed tuple {info['seed_tuple']}",
+        f"- label θᵗ: {_deg(info['label'])}",
+        f"- prediction on the seed image θ(i): {_deg(info['pred'])}",
+        f"- prediction on the transformed image θ(τ(i)): {_deg(info['pred_t'])}",
+        f"- relation: {rule}; {'violated' if info['reproduced'] else 'NOT violated when rebuilt'}",
+        "",
+        "![seed and transformed image](pair.png)",
+        "",
+        "Reproduce:",
+        "",
+        f"    {cmd}",
+        f"    lidarmt replay {shlex.quote(str(out_dir))}",
+        "",
+        f"Environment: lidarmt {info['environment'].get('lidarmt')}, torch {info['environment'].get('torch', '–')}, "
+        f"{info['environment'].get('cpu', '?')}.",
+        "",
+    ])
+
+
+# ----------------------------------------------------------------------------------------------- replay
+
+
+@dataclass(slots=True)
+class CameraReplay:
+    bundle: Path
+    same: bool
+    checks: dict[str, bool] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
+
+
+def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool = False,
+                         model: str | None = None) -> CameraReplay:
+    """Re-run a camera bundle (``info`` is its bundle.json, already read); see the module docstring."""
+    from lidarmt.camera.campaign import CameraEvaluator, ModelRef, transform_seed
+    from lidarmt.camera.models.registry import get_model
+    from lidarmt.camera.transforms.registry import get_transform
+    from lidarmt.report.manifest import verify_manifest
+
+    res = CameraReplay(folder, True)
+
+    def check(name: str, ok: bool, detail: str = "") -> None:
+        res.checks[name] = bool(ok)
+        if not ok:
+            res.same = False
+            res.details.append(f"{name}: {detail}" if detail else name)
+
+    problems = verify_manifest(folder)
+    check("files match MANIFEST.json", not problems, "; ".join(str(p) for p in problems))
+    if problems:
+        return res
+    try:
+        with np.load(folder / "window.npz", allow_pickle=False) as z:
+            seed_w, stored_t = z["seed"], z["transformed"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ImageSourceError(f"{folder / 'window.npz'}: not a camera bundle's window ({err})") from err
+    mref = ModelRef(model, {}) if model else ModelRef.from_dict(info["model"])
+    if model:
+        res.imports.append(model)
+    net = get_model(mref.name, trust_code=trust_code, **dict(mref.options))
+    tr = get_transform(info["transform"])
+    seed = transform_seed(*info["seed_tuple"])
+    check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
+    again = np.stack([tr.apply(img, info["params"], seed) for img in seed_w])
+    check("transformed image regenerated from the seed tuple", again.shape == stored_t.shape and
+          np.array_equal(again, stored_t), "the transformation produced other pixels than window.npz")
+    h = int(net.input_spec.history)
+    pred = float(net.predict(CameraEvaluator.model_input(seed_w, h)[None])[0])
+    pred_t = float(net.predict(CameraEvaluator.model_input(stored_t, h)[None])[0])
+    check("prediction on the seed image", pred == info["pred"], f"{pred!r} now, {info['pred']!r} stored")
+    check("prediction on the transformed image", pred_t == info["pred_t"],
+          f"{pred_t!r} now, {info['pred_t']!r} stored")
+    check("relation still violated", violated(info, pred, pred_t) == bool(info["reproduced"]),
+          "the relation's verdict differs from bundle.json")
+    return res
+
+
+def write_sheet(path: Path, pictures: list[np.ndarray], *, columns: int = 2) -> None:
+    """A contact sheet of pair pictures (the worst cases of a campaign), written atomically as PNG."""
+    import cv2
+
+    from lidarmt._atomic import atomic_path
+
+    if not pictures:
+        return
+    w = max(p.shape[1] for p in pictures)
+    h = max(p.shape[0] for p in pictures)
+    rows = (len(pictures) + columns - 1) // columns
+    sheet = np.full((rows * (h + 6), columns * (w + 6), 3), 255, np.uint8)
+    for i, pic in enumerate(pictures):
+        r, c = divmod(i, columns)
+        sheet[r * (h + 6):r * (h + 6) + pic.shape[0], c * (w + 6):c * (w + 6) + pic.shape[1]] = pic
+    ok, buf = cv2.imencode(".png", sheet[..., ::-1])
+    if not ok:  # pragma: no cover
+        raise CameraOutputError(f"cannot encode {path}")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.tobytes())
+

@@ -1,0 +1,315 @@
+"""Camera campaigns: the camera relations as a plug-in of the shared campaign engine (:mod:`lidarmt.fuzz.engine`).
+
+Source image ─► transformation ─► steering model ─► relation ─► verdict ─► journal ─► reports and bundles.
+
+A key is ``(frame, model, transformation, parameter, trial)`` (indices into the campaign's lists); the unit of
+work is one seed frame: every model predicts the seed once, every (transformation, parameter, trial) image is
+made once and shared by the models, and each model judges all of them in batches (one forward pass per batch),
+so transformations and bookkeeping stay cheap next to the models. Models with history (Chauffeur) get windows of
+consecutive frames, oldest first; a transformation is applied to every frame of the window with the same
+parameters and seed (the weather is the same across the window); before the first frames of a source the window
+is padded by repeating the first frame.
+
+Every random choice of a transformation (the weather's style, rain streaks, snow flakes) comes from a seed
+derived from (campaign seed, frame, transformation, parameter, trial), so any pair can be replayed alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lidarmt.camera.errors import CameraArgumentError
+from lidarmt.camera.relations import CameraTally, Criteria
+from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure, pair_record
+from lidarmt.fuzz.journal import JOURNAL_NAME
+
+OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "worst.png",
+         "mse.png", "violations")
+
+
+def transform_seed(seed: int, frame: int, transform: str, param: int, trial: int) -> int:
+    """The seed a transformation gets for one pair: a 63-bit hash of the campaign seed and the pair's identity
+    (by the transformation's *name*, so adding transformations to a campaign does not change the others)."""
+    name = int.from_bytes(transform.encode("utf-8")[:16].ljust(16, b"\0"), "little")
+    ss = np.random.SeedSequence([int(seed), int(frame), name & 0xFFFFFFFFFFFFFFFF, name >> 64, int(param),
+                                 int(trial), 0x63616D])  # "cam"
+    return int(ss.generate_state(2, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRef:
+    """A steering model to build: a registered name, a Keras ``.h5`` path, or ``package.module:callable``."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "options": dict(self.options)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelRef:
+        return cls(str(d["name"]), dict(d.get("options", {})))
+
+
+@dataclass(frozen=True, slots=True)
+class TransformRef:
+    """A transformation by name with the parameter settings the campaign walks (copied from its grid, so the
+    journal says exactly what was applied)."""
+
+    name: str
+    grid: tuple[Mapping[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "grid": [dict(p) for p in self.grid]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TransformRef:
+        return cls(str(d["name"]), tuple(dict(p) for p in d["grid"]))
+
+
+@dataclass(frozen=True, slots=True)
+class CameraCampaignConfig:
+    """Everything that determines a camera campaign's records (workers, progress and thresholds do not: the
+    relations' thresholds are applied to the journal's raw predictions afterwards)."""
+
+    images: str
+    models: tuple[ModelRef, ...]
+    transforms: tuple[TransformRef, ...]
+    frames: tuple[int, ...]
+    seed: int = 0
+    trials: int = 1
+    topic: str | None = None
+    timeout: float | None = None
+    batch_size: int = 64
+
+    kind: ClassVar[str] = "camera"
+    owned: ClassVar[tuple[str, ...]] = OWNED
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise CameraArgumentError(f"--trials {self.trials}: use at least 1")
+        if not self.models:
+            raise CameraArgumentError("--model: give at least one steering model")
+        if not self.transforms:
+            raise CameraArgumentError("--transforms: give at least one transformation")
+        if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise CameraArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
+        if self.batch_size < 1:
+            raise CameraArgumentError(f"--batch-size {self.batch_size}: use at least 1")
+
+    @property
+    def items(self) -> tuple[int, ...]:
+        return self.frames
+
+    @property
+    def per_frame(self) -> int:
+        return len(self.models) * sum(len(t.grid) for t in self.transforms) * self.trials
+
+    @property
+    def total(self) -> int:
+        return len(self.frames) * self.per_frame
+
+    def keys_of(self, frame: int) -> list[Key]:
+        return [(frame, m, t, p, r) for m in range(len(self.models)) for t, tr in enumerate(self.transforms)
+                for p in range(len(tr.grid)) for r in range(self.trials)]
+
+    def key_fields(self, key: Key) -> dict[str, Any]:
+        f, m, t, p, r = key
+        return {"key": list(key), "frame": f, "model": self.models[m].name, "transform": self.transforms[t].name,
+                "param": p, "trial": r}
+
+    def record_key(self, rec: Mapping[str, Any]) -> Key:
+        return tuple(int(v) for v in rec["key"])
+
+    def bundle_id(self, key: Key) -> str:
+        f, m, t, p, r = key
+        model = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(self.models[m].name).stem)[:24]
+        return f"{model}-{self.transforms[t].name}-p{p}-f{f:06d}-t{r}"
+
+    def new_tally(self) -> CameraTally:
+        from lidarmt.camera.transforms.registry import get_transform
+
+        info = []
+        for tr in self.transforms:
+            t = get_transform(tr.name)
+            info.append((tr.name, t.family, t.relation))
+        from lidarmt.camera.bundle import display_name
+
+        return CameraTally([display_name(m.name) for m in self.models], info)
+
+    def evaluator(self, *, enforce_timeout: bool = True) -> CameraEvaluator:
+        return CameraEvaluator(self, enforce_timeout=enforce_timeout)
+
+    def worker_memory(self) -> int:
+        """Bytes one worker holds: the models (a few MB of weights each), torch, a frame's transformed images."""
+        return (400 + 100 * len(self.models)) * 2**20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "images": self.images, "topic": self.topic,
+                "models": [m.to_dict() for m in self.models], "transforms": [t.to_dict() for t in self.transforms],
+                "frames": list(self.frames), "seed": self.seed, "trials": self.trials, "timeout": self.timeout,
+                "batch_size": self.batch_size}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CameraCampaignConfig:
+        return cls(str(d["images"]), tuple(ModelRef.from_dict(m) for m in d["models"]),
+                   tuple(TransformRef.from_dict(t) for t in d["transforms"]), tuple(int(f) for f in d["frames"]),
+                   int(d["seed"]), int(d["trials"]), d.get("topic"), d.get("timeout"), int(d.get("batch_size", 64)))
+
+    def param_labels(self) -> list[list[str]]:
+        from lidarmt.camera.transforms.registry import get_transform
+
+        return [[get_transform(t.name).label(p) for p in t.grid] for t in self.transforms]
+
+
+def _finite(values: np.ndarray, n: int, model: str) -> np.ndarray:
+    from lidarmt.camera.errors import ModelError
+
+    out = np.asarray(values, dtype=np.float64).reshape(-1)
+    if out.shape != (n,):
+        raise ModelError(f"model {model} returned {out.shape[0]} angles for {n} images")
+    return out
+
+
+class CameraEvaluator(EvaluatorBase):
+    """Builds a campaign's image source, models and transformations, and judges the keys of a frame."""
+
+    what = "the steering model"
+
+    def __init__(self, config: CameraCampaignConfig, *, enforce_timeout: bool = True,
+                 trust_code: bool = True) -> None:
+        from lidarmt.camera.models.registry import get_model
+        from lidarmt.camera.sources.factory import open_images
+        from lidarmt.camera.transforms.registry import get_transform
+
+        super().__init__(config.timeout, enforce_timeout=enforce_timeout)
+        self.config = config
+        self.source = open_images(config.images, topic=config.topic)
+        self.models = [get_model(m.name, trust_code=trust_code, **dict(m.options)) for m in config.models]
+        self.transforms = [get_transform(t.name) for t in config.transforms]
+        self.history = max(int(m.input_spec.history) for m in self.models)
+
+    # ------------------------------------------------------------------------------------------ inputs
+
+    def window(self, frame: int) -> tuple[np.ndarray, Any]:
+        """The frames ``frame - history .. frame`` as (T, H, W, 3) uint8 (padded with the first frame), and the
+        current CameraFrame."""
+        cur = self.source[frame]
+        if self.history == 0:
+            return cur.image[None], cur
+        imgs = [self.source[max(0, i)].image if i != frame else cur.image
+                for i in range(frame - self.history, frame + 1)]
+        return np.stack(imgs), cur
+
+    def transformed(self, window: np.ndarray, frame: int, t: int, p: int, trial: int) -> np.ndarray:
+        """The window with transformation t, parameter setting p applied to every frame (same seed)."""
+        tr = self.transforms[t]
+        params = self.config.transforms[t].grid[p]
+        seed = transform_seed(self.config.seed, frame, tr.name, p, trial)
+        return np.stack([tr.apply(img, params, seed) for img in window])
+
+    @staticmethod
+    def model_input(window: np.ndarray, history: int) -> np.ndarray:
+        """What a model with ``history`` previous frames is given from a (T, H, W, 3) window."""
+        return window[-1] if history == 0 else window[len(window) - history - 1:]
+
+    # ------------------------------------------------------------------------------------------ judging
+
+    def predict(self, m: int, batch: np.ndarray, keys: Any, stage: str) -> np.ndarray:
+        model = self.models[m]
+        return _finite(self.call(model.predict, batch, keys=keys, stage=stage), len(batch), model.name)
+
+    def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
+        cfg = self.config
+        window, cur = self.window(index)
+        label = cur.label
+        # every (transformation, parameter, trial) image once, shared by the models
+        wanted = sorted({(k[2], k[3], k[4]) for k in keys})
+        t0 = time.perf_counter()
+        made: dict[tuple[int, int, int], np.ndarray] = {}
+        broken: dict[tuple[int, int, int], dict] = {}
+        for tpr in wanted:
+            try:
+                made[tpr] = self.transformed(window, index, *tpr)
+            except Exception as err:  # a transformation's own failure is recorded, not the model's
+                broken[tpr] = {"status": "crash", "error": f"transformation failed: {type(err).__name__}: {err}",
+                               "traceback": failure(err)["traceback"]}
+        t_transform = time.perf_counter() - t0
+        for m, model in enumerate(self.models):
+            mkeys = [k for k in keys if k[1] == m]
+            if not mkeys:
+                continue
+            h = int(model.input_spec.history)
+            try:
+                pred = float(self.predict(m, self.model_input(window, h)[None], mkeys, "source")[0])
+            except Exception as err:
+                fail = failure(err)
+                status = fail.pop("status")
+                for k in mkeys:
+                    emit("pair", pair_record(cfg, k, status, "source", **fail))
+                continue
+            if not math.isfinite(pred):
+                for k in mkeys:
+                    emit("pair", pair_record(cfg, k, "crash", "source",
+                                             error=f"model {model.name} returned a non-finite angle ({pred})"))
+                continue
+            todo = []
+            for k in mkeys:
+                tpr = (k[2], k[3], k[4])
+                if tpr in broken:
+                    emit("pair", pair_record(cfg, k, stage="follow", **broken[tpr]))
+                else:
+                    todo.append(k)
+            for i in range(0, len(todo), cfg.batch_size):
+                chunk = todo[i:i + cfg.batch_size]
+                batch = np.stack([self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk])
+                t1 = time.perf_counter()
+                try:
+                    preds = self.predict(m, batch, chunk, "follow")
+                except Exception as err:
+                    fail = failure(err)
+                    status = fail.pop("status")
+                    for k in chunk:
+                        emit("pair", pair_record(cfg, k, status, "follow", **fail))
+                    continue
+                per = (time.perf_counter() - t1) / len(chunk)
+                for k, v in zip(chunk, preds, strict=True):
+                    if not math.isfinite(v):
+                        emit("pair", pair_record(cfg, k, "crash", "follow",
+                                                 error=f"model {model.name} returned a non-finite angle ({v})"))
+                        continue
+                    emit("pair", pair_record(cfg, k, "ok", "follow", frame_id=cur.frame_id, label=label, pred=pred,
+                                             pred_t=float(v), model_s=round(per, 7),
+                                             transform_s=round(t_transform / max(1, len(wanted)), 7)))
+
+    def judge_key(self, key: Key) -> dict[str, Any]:
+        """Recompute one pair from scratch (for bundles and replay)."""
+        f, m, t, p, r = key
+        window, cur = self.window(f)
+        tw = self.transformed(window, f, t, p, r)
+        h = int(self.models[m].input_spec.history)
+        pred = float(self.predict(m, self.model_input(window, h)[None], None, "bundle")[0])
+        pred_t = float(self.predict(m, self.model_input(tw, h)[None], None, "bundle")[0])
+        return {"frame": cur, "window": window, "transformed": tw, "pred": pred, "pred_t": pred_t}
+
+    def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]:
+        from lidarmt.camera.bundle import make_camera_bundle
+
+        return make_camera_bundle(self, tuple(key), Path(out_dir), **opts)
+
+
+def criteria_of(d: Mapping[str, Any] | None) -> Criteria:
+    d = d or {}
+    return Criteria(float(d.get("lambda", 5.0)), float(d.get("epsilon", 0.03)), float(d.get("tolerance_deg", 10.0)))
+
+
+def transform_refs(names: Sequence[Any]) -> tuple[TransformRef, ...]:
+    """TransformRefs from Transform objects (their full campaign grids)."""
+    return tuple(TransformRef(t.name, tuple(dict(p) for p in t.grid)) for t in names)

@@ -1,0 +1,242 @@
+"""``lidarmt camera fuzz``: DeepTest / DeepRoad relations on steering models, on the shared campaign engine."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="fuzz", help=FUZZ_HELP)(fuzz)
+
+
+FUZZ_HELP = """Check metamorphic relations of steering models under image transformations (DeepTest, DeepRoad).
+
+For each sampled seed frame, each model predicts the seed once and every transformed image (each
+transformation at every setting of its grid: DeepTest's Table 4 for the simple ones, intensities 0.25..1 for
+the weather, the mirror), in batches. Raw predictions go to an append-only journal (resumable with
+--resume); the relations are evaluated on it afterwards:
+
+* with labels (a Udacity folder, the demo bag's steering topic): DeepTest Eq. 2, (θ(τ(i)) − θᵗ)² ≤ λ·MSE_orig,
+  MSE_orig measured on the seed frames in the same run, with Eq. 3's filter |MSE(t,p) − MSE_orig| ≤ ε for the
+  simple transformations (Tables 7 and 8);
+* always: DeepRoad's |θ(i) − θ(τ(i))| ≤ ε at 10/20/30/40°; the mirror must negate the angle.
+
+The run folder gets summary.json, junit.xml, report.md, table.txt, mse.png, worst.png (the worst cases with
+steering arrows) and a bug bundle per violation kept (--bundles per model and transformation), which
+`lidarmt replay` reproduces bit for bit.
+
+Exit status: 0 when the campaign ran (whatever it found); 1 with --fail-on-violation when a pair violated a
+relation or a model crashed or timed out; 2 on bad input.
+
+Examples:
+
+`lidarmt camera fuzz --images ../shared/data/udacity --model dave-orig,epoch,dave2 --transforms all --frames 100`
+
+`lidarmt camera fuzz --images drive/ --model path/to/model.h5 --transforms fog,rain,mirror --tolerance 20`
+
+`lidarmt camera fuzz --images bags/demo.bag --model dave-orig --transforms simple --out runs/cam --resume`
+"""
+
+
+def _parse_options(items: list[str]) -> dict:
+    from lidarmt.camera.errors import CameraArgumentError
+
+    out: dict = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CameraArgumentError(f"--model-option {item!r}: use KEY=VALUE (VALUE is JSON when it parses as JSON)")
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def _positive(name: str, value: float) -> None:
+    from lidarmt.camera.errors import CameraArgumentError
+
+    if not (value > 0 and math.isfinite(value)):
+        raise CameraArgumentError(f"{name} {value}: give a positive number")
+
+
+def fuzz(
+    images: Annotated[str, typer.Option("--images", help="Image source: Udacity folder (center/ + CSV), image folder, or a ROS1/ROS2 bag / Cyber record with a camera topic.")],
+    model: Annotated[str, typer.Option("--model", help="Steering models, comma-separated: zoo names (lidarmt camera models), Keras .h5 paths, package.module:callable.")] = "dave-orig",
+    transforms: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror, or comma-separated names.")] = "all",
+    frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
+    lam: Annotated[float, typer.Option("--lambda", help="DeepTest Eq. 2's λ: a pair errs when (θ(τ(i)) − θᵗ)² > λ·MSE_orig.")] = 5.0,
+    epsilon: Annotated[float, typer.Option("--epsilon", help="DeepTest Eq. 3's ε: a simple transformation's setting counts when |MSE(t,p) − MSE_orig| ≤ ε.")] = 0.03,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="DeepRoad's ε in degrees, deciding violations when the source has no labels.")] = 10.0,
+    seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every transformed image is reproducible from (seed, frame, transformation, parameter, trial).")] = 0,
+    trials: Annotated[int, typer.Option("--trials", help="Transformed images per frame and setting (random weather styles differ per trial).")] = 1,
+    model_option: Annotated[list[str], typer.Option("--model-option", help="KEY=VALUE passed to every model's constructor (repeatable).")] = [],  # noqa: B006
+    topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording (default: the only one, or lidarmt simulate's).")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to CPU cores, frames and memory.")] = 1,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 64,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call (a batch) may take; default automatic (900 s for the first call, then 30x it, at least 60 s).")] = None,
+    bundles: Annotated[int, typer.Option("--bundles", help="Bug bundles kept per model and transformation (the worst violations).")] = 1,
+    out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/camera-<source name>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out from its journal.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")] = False,
+    fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when a pair violates a relation or a model crashed/timed out (for CI).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
+    from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.camera.relations import Criteria
+    from lidarmt.camera.sources.factory import open_images
+    from lidarmt.camera.transforms.registry import select
+    from lidarmt.cli._common import err_console
+    from lidarmt.fuzz.engine import RunLock, clamp_workers, select_items
+
+    for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
+        _positive(name, value)
+    if bundles < 0:
+        raise CameraArgumentError(f"--bundles {bundles}: give 0 or more")
+    names = [m.strip() for m in model.split(",") if m.strip()]
+    if not names:
+        raise CameraArgumentError("--model: give at least one steering model (see lidarmt camera models)")
+    if len(set(names)) != len(names):
+        raise CameraArgumentError(f"--model {model!r}: a model is named twice")
+    options = _parse_options(model_option)
+    chosen_t = select(transforms)
+    with open_images(images, topic=topic) as src:
+        chosen = select_items(len(src), frames, seed, what="images", source=images)
+    out = out or Path("runs") / ("camera-" + Path(images.rstrip("/")).name.split(".")[0])
+    config = CameraCampaignConfig(images, tuple(ModelRef(n, options) for n in names), transform_refs(chosen_t),
+                                  chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
+                                  batch_size=batch_size)
+    criteria = Criteria(lam, epsilon, tolerance)
+    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory())
+    if note:
+        err_console.print(note)
+    with RunLock(out) as lock:
+        _run(config, criteria, out, lock=lock, workers=used, resume=resume, force=force, bundles=bundles,
+             command=command, quiet=quiet, fail_on_violation=fail_on_violation)
+
+
+def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force: bool, bundles: int, command: str,
+         quiet: bool, fail_on_violation: bool) -> None:
+    from lidarmt.camera.bundle import write_sheet
+    from lidarmt.cli._common import CampaignProgress, console, err_console, progress, wide_console
+    from lidarmt.fuzz.engine import describe_timeout, environment, make_bundles, run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+    from lidarmt.report.camera import rich_tables, write_reports
+
+    def interrupted() -> None:
+        err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
+                          "command plus --resume")
+
+    bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="camera", unit="pairs")
+    try:
+        result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=bar.on_pair,
+                              on_start=bar.on_start, lock=lock,
+                              header_extra={"command": command, "environment": environment(),
+                                            "criteria": criteria.to_dict()})
+    except KeyboardInterrupt:
+        bar.stop()
+        interrupted()
+        raise
+    finally:
+        bar.stop()
+    tally = result.tally
+    violations = tally.violations(criteria)
+    # bundles: the worst violations of each (model, transformation)
+    picked: list = []
+    per: dict[tuple[int, int], int] = {}
+    for key, dev in violations:
+        mt = (key[1], key[2])
+        if per.get(mt, 0) < bundles:
+            per[mt] = per.get(mt, 0) + 1
+            picked.append((key, dev))
+    labelled = tally.has_labels()
+    bundle_infos: list[dict] = []
+    if picked:
+        bbar = None if quiet else progress()
+        btask = bbar.add_task("bundles", total=len(picked), rate="") if bbar is not None else None
+        if bbar is not None:
+            bbar.start()
+        def relation(key) -> dict:  # MSE_orig differs per model
+            if labelled:
+                return {"relation": {"name": "deeptest", "lambda": criteria.lam, "epsilon": criteria.epsilon,
+                                     "mse_orig": tally.mse_orig(key[1])}}
+            return {"relation": {"name": "deeproad", "tolerance_deg": criteria.tolerance_deg}}
+
+        try:
+            bundle_infos = make_bundles(
+                config, out, [k for k, _ in picked], workers=workers, opts_for=relation, command=command,
+                on_bundle=lambda info: bbar.update(btask, advance=1) if bbar is not None else None)
+        except KeyboardInterrupt:
+            if bbar is not None:
+                bbar.stop()
+            interrupted()
+            raise
+        finally:
+            if bbar is not None:
+                bbar.stop()
+        bundle_infos = [_complete(out, b) for b in bundle_infos]
+    if bundle_infos:
+        import cv2
+
+        pics = []
+        for b in bundle_infos[:8]:
+            img = cv2.imread(str(out / "violations" / b["id"] / "pair.png"), cv2.IMREAD_COLOR)
+            if img is not None:
+                pics.append(img[..., ::-1])
+        write_sheet(out / "worst.png", pics)
+    summary = tally.summary(config.to_dict(), criteria, config.param_labels())
+    counts: dict[tuple[str, str, int], int] = {}
+    for key, _ in violations:
+        k = (tally.models[key[1]], config.transforms[key[2]].name, key[3])
+        counts[k] = counts.get(k, 0) + 1
+    findings = [r for r in iter_records(out / JOURNAL_NAME) if r["status"] != "ok"]
+    findings.sort(key=lambda r: tuple(r["key"]))
+    run_info = {"workers": workers, "timeout": describe_timeout(config.timeout), "ran": result.ran,
+                "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
+                "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
+                "environment": environment(), "command": command, "violations": len(violations),
+                "bundles": bundle_infos}
+    paths = write_reports(out, summary, run=run_info, bundles=bundle_infos, findings=findings, violations=counts)
+    wide = wide_console()
+    for t in rich_tables(summary):
+        wide.print(t)
+    if run_info["throughput"]:
+        console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.1f} pairs/s, "
+                      f"{workers} worker(s)); {len(violations)} violating pairs "
+                      f"({'DeepTest Eq. 2/3' if labelled else f'DeepRoad at {criteria.tolerance_deg:g}°'}), "
+                      f"{len(findings)} crash/timeout, {len(bundle_infos)} bundles")
+    for b in bundle_infos[:10]:
+        if b.get("error"):
+            console.print(f"  bundle {b['id']}: failed ({b['error']})")
+        else:
+            console.print(f"  bundle {out / 'violations' / b['id']}: {b['model']} under "
+                          f"{b.get('params', '')}: {math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°",
+                          highlight=False, soft_wrap=True)
+    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    if fail_on_violation and (violations or findings):
+        raise typer.Exit(1)
+
+
+def _complete(out: Path, b: dict) -> dict:
+    """Fill in a bundle that already existed (resume) from its bundle.json."""
+    if not b.get("existing"):
+        return b
+    try:
+        j = json.loads((out / "violations" / b["id"] / "bundle.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return b
+    from lidarmt.camera.bundle import display_name
+
+    return {"id": b["id"], "key": j.get("key"), "model": display_name(j["model"]["name"]), "transform": j.get("transform"),
+            "params": j.get("params_label"), "frame_id": j.get("frame_id"), "label": j.get("label"),
+            "pred": j.get("pred"), "pred_t": j.get("pred_t"), "reproduced": j.get("reproduced"),
+            "relation": j.get("relation", {}).get("name")}
