@@ -1,9 +1,9 @@
 """The Keras HDF5 importer against an independent NumPy forward pass of the same weights.
 
-The tests write small random Keras 1 and Keras 2 files with h5py (the layouts Keras itself writes), import them,
-and compare the torch module with a plain NumPy implementation of Keras' semantics (NHWC, cross-correlation,
-TensorFlow 'same' padding, NHWC Flatten) written here independently. The shared DAVE-2 file is checked the
-same way when ../shared/data is present.
+The tests write small random Keras 1 and Keras 2 files with h5py (the layouts Keras itself writes), import
+them, and compare the torch module with a plain NumPy implementation of Keras' semantics (NHWC,
+cross-correlation, TensorFlow 'same' padding, NHWC Flatten) written here independently. The shared DAVE-2
+file is checked the same way when ../shared/data is present.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from lidarmt.camera.errors import ModelError
 from lidarmt.camera.models import keras as K
 from lidarmt.errors import UserError
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Writing Keras files (as Keras 1.2 / 2.x model.save lays them out)
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _lambda_code(fn, *, version: int) -> list:
@@ -40,20 +40,36 @@ def write_keras(path: Path, layers: list[dict], *, version: int, functional: boo
     if functional:
         cfg_layers, prev = [], None
         for ly in layers:
-            entry = {"class_name": ly["class_name"], "name": ly["config"]["name"], "config": ly["config"],
-                     "inbound_nodes": [] if prev is None else [[[prev, 0, 0, {}]]]}
+            entry = {
+                "class_name": ly["class_name"],
+                "name": ly["config"]["name"],
+                "config": ly["config"],
+                "inbound_nodes": [] if prev is None else [[[prev, 0, 0, {}]]],
+            }
             cfg_layers.append(entry)
             prev = ly["config"]["name"]
-        model_config = {"class_name": "Model", "config": {
-            "name": "model_1", "layers": cfg_layers,
-            "input_layers": [[layers[0]["config"]["name"], 0, 0]],
-            "output_layers": [[layers[-1]["config"]["name"], 0, 0]]}}
+        model_config = {
+            "class_name": "Model",
+            "config": {
+                "name": "model_1",
+                "layers": cfg_layers,
+                "input_layers": [[layers[0]["config"]["name"], 0, 0]],
+                "output_layers": [[layers[-1]["config"]["name"], 0, 0]],
+            },
+        }
     elif version == 1:
-        model_config = {"class_name": "Sequential", "config": [
-            {"class_name": ly["class_name"], "config": ly["config"]} for ly in layers]}
+        model_config = {
+            "class_name": "Sequential",
+            "config": [{"class_name": ly["class_name"], "config": ly["config"]} for ly in layers],
+        }
     else:
-        model_config = {"class_name": "Sequential", "config": {"name": "sequential_1", "layers": [
-            {"class_name": ly["class_name"], "config": ly["config"]} for ly in layers]}}
+        model_config = {
+            "class_name": "Sequential",
+            "config": {
+                "name": "sequential_1",
+                "layers": [{"class_name": ly["class_name"], "config": ly["config"]} for ly in layers],
+            },
+        }
     with h5py.File(path, "w") as f:
         f.attrs["keras_version"] = "1.2.1" if version == 1 else "2.2.4"
         f.attrs["model_config"] = json.dumps(model_config).encode("utf-8")
@@ -72,19 +88,43 @@ def write_keras(path: Path, layers: list[dict], *, version: int, functional: boo
 
 
 def _conv1(name, rng, cin, nf, kh, kw, *, stride, mode, act, first_shape=None) -> dict:
-    cfg = {"name": name, "nb_filter": nf, "nb_row": kh, "nb_col": kw, "subsample": [stride, stride],
-           "border_mode": mode, "dim_ordering": "tf", "activation": act, "bias": True}
+    cfg = {
+        "name": name,
+        "nb_filter": nf,
+        "nb_row": kh,
+        "nb_col": kw,
+        "subsample": [stride, stride],
+        "border_mode": mode,
+        "dim_ordering": "tf",
+        "activation": act,
+        "bias": True,
+    }
     if first_shape:
         cfg["batch_input_shape"] = [None, *first_shape]
-    return {"class_name": "Convolution2D", "config": cfg,
-            "weights": [("W", rng.normal(0, 0.3, (kh, kw, cin, nf))), ("b", rng.normal(0, 0.1, nf))]}
+    return {
+        "class_name": "Convolution2D",
+        "config": cfg,
+        "weights": [("W", rng.normal(0, 0.3, (kh, kw, cin, nf))), ("b", rng.normal(0, 0.1, nf))],
+    }
 
 
 def _conv2(name, rng, cin, nf, kh, kw, *, stride, mode, act) -> dict:
-    cfg = {"name": name, "filters": nf, "kernel_size": [kh, kw], "strides": [stride, stride], "padding": mode,
-           "data_format": "channels_last", "activation": act, "use_bias": True, "dilation_rate": [1, 1]}
-    return {"class_name": "Conv2D", "config": cfg,
-            "weights": [("kernel", rng.normal(0, 0.3, (kh, kw, cin, nf))), ("bias", rng.normal(0, 0.1, nf))]}
+    cfg = {
+        "name": name,
+        "filters": nf,
+        "kernel_size": [kh, kw],
+        "strides": [stride, stride],
+        "padding": mode,
+        "data_format": "channels_last",
+        "activation": act,
+        "use_bias": True,
+        "dilation_rate": [1, 1],
+    }
+    return {
+        "class_name": "Conv2D",
+        "config": cfg,
+        "weights": [("kernel", rng.normal(0, 0.3, (kh, kw, cin, nf))), ("bias", rng.normal(0, 0.1, nf))],
+    }
 
 
 def _dense(name, rng, nin, nout, act, *, version) -> dict:
@@ -102,16 +142,17 @@ def keras1_file(path: Path, seed: int = 0) -> Path:
     BN, flatten of a 2x3x6 map into dense, activation, dense 1."""
     rng = np.random.default_rng(seed)
     layers = [
-        {"class_name": "Lambda", "config": {"name": "lambda_1", "function": _lambda_code(lambda x: x / 127.5 - 1.0,
-         version=1), "function_type": "lambda", "arguments": {}, "batch_input_shape": [None, 22, 27, 3]}},
+        {"class_name": "Lambda", "config": {"name": "lambda_1", "function": _lambda_code(
+            lambda x: x / 127.5 - 1.0, version=1), "function_type": "lambda", "arguments": {},
+            "batch_input_shape": [None, 22, 27, 3]}},
         _conv1("convolution2d_1", rng, 3, 4, 5, 5, stride=2, mode="same", act="elu"),
         _conv1("convolution2d_2", rng, 4, 6, 3, 3, stride=1, mode="valid", act="relu"),
         {"class_name": "MaxPooling2D", "config": {"name": "maxpooling2d_1", "pool_size": [2, 2],
          "strides": None, "border_mode": "valid", "dim_ordering": "tf"}},
         {"class_name": "BatchNormalization", "config": {"name": "batchnormalization_1", "epsilon": 0.001,
-         "mode": 0, "axis": -1}, "weights": [("gamma", rng.uniform(0.5, 1.5, 6)), ("beta", rng.normal(0, .2, 6)),
-                                             ("running_mean", rng.normal(0, .2, 6)),
-                                             ("running_std", rng.uniform(0.5, 2.0, 6))]},
+         "mode": 0, "axis": -1}, "weights": [
+            ("gamma", rng.uniform(0.5, 1.5, 6)), ("beta", rng.normal(0, .2, 6)),
+            ("running_mean", rng.normal(0, .2, 6)), ("running_std", rng.uniform(0.5, 2.0, 6))]},
         {"class_name": "Dropout", "config": {"name": "dropout_1", "p": 0.5}},
         {"class_name": "Flatten", "config": {"name": "flatten_1"}},
         _dense("dense_1", rng, 4 * 6 * 6, 8, "linear", version=1),
@@ -122,8 +163,8 @@ def keras1_file(path: Path, seed: int = 0) -> Path:
 
 
 def keras2_layers(seed: int = 1, *, last_units: int = 1) -> list[dict]:
-    """Keras 2: conv 3x3/2 same, avg-pool same, cropping, conv 3x2 same (even kernel), ELU layer, max-pool same,
-    flatten of a 5x6x5 map, dense, LeakyReLU, dense."""
+    """Keras 2: conv 3x3/2 same, avg-pool same, cropping, conv 3x2 same (even kernel), ELU layer, max-pool
+    same, BN, flatten of a 5x6x5 map, dense, LeakyReLU, dense."""
     rng = np.random.default_rng(seed)
     return [
         {"class_name": "InputLayer", "config": {"name": "input_1", "batch_input_shape": [None, 23, 30, 3]}},
@@ -150,9 +191,9 @@ def keras2_layers(seed: int = 1, *, last_units: int = 1) -> list[dict]:
     ]  # fmt: skip
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # An independent NumPy forward pass with Keras' semantics (NHWC)
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _tf_same(n: int, k: int, s: int) -> tuple[int, int]:
@@ -171,7 +212,7 @@ def np_conv(x, w, b, stride, mode):
     out = np.zeros((x.shape[0], oh, ow, w.shape[3]))
     for i in range(kh):
         for j in range(kw):
-            patch = x[:, i:i + stride * (oh - 1) + 1:stride, j:j + stride * (ow - 1) + 1:stride, :]
+            patch = x[:, i : i + stride * (oh - 1) + 1 : stride, j : j + stride * (ow - 1) + 1 : stride, :]
             out += patch @ w[i, j]
     return out + b
 
@@ -186,7 +227,7 @@ def np_pool(x, k, s, mode, kind):
     out = np.zeros((x.shape[0], oh, ow, x.shape[3]))
     for i in range(oh):
         for j in range(ow):
-            win = xp[:, i * s[0]:i * s[0] + k[0], j * s[1]:j * s[1] + k[1], :]
+            win = xp[:, i * s[0] : i * s[0] + k[0], j * s[1] : j * s[1] + k[1], :]
             out[:, i, j] = np.nanmax(win, axis=(1, 2)) if kind == "max" else np.nanmean(win, axis=(1, 2))
     return out
 
@@ -195,8 +236,9 @@ ACT = {"linear": lambda x: x, "relu": lambda x: np.maximum(x, 0), "tanh": np.tan
        "elu": lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))}  # fmt: skip
 
 
-def np_forward(layers: list[dict], x: np.ndarray, lambda_fn) -> np.ndarray:
-    """The network of ``layers`` (as written above) on NHWC float64 ``x``."""
+def np_forward(layers: list[dict], x: np.ndarray, lambda_fn, *, channels_first: bool = False) -> np.ndarray:
+    """The network of ``layers`` (as written above) on NHWC float64 ``x`` (computed NHWC whatever the file's
+    ordering; ``channels_first`` only changes the Flatten order)."""
     x = x.astype(np.float64)
     for ly in layers:
         c, kind = ly["config"], ly["class_name"]
@@ -206,7 +248,11 @@ def np_forward(layers: list[dict], x: np.ndarray, lambda_fn) -> np.ndarray:
         elif kind in ("Convolution2D", "Conv2D"):
             stride = (c.get("subsample") or c.get("strides"))[0]
             mode = c.get("border_mode") or c.get("padding")
-            x = ACT[c["activation"]](np_conv(x, w.get("W", w.get("kernel")), w.get("b", w.get("bias")), stride, mode))
+            if c.get("dim_ordering") == "th":  # stored (out, in, kh, kw)
+                w["W"] = w["W"].transpose(2, 3, 1, 0)
+            x = ACT[c["activation"]](
+                np_conv(x, w.get("W", w.get("kernel")), w.get("b", w.get("bias")), stride, mode)
+            )
         elif kind in ("MaxPooling2D", "AveragePooling2D"):
             k = tuple(c["pool_size"])
             s = tuple(c["strides"]) if c.get("strides") else k
@@ -217,9 +263,16 @@ def np_forward(layers: list[dict], x: np.ndarray, lambda_fn) -> np.ndarray:
             x = w["gamma"] * (x - mean) / np.sqrt(var + c["epsilon"]) + w["beta"]
         elif kind == "Cropping2D":
             (t, b), (lf, r) = c["cropping"]
-            x = x[:, t:x.shape[1] - b, lf:x.shape[2] - r]
+            x = x[:, t : x.shape[1] - b, lf : x.shape[2] - r]
+        elif kind == "Flatten" and channels_first:
+            x = x.transpose(0, 3, 1, 2).reshape(len(x), -1)  # Theano ordering flattens (C, H, W)
         elif kind == "Flatten":
             x = x.reshape(len(x), -1)  # NHWC order, as Keras/TF flatten it
+        elif kind == "ZeroPadding2D":
+            (t, b), (lf, r) = c["padding"]
+            x = np.pad(x, ((0, 0), (t, b), (lf, r), (0, 0)))
+        elif kind == "GlobalAveragePooling2D":
+            x = x.mean(axis=(1, 2))
         elif kind == "Dense":
             x = ACT[c["activation"]](x @ w.get("W", w.get("kernel")) + w.get("b", w.get("bias")))
         elif kind == "Activation":
@@ -237,9 +290,9 @@ def torch_forward(model, x_nhwc: np.ndarray) -> np.ndarray:
     return y.numpy().astype(np.float64)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Tests
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def test_keras1_matches_numpy(tmp_path) -> None:
@@ -257,8 +310,8 @@ def test_keras1_matches_numpy(tmp_path) -> None:
     np.testing.assert_allclose(torch_forward(model, x), want, atol=1e-5, rtol=1e-5)
     # through predict: uint8 frames at the input size are not resized (preset resize, RGB)
     frames = rng.integers(0, 256, (3, 22, 27, 3), dtype=np.uint8)
-    np.testing.assert_allclose(model.predict(frames), np_forward(ref_layers, frames, lambda v: v / 127.5 - 1)[:, 0],
-                               atol=1e-5)  # fmt: skip
+    want = np_forward(ref_layers, frames, lambda v: v / 127.5 - 1)[:, 0]
+    np.testing.assert_allclose(model.predict(frames), want, atol=1e-5)
 
 
 def _layers_with_weights(path: Path, layers: list[dict], *, version: int) -> list[dict]:
@@ -273,7 +326,7 @@ def _layers_with_weights(path: Path, layers: list[dict], *, version: int) -> lis
                 wn = wn.decode()
                 short = wn.split(":")[0].rsplit("/", 1)[-1]
                 if version == 1:
-                    short = short[len(name) + 1:]
+                    short = short[len(name) + 1 :]
                 ws.append((short, g[wn][()]))
             out.append({**ly, "weights": ws})
     return out
@@ -293,6 +346,47 @@ def test_keras2_matches_numpy(tmp_path, functional: bool) -> None:
     flat = next(m for m in model.module.modules() if isinstance(m, K.KerasFlatten))
     flat.channels_last = False
     assert np.abs(torch_forward(model, x) - want).max() > 1e-3
+
+
+def test_padding_global_pooling_and_groups(tmp_path) -> None:
+    rng = np.random.default_rng(7)
+    layers = [
+        {"class_name": "InputLayer", "config": {"name": "input_1", "batch_input_shape": [None, 17, 19, 3]}},
+        {"class_name": "ZeroPadding2D", "config": {"name": "zero_padding2d_1", "padding": [[1, 2], [0, 1]],
+         "data_format": "channels_last"}},
+        _conv2("conv2d_1", rng, 3, 6, 3, 3, stride=2, mode="valid", act="relu"),
+        {"class_name": "GlobalAveragePooling2D", "config": {"name": "global_average_pooling2d_1",
+         "data_format": "channels_last"}},
+        _dense("dense_1", rng, 6, 1, "linear", version=2),
+    ]  # fmt: skip
+    model = K.load_keras(write_keras(tmp_path / "gap.h5", layers, version=2))
+    x = rng.uniform(0, 255, (3, 17, 19, 3))
+    np.testing.assert_allclose(torch_forward(model, x), np_forward(layers, x, None), atol=1e-5, rtol=1e-5)
+    layers[2]["config"]["groups"] = 3
+    with pytest.raises(ModelError, match="groups=3; only groups=1"):
+        K.load_keras(write_keras(tmp_path / "groups.h5", layers, version=2))
+
+
+def test_keras1_theano_ordering(tmp_path) -> None:
+    rng = np.random.default_rng(8)
+    conv = _conv1("convolution2d_1", rng, 3, 4, 3, 3, stride=2, mode="same", act="relu",
+                  first_shape=(3, 12, 14))  # fmt: skip
+    conv["config"]["dim_ordering"] = "th"
+    conv["weights"][0] = ("W", conv["weights"][0][1].transpose(3, 2, 0, 1))  # stored (out, in, kh, kw)
+    layers = [conv, {"class_name": "Flatten", "config": {"name": "flatten_1"}},
+              _dense("dense_1", rng, 4 * 6 * 7, 1, "linear", version=1)]  # fmt: skip
+    model = K.load_keras(write_keras(tmp_path / "th.h5", layers, version=1))
+    assert model.keras.data_format == "channels_first" and model.input_spec.height == 12
+    x = rng.uniform(0, 255, (2, 12, 14, 3))
+    want = np_forward(layers, x, None, channels_first=True)
+    np.testing.assert_allclose(torch_forward(model, x), want, atol=1e-5, rtol=1e-5)
+
+
+def test_dense_on_a_feature_map_is_refused(tmp_path) -> None:
+    layers = keras2_layers()
+    del layers[9]  # the Flatten
+    with pytest.raises(ModelError, match=r"dense_1 \(Dense\) is applied to a 4-D feature map"):
+        K.load_keras(write_keras(tmp_path / "noflat.h5", layers, version=2))
 
 
 def test_lambda_code_is_never_unmarshalled(tmp_path, monkeypatch) -> None:
@@ -319,8 +413,8 @@ def test_unrecognised_lambda_needs_an_explicit_normalisation(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("text", "scale", "offset"), [
-    ("x/127.5-1", 1 / 127.5, -1.0), ("x / 255.0 - 0.5", 1 / 255, -0.5), ("x*2+3", 2.0, 3.0), ("x/255", 1 / 255, 0.0),
-    ("(x/128)-1.", 1 / 128, -1.0), ("x", 1.0, 0.0), ("x-1e2", 1.0, -100.0),
+    ("x/127.5-1", 1 / 127.5, -1.0), ("x / 255.0 - 0.5", 1 / 255, -0.5), ("x*2+3", 2.0, 3.0),
+    ("x/255", 1 / 255, 0.0), ("(x/128)-1.", 1 / 128, -1.0), ("x", 1.0, 0.0), ("x-1e2", 1.0, -100.0),
 ])  # fmt: skip
 def test_parse_affine(text: str, scale: float, offset: float) -> None:
     assert K.parse_affine(text) == pytest.approx((scale, offset))
@@ -383,9 +477,9 @@ def test_presets_and_options(tmp_path) -> None:
     np.testing.assert_allclose(m.predict(frames), base.predict(frames) * math.pi / 180, rtol=1e-12)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # The shared DAVE-2 (Keras 1.2) file
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -411,7 +505,11 @@ def _dave2_prepare(frames: np.ndarray) -> np.ndarray:
 def test_dave2_matches_numpy(dave2: Path) -> None:
     model = K.load_keras(dave2)
     info = model.keras
-    assert info.input_shape == (66, 200, 3) and info.preset == "dave2-udacity-sim" and info.output == "udacity-sim"
+    assert (
+        info.input_shape == (66, 200, 3)
+        and info.preset == "dave2-udacity-sim"
+        and info.output == "udacity-sim"
+    )
     assert info.lambdas[0].startswith("lambda_1: x/127.5-1") and info.parameters == 252_219
     with h5py.File(dave2) as f:
         cfg = json.loads(f.attrs["model_config"])["config"]
@@ -431,8 +529,8 @@ def test_dave2_on_udacity_frames(dave2: Path, shared_data: Path) -> None:
         pytest.skip(f"Udacity frames not available at {folder}")
     with open(folder / "steering.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))[::75]
-    frames = np.stack([cv2.cvtColor(cv2.imread(str(folder / "center" / f"{r['frame_id']}.jpg")), cv2.COLOR_BGR2RGB)
-                       for r in rows])  # fmt: skip
+    files = [str(folder / "center" / f"{r['frame_id']}.jpg") for r in rows]
+    frames = np.stack([cv2.cvtColor(cv2.imread(f), cv2.COLOR_BGR2RGB) for f in files])
     model = K.load_keras(dave2)
     got = model.predict(frames)
     with h5py.File(dave2) as f:

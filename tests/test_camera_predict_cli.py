@@ -68,7 +68,10 @@ def test_predict_json_matches_the_model(data, capsys) -> None:
 
 
 def test_predict_text_and_frames_limit(data, capsys) -> None:
-    assert main(["camera", "predict", str(data / "drive"), "--model", str(data / "model.h5"), "--frames", "3"]) == 0
+    assert (
+        main(["camera", "predict", str(data / "drive"), "--model", str(data / "model.h5"), "--frames", "3"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "3 frame(s)" in out and "RMSE" in out and "always 0°" in out
 
@@ -76,14 +79,14 @@ def test_predict_text_and_frames_limit(data, capsys) -> None:
 def test_predict_unlabelled_images(tmp_path, capsys) -> None:
     udacity_folder(tmp_path / "drive", n=3)
     write_keras(tmp_path / "model.h5", keras2_layers(), version=2)
-    assert main(["camera", "predict", str(tmp_path / "drive" / "center"), "--model", str(tmp_path / "model.h5"),
-                 "--json"]) == 0  # fmt: skip
+    args = ["camera", "predict", str(tmp_path / "drive" / "center"), "--model", str(tmp_path / "model.h5")]
+    assert main([*args, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["metrics"]["labelled"] == 0 and "rmse_deg" not in doc["metrics"]
     assert all(r["label"] is None for r in doc["frames"])
 
 
-HISTORY_MODEL = textwrap.dedent('''
+HISTORY_MODEL = textwrap.dedent("""
     import numpy as np
     from lidarmt.camera.models.base import InputSpec
 
@@ -103,7 +106,7 @@ HISTORY_MODEL = textwrap.dedent('''
 
         def predict(self, images):
             return np.zeros((len(images), 2))
-''')
+""")
 
 
 def test_predict_history_windows_and_bad_outputs(data, monkeypatch, capsys) -> None:
@@ -157,9 +160,9 @@ def test_predict_refuses_a_bad_picture_name(data, capsys) -> None:
     assert "must be a .png or .jpg" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # lidarmt camera models
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -171,9 +174,20 @@ def fake_zoo(monkeypatch):
 
         @staticmethod
         def describe(name):
-            return {"name": name, "kind": "zoo", "parameters": 2_100_000 if name == "dave-orig" else 300_000,
-                    "input": {"height": 100, "width": 100, "colour": "bgr", "history": 0 if name == "dave-orig"
-                              else 4, "note": "resized"}, "card": f"weights/{name}.md", "val_rmse_deg": 4.25}
+            return {
+                "name": name,
+                "kind": "zoo",
+                "parameters": 2_100_000 if name == "dave-orig" else 300_000,
+                "input": {
+                    "height": 100,
+                    "width": 100,
+                    "colour": "bgr",
+                    "history": 0 if name == "dave-orig" else 4,
+                    "note": "resized",
+                },
+                "card": f"weights/{name}.md",
+                "val_rmse_deg": 4.25,
+            }
 
     monkeypatch.setattr(registry, "_zoo", lambda: Zoo)
     monkeypatch.setattr(registry, "entry_points", lambda group: [])

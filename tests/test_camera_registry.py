@@ -15,7 +15,7 @@ from lidarmt.camera.models import registry
 from lidarmt.camera.models.base import SteeringModel
 from lidarmt.errors import UserError
 
-TOY = textwrap.dedent('''
+TOY = textwrap.dedent("""
     import numpy as np
     from lidarmt.camera.models.base import InputSpec
 
@@ -39,7 +39,7 @@ TOY = textwrap.dedent('''
         return 42
 
     instance = Toy()
-''')
+""")
 
 
 @pytest.fixture
@@ -95,9 +95,13 @@ def test_untrusted_spec_imports_nothing(toy_module) -> None:
 
 
 def test_entry_points(toy_module, monkeypatch) -> None:
-    eps = [EntryPoint(name="toy-plugin", value=f"{toy_module}:make", group=registry.ENTRY_POINT_GROUP),
-           EntryPoint(name="bad-plugin", value="no_such_pkg_xyz:make", group=registry.ENTRY_POINT_GROUP)]
-    monkeypatch.setattr(registry, "entry_points", lambda group: eps if group == registry.ENTRY_POINT_GROUP else [])
+    eps = [
+        EntryPoint(name="toy-plugin", value=f"{toy_module}:make", group=registry.ENTRY_POINT_GROUP),
+        EntryPoint(name="bad-plugin", value="no_such_pkg_xyz:make", group=registry.ENTRY_POINT_GROUP),
+    ]
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: eps if group == registry.ENTRY_POINT_GROUP else []
+    )
     monkeypatch.setattr(registry, "_zoo", lambda: None)
     assert registry.available() == ["bad-plugin", "toy-plugin"]
     # an installed plugin is not code from a file: allowed without trust
@@ -118,7 +122,9 @@ def test_zoo_names_come_first(fake_zoo, no_plugins) -> None:
 
 
 def test_unknown_name_lists_the_available_ones(fake_zoo, no_plugins) -> None:
-    with pytest.raises(ModelError, match=r"unknown steering model 'dave-nope'; available: dave-orig, epoch \(or") as e:
+    with pytest.raises(
+        ModelError, match=r"unknown steering model 'dave-nope'; available: dave-orig, epoch \(or"
+    ) as e:
         registry.get_model("dave-nope")
     assert "\n" not in str(e.value)
     assert registry.kind_of("dave-nope") == "unknown"

@@ -1,16 +1,18 @@
 """Import a Keras HDF5 steering model (Keras 1.x or 2.x ``model.save`` file) into torch, without TensorFlow.
 
-The file is read as **data**: the architecture comes from the ``model_config`` JSON attribute, the weights from
-the ``model_weights`` group (h5py), and a torch module is built layer by layer. Nothing stored in the file is ever
-executed: a ``Lambda`` layer holds marshalled Python bytecode, which is neither unmarshalled nor run. Instead the
-float constants visible in its raw bytes are matched against common input normalisations (``x/127.5 - 1`` holds
-127.5 and 1.0; ``x/255 - 0.5`` holds 255 and 0.5; ``x/255``); any other lambda is refused, and the user says
-what it computes with the option ``lambda="x/a-b"`` (:func:`parse_affine`: ``x/a±b``, ``x*a±b``, ``x/a``,
-``x*a``, ``x±b``, ``x``).
+The file is read as **data**: the architecture comes from the ``model_config`` JSON attribute, the weights
+from the ``model_weights`` group (h5py), and a torch module is built layer by layer. Nothing stored in the
+file is ever executed: a ``Lambda`` layer holds marshalled Python bytecode, which is neither unmarshalled nor
+run.
+Instead the float constants visible in its raw bytes are matched against common input normalisations
+(``x/127.5 - 1`` holds 127.5 and 1.0; ``x/255 - 0.5`` holds 255 and 0.5; ``x/255``); any other lambda is
+refused, and the user says what it computes with the option ``lambda="x/a-b"`` (:func:`parse_affine`:
+``x/a±b``, ``x*a±b``, ``x/a``, ``x*a``, ``x±b``, ``x``).
 
 Supported: ``Sequential`` models and functional models whose graph is a single chain; layers Conv2D /
-Convolution2D, MaxPooling2D, AveragePooling2D, Dense, Dropout (and other train-only noise layers), Flatten,
-Activation, ELU, ReLU, LeakyReLU, ThresholdedReLU, Softmax, BatchNormalization, Cropping2D, Lambda, InputLayer.
+Convolution2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D,
+Cropping2D, Dense, Dropout (and other train-only noise layers), Flatten, Activation, ELU, ReLU, LeakyReLU,
+ThresholdedReLU, Softmax, BatchNormalization, Lambda, InputLayer.
 Both weight layouts: Keras 1 (``<layer>_W:0``/``<layer>_b:0``; ``nb_filter``, ``nb_row``/``nb_col``,
 ``subsample``, ``border_mode``, ``dim_ordering``) and Keras 2 (``kernel:0``/``bias:0``; ``filters``,
 ``kernel_size``, ``strides``, ``padding``, ``data_format``).
@@ -18,21 +20,21 @@ Both weight layouts: Keras 1 (``<layer>_W:0``/``<layer>_b:0``; ``nb_filter``, ``
 Faithfulness, and how each point is handled:
 
 * Keras convolutions are cross-correlations with kernels stored ``(kh, kw, in, out)``; torch wants
-  ``(out, in, kh, kw)``: transposed. (Keras 1 ``dim_ordering="th"`` files store ``(out, in, kh, kw)`` already.
-  A Keras 1 file trained on the *Theano* backend used true convolution; the file does not record the backend,
-  so pass ``flip_kernels=true`` for those.)
+  ``(out, in, kh, kw)``: transposed. (Keras 1 ``dim_ordering="th"`` files store ``(out, in, kh, kw)``
+  already. A Keras 1 file trained on the *Theano* backend used true convolution; the file does not record the
+  backend, so pass ``flip_kernels=true`` for those.)
 * ``padding="same"`` is TensorFlow's: output ``ceil(in / stride)``, total padding
   ``max((out - 1)·stride + k - in, 0)`` split with the extra row/column at the bottom/right (asymmetric when
   odd). Max pooling pads with −inf; average pooling divides by the number of real (unpadded) inputs.
-* The module computes in torch's NCHW layout; for a channels-last model the ``Flatten`` permutes back to NHWC
-  before flattening, so the first Dense layer receives its inputs in the order Keras trained it with.
+* The module computes in torch's NCHW layout; for a channels-last model the ``Flatten`` permutes back to
+  NHWC before flattening, so the first Dense layer receives its inputs in the order Keras trained it with.
 * BatchNormalization uses the moving statistics (inference); Keras 1's ``running_std`` holds the variance
   (Keras 1 passed it to ``batch_normalization`` as such), Keras 1 ``mode=2`` (batch statistics) is refused.
 
 The file does not say how camera frames were prepared for the network. :data:`PRESETS` names the
-preparations we know (``preprocess=`` option); the default is ``dave2-udacity-sim`` when the network's input is
-66×200×3 (the NVIDIA DAVE-2 shape) and plain ``resize`` (RGB) otherwise. Likewise :data:`OUTPUTS` says how the
-network's output becomes radians, positive = left (``output=`` option; ``dave2-udacity-sim`` defaults to
+preparations we know (``preprocess=`` option); the default is ``dave2-udacity-sim`` when the network's input
+is 66×200×3 (the NVIDIA DAVE-2 shape) and plain ``resize`` (RGB) otherwise. Likewise :data:`OUTPUTS` says how
+the network's output becomes radians, positive = left (``output=`` option; ``dave2-udacity-sim`` defaults to
 ``udacity-sim``: the simulator's steering value, ±1 = ±25°, positive = right).
 """
 
@@ -59,9 +61,9 @@ from lidarmt.camera.models.base import InputSpec
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Input preparation presets and output conversions
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +105,12 @@ OUTPUT_NOTES: dict[str, str] = {
     "radians": "the output is the angle in radians, positive = left",
     "degrees": "the output is the angle in degrees, positive = left",
     "udacity-sim": "the output is the Udacity simulator's steering value (±1 = ±25°, positive = right): "
-                   "radians = -output · 25° (lidarmt's convention: positive = left)",
+    "radians = -output · 25° (lidarmt's convention: positive = left)",
 }
 
 
 def default_preset(input_shape: tuple[int, int, int]) -> str:
-    """The preparation assumed for a network input ``(H, W, C)``: DAVE-2's for 66×200×3, else a plain resize."""
+    """The preparation assumed for a network input ``(H, W, C)``: DAVE-2's for 66×200×3, else a resize."""
     if tuple(input_shape) == DAVE2_SHAPE:
         return "dave2-udacity-sim"
     return "resize-grey" if input_shape[2] == 1 else "resize"
@@ -126,7 +128,7 @@ def _prepare_batch(images: np.ndarray, preset: Preset, size: tuple[int, int]) ->
             if img.shape[:2] != (fh, fw):
                 img = cv2.resize(img, (fw, fh), interpolation=cv2.INTER_AREA)
             top, bottom = preset.crop_rows
-            img = img[top:fh - bottom]
+            img = img[top : fh - bottom]
             # The reference passes cv2.INTER_AREA as resize's third *positional* argument, which is `dst`:
             # the interpolation actually used is the default, bilinear.
             img = cv2.resize(img, (w, h), interpolation=cv2.INTER_LINEAR)
@@ -143,9 +145,9 @@ def _prepare_batch(images: np.ndarray, preset: Preset, size: tuple[int, int]) ->
     return np.stack(out).astype(np.float32).transpose(0, 3, 1, 2)
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Lambda layers: recognise the normalisation from the constants in the bytes, never run them
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _AFFINE = re.compile(rf"^\(?x(?:(?P<op>[*/])(?P<a>{_NUM}))?\)?(?:(?P<sign>[+-])(?P<b>{_NUM}))?$")
@@ -161,7 +163,7 @@ KNOWN_LAMBDAS: dict[tuple[float, ...], str] = {
 
 
 def parse_affine(text: str) -> tuple[float, float]:
-    """``(scale, offset)`` of a normalisation written ``x/a-b``, ``x*a+b``, ``x/a``, ``x*a``, ``x-b`` or ``x``.
+    """``(scale, offset)`` of a normalisation written ``x/a-b``, ``x*a+b``, ``x/a``, ``x*a``, ``x-b``, ``x``.
 
     A tiny parser on purpose (no ``eval``): the text may come from a file somebody sent.
     """
@@ -190,7 +192,7 @@ def parse_affine(text: str) -> tuple[float, float]:
 
 
 def _code_bytes(function: Any) -> bytes | None:
-    """The raw marshal bytes of a Lambda's ``function`` field (Keras 1: raw_unicode_escape text; Keras 2: base64)."""
+    """Raw marshal bytes of a Lambda's ``function`` (Keras 1: raw_unicode_escape text, Keras 2: base64)."""
     code = function[0] if isinstance(function, (list, tuple)) and function else function
     if not isinstance(code, str):
         return None
@@ -212,19 +214,20 @@ def _nice(v: float) -> bool:
 def marshal_constants(code: bytes) -> list[float]:
     """Numeric constants visible in marshalled code bytes, in order, found by their type tags only.
 
-    Marshal writes a float as ``'g'`` (0x67, or 0xE7 with the reference flag) plus 8 little-endian bytes and an
-    int as ``'i'`` (0x69/0xE9) plus 4 bytes. Scanning for those tags and keeping only plausible round values
-    (a constant written in source code) is enough to recognise normalisation lambdas; nothing is decoded as code.
+    Marshal writes a float as ``'g'`` (0x67, or 0xE7 with the reference flag) plus 8 little-endian bytes and
+    an int as ``'i'`` (0x69/0xE9) plus 4 bytes. Scanning for those tags and keeping only plausible round
+    values (a constant written in source code) is enough to recognise normalisation lambdas; nothing is
+    decoded as code.
     """
     found: list[tuple[int, int, float]] = []
     for m in re.finditer(rb"[\x67\xe7]", code):
-        chunk = code[m.start() + 1:m.start() + 9]
+        chunk = code[m.start() + 1 : m.start() + 9]
         if len(chunk) == 8:
             v = struct.unpack("<d", chunk)[0]
             if _nice(v):
                 found.append((m.start(), m.start() + 9, float(v)))
     for m in re.finditer(rb"[\x69\xe9]", code):
-        chunk = code[m.start() + 1:m.start() + 5]
+        chunk = code[m.start() + 1 : m.start() + 5]
         if len(chunk) == 4:
             v = struct.unpack("<i", chunk)[0]
             if 0 < abs(v) <= 65535:
@@ -240,21 +243,21 @@ def marshal_constants(code: bytes) -> list[float]:
 
 
 def recognise_lambda(function: Any) -> str | None:
-    """The normalisation a Lambda's stored code computes (e.g. ``"x/127.5-1"``), or None when not recognised."""
+    """The normalisation a Lambda's stored code computes (e.g. ``"x/127.5-1"``), or None if not recognised."""
     code = _code_bytes(function)
     if not code:
         return None
     return KNOWN_LAMBDAS.get(tuple(marshal_constants(code)))
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Reading the file
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class KerasLayer:
-    """One layer of the chain: Keras class name, its config, and its weight arrays by (short) name, in order."""
+    """One layer of the chain: Keras class name, its config, and its weight arrays by name, in file order."""
 
     name: str
     kind: str
@@ -303,8 +306,10 @@ def _chain(path: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
         ins = [x[0] for x in inner.get("input_layers", [])]
         outs = [x[0] for x in inner.get("output_layers", [])]
         if len(ins) != 1 or len(outs) != 1:
-            raise ModelError(f"{path}: the model has {len(ins)} inputs and {len(outs)} outputs; only "
-                             "single-input, single-output chains are supported")
+            raise ModelError(
+                f"{path}: the model has {len(ins)} inputs and {len(outs)} outputs; only "
+                "single-input, single-output chains are supported"
+            )
         consumers: dict[str, list[str]] = {n: [] for n in layers}
         for ly in layers.values():
             nodes = ly.get("inbound_nodes") or []
@@ -312,10 +317,14 @@ def _chain(path: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             inbound = nodes[0] if len(nodes) == 1 else None
             if isinstance(inbound, dict):  # Keras 3 style
-                raise ModelError(f"{path}: layer {ly['name']} uses a Keras 3 graph encoding; save as Keras 2 .h5")
+                raise ModelError(
+                    f"{path}: layer {ly['name']} uses a Keras 3 graph encoding; save as Keras 2 .h5"
+                )
             if inbound is None or len(inbound) != 1:
-                raise ModelError(f"{path}: layer {ly['name']} ({ly.get('class_name')}) has several inputs; "
-                                 "only single-chain models are supported")
+                raise ModelError(
+                    f"{path}: layer {ly['name']} ({ly.get('class_name')}) has several inputs; "
+                    "only single-chain models are supported"
+                )
             consumers.setdefault(inbound[0][0], []).append(ly["name"])
         order, cur = [], ins[0]
         while True:
@@ -326,15 +335,18 @@ def _chain(path: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
                 break
             nxt = consumers.get(cur, [])
             if len(nxt) != 1:
-                raise ModelError(f"{path}: layer {cur} feeds {len(nxt)} layers; only single-chain models are "
-                                 "supported")
+                raise ModelError(
+                    f"{path}: layer {cur} feeds {len(nxt)} layers; only single-chain models are supported"
+                )
             cur = nxt[0]
         if len(order) != len(layers):
-            raise ModelError(f"{path}: the model has branches off its main chain; only single-chain models are "
-                             "supported")
+            raise ModelError(
+                f"{path}: the model has branches off its main chain; only single-chain models are supported"
+            )
         return order
-    raise ModelError(f"{path}: unsupported model class {cls!r} in model_config (Sequential or a functional "
-                     "Model expected)")
+    raise ModelError(
+        f"{path}: unsupported model class {cls!r} in model_config (Sequential or a functional Model expected)"
+    )
 
 
 def read_keras_file(path: str | Path) -> KerasFile:
@@ -346,15 +358,19 @@ def read_keras_file(path: str | Path) -> KerasFile:
         raise ModelError(f"Keras model file {p} does not exist; give the path of a Keras .h5 model")
     with open(p, "rb") as fh:
         if fh.read(8) != HDF5_SIGNATURE:
-            raise ModelError(f"{p} is not an HDF5 file; a Keras model saved with model.save('x.h5') is expected")
+            raise ModelError(
+                f"{p} is not an HDF5 file; a Keras model saved with model.save('x.h5') is expected"
+            )
     try:
         f = h5py.File(p, "r")
     except OSError as err:
         raise ModelError(f"cannot read HDF5 file {p}: {err}") from err
     with f:
         if "model_config" not in f.attrs:
-            raise ModelError(f"{p} holds no model_config (weights only, saved with save_weights?); save the "
-                             "whole model with model.save('x.h5')")
+            raise ModelError(
+                f"{p} holds no model_config (weights only, saved with save_weights?); save the "
+                "whole model with model.save('x.h5')"
+            )
         try:
             cfg = json.loads(_attr_text(f.attrs["model_config"]))
         except (ValueError, UnicodeDecodeError) as err:
@@ -399,17 +415,21 @@ def _input_shape(path: str, layers: list[KerasLayer]) -> tuple[tuple[int | None,
     fmt = next((f for ly in layers if (f := _data_format(ly.config))), "channels_last")
     dims = list(shape)[1:]
     if len(dims) != 3:
-        raise ModelError(f"{path}: input shape {tuple(shape)} is not an image (batch, H, W, C); only image "
-                         "models are supported")
+        raise ModelError(
+            f"{path}: input shape {tuple(shape)} is not an image (batch, H, W, C); only image "
+            "models are supported"
+        )
     h, w, c = (dims[1], dims[2], dims[0]) if fmt == "channels_first" else dims
     if c not in (1, 3):
-        raise ModelError(f"{path}: the input has {c} channels; only RGB/YUV (3) or grey (1) images are supported")
+        raise ModelError(
+            f"{path}: the input has {c} channels; only RGB/YUV (3) or grey (1) images are supported"
+        )
     return (h, w, int(c)), fmt
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Building the torch module
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _pair(v: Any, default: int) -> tuple[int, int]:
@@ -441,6 +461,7 @@ class Affine(nn.Module):
     def extra_repr(self) -> str:
         return self.text
 
+
 class SamePad(nn.Module):
     """TensorFlow 'same' padding for a kernel k, stride s (asymmetric when the total is odd)."""
 
@@ -455,6 +476,7 @@ class SamePad(nn.Module):
             return x
         return F.pad(x, (left, right, top, bottom), value=self.value)
 
+
 class AvgPoolSame(nn.Module):
     """TensorFlow 'same' average pooling: the mean over the real (unpadded) inputs of each window."""
 
@@ -468,6 +490,7 @@ class AvgPoolSame(nn.Module):
         xp = F.pad(x, (left, right, top, bottom))
         ones = F.pad(torch.ones_like(x[:1, :1]), (left, right, top, bottom))
         return F.avg_pool2d(xp, self.k, self.s) / F.avg_pool2d(ones, self.k, self.s)
+
 
 class KerasFlatten(nn.Module):
     """Keras Flatten: NHWC order for channels-last models (what the next Dense was trained on)."""
@@ -484,6 +507,7 @@ class KerasFlatten(nn.Module):
     def extra_repr(self) -> str:
         return "NHWC" if self.channels_last else "NCHW"
 
+
 class Crop(nn.Module):
     def __init__(self, top: int, bottom: int, left: int, right: int) -> None:
         super().__init__()
@@ -491,10 +515,39 @@ class Crop(nn.Module):
 
     def forward(self, x):
         t, b, lft, r = self.c
-        return x[:, :, t:x.shape[2] - b, lft:x.shape[3] - r]
+        return x[:, :, t : x.shape[2] - b, lft : x.shape[3] - r]
 
     def extra_repr(self) -> str:
         return "top={}, bottom={}, left={}, right={}".format(*self.c)
+
+
+class ZeroPad(nn.Module):
+    """Keras ZeroPadding2D: zeros above, below, left and right."""
+
+    def __init__(self, top: int, bottom: int, left: int, right: int) -> None:
+        super().__init__()
+        self.p = (left, right, top, bottom)
+
+    def forward(self, x):
+        return F.pad(x, self.p)
+
+    def extra_repr(self) -> str:
+        return "left={}, right={}, top={}, bottom={}".format(*self.p)
+
+
+class GlobalPool(nn.Module):
+    """Keras GlobalAveragePooling2D / GlobalMaxPooling2D: (N, C, H, W) -> (N, C)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+
+    def forward(self, x):
+        return x.mean(dim=(2, 3)) if self.how == "avg" else x.amax(dim=(2, 3))
+
+    def extra_repr(self) -> str:
+        return self.how
+
 
 class BatchNorm(nn.Module):
     """Inference batch normalisation along dim 1 (channels of NCHW, or features of (N, F))."""
@@ -508,6 +561,7 @@ class BatchNorm(nn.Module):
     def forward(self, x):
         shape = (1, -1) + (1,) * (x.dim() - 2)
         return x * self.scale.view(shape) + self.shift.view(shape)
+
 
 class Fn(nn.Module):
     """A parameter-free activation torch has no module for (picklable: chosen by name)."""
@@ -533,23 +587,49 @@ class Fn(nn.Module):
         return ", ".join([self.name] + [f"{k}={v}" for k, v in self.params.items()])
 
 
-ACTIVATIONS = ("linear", "relu", "elu", "tanh", "sigmoid", "hard_sigmoid", "softmax", "softplus", "softsign",
-               "selu", "swish", "silu", "relu6", "exponential")
+ACTIVATIONS = (
+    "linear",
+    "relu",
+    "elu",
+    "tanh",
+    "sigmoid",
+    "hard_sigmoid",
+    "softmax",
+    "softplus",
+    "softsign",
+    "selu",
+    "swish",
+    "silu",
+    "relu6",
+    "exponential",
+)
 
 
 def _activation(name: str | None, layer: str) -> Any:
     name = (name or "linear").lower()
     if name == "linear":
         return None
-    simple = {"relu": nn.ReLU, "elu": nn.ELU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid, "softplus": nn.Softplus,
-              "softsign": nn.Softsign, "selu": nn.SELU, "swish": nn.SiLU, "silu": nn.SiLU, "relu6": nn.ReLU6}
+    simple = {
+        "relu": nn.ReLU,
+        "elu": nn.ELU,
+        "tanh": nn.Tanh,
+        "sigmoid": nn.Sigmoid,
+        "softplus": nn.Softplus,
+        "softsign": nn.Softsign,
+        "selu": nn.SELU,
+        "swish": nn.SiLU,
+        "silu": nn.SiLU,
+        "relu6": nn.ReLU6,
+    }
     if name in simple:
         return simple[name]()
     if name == "softmax":
         return nn.Softmax(dim=1)
     if name in ("hard_sigmoid", "exponential"):
         return Fn(name)
-    raise ModelError(f"layer {layer}: activation {name!r} is not supported (supported: {', '.join(ACTIVATIONS)})")
+    raise ModelError(
+        f"layer {layer}: activation {name!r} is not supported (supported: {', '.join(ACTIVATIONS)})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,10 +659,19 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
         c, kind = ly.config, ly.kind
         fmt = _data_format(c)
         if fmt is not None and fmt != kf.data_format and kind not in ("Dense", "Flatten"):
-            raise ModelError(f"{where}: layer {ly.name} uses {fmt} but the model's input is {kf.data_format}; "
-                             "mixed data formats are not supported")
-        if kind in ("InputLayer", "Dropout", "SpatialDropout2D", "GaussianNoise", "GaussianDropout",
-                    "AlphaDropout", "ActivityRegularization"):
+            raise ModelError(
+                f"{where}: layer {ly.name} uses {fmt} but the model's input is {kf.data_format}; "
+                "mixed data formats are not supported"
+            )
+        if kind in (
+            "InputLayer",
+            "Dropout",
+            "SpatialDropout2D",
+            "GaussianNoise",
+            "GaussianDropout",
+            "AlphaDropout",
+            "ActivityRegularization",
+        ):
             continue
         if kind in ("Conv2D", "Convolution2D"):
             filters = int(c.get("filters", c.get("nb_filter", 0)))
@@ -591,29 +680,49 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
             d = _pair(c.get("dilation_rate"), 1)
             pad = str(c.get("padding", c.get("border_mode", "valid"))).lower()
             if pad not in ("valid", "same"):
-                raise ModelError(f"{where}: layer {ly.name} (Conv2D) uses padding {pad!r}; only valid and same "
-                                 "are supported")
+                raise ModelError(
+                    f"{where}: layer {ly.name} (Conv2D) uses padding {pad!r}; only valid and same "
+                    "are supported"
+                )
+            if int(c.get("groups", 1) or 1) != 1:
+                raise ModelError(
+                    f"{where}: layer {ly.name} (Conv2D) uses groups={c['groups']}; only groups=1 is supported"
+                )
             use_bias = bool(c.get("use_bias", c.get("bias", True)))
             arrs = [a for _, a in ly.weights]
-            kern = need(ly.weight("kernel", "W") if ly.weight("kernel", "W") is not None
-                        else (arrs[0] if arrs else None), "kernel", ly)
+            kern = need(
+                ly.weight("kernel", "W")
+                if ly.weight("kernel", "W") is not None
+                else (arrs[0] if arrs else None),
+                "kernel",
+                ly,
+            )
             if kern.ndim != 4:
-                raise ModelError(f"{where}: layer {ly.name}: kernel has shape {kern.shape}, 4 dimensions expected")
-            if kern.shape[:2] == k and kern.shape[3] == filters:
-                w = kern.transpose(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
-            elif kern.shape[0] == filters and kern.shape[2:] == k:
-                w = kern  # Keras 1 "th" layout, already (out, in, kh, kw)
-            else:
-                raise ModelError(f"{where}: layer {ly.name}: kernel shape {kern.shape} does not match "
-                                 f"{filters} filters of {k[0]}x{k[1]}")
+                raise ModelError(
+                    f"{where}: layer {ly.name}: kernel has shape {kern.shape}, 4 dimensions expected"
+                )
+            th = c.get("dim_ordering") == "th"  # Keras 1 Theano ordering stores (out, in, kh, kw)
+            want = (filters, None, *k) if th else (*k, None, filters)
+            layout = "(out, in, kh, kw)" if th else "(kh, kw, in, out)"
+            if any(wd is not None and wd != got for wd, got in zip(want, kern.shape, strict=True)):
+                raise ModelError(
+                    f"{where}: layer {ly.name}: kernel shape {kern.shape} does not match "
+                    f"{filters} filters of {k[0]}x{k[1]} ({layout})"
+                )
+            w = kern if th else kern.transpose(3, 2, 0, 1)  # (kh, kw, in, out) -> (out, in, kh, kw)
             if options.flip_kernels:
                 w = w[:, :, ::-1, ::-1]
             conv = nn.Conv2d(w.shape[1], w.shape[0], k, stride=s, dilation=d, bias=use_bias)
             with torch.no_grad():
                 conv.weight.copy_(torch.from_numpy(np.ascontiguousarray(w)))
                 if use_bias:
-                    b = need(ly.weight("bias", "b") if ly.weight("bias", "b") is not None
-                             else (arrs[1] if len(arrs) > 1 else None), "bias", ly)
+                    b = need(
+                        ly.weight("bias", "b")
+                        if ly.weight("bias", "b") is not None
+                        else (arrs[1] if len(arrs) > 1 else None),
+                        "bias",
+                        ly,
+                    )
                     conv.bias.copy_(torch.from_numpy(b.reshape(-1)))
             if pad == "same":
                 add(ly.name + "_pad", SamePad(k, s, d, 0.0))
@@ -624,8 +733,10 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
             s = _pair(c.get("strides") or k, 1)
             pad = str(c.get("padding", c.get("border_mode", "valid"))).lower()
             if pad not in ("valid", "same"):
-                raise ModelError(f"{where}: layer {ly.name} ({kind}) uses padding {pad!r}; only valid and same "
-                                 "are supported")
+                raise ModelError(
+                    f"{where}: layer {ly.name} ({kind}) uses padding {pad!r}; only valid and same "
+                    "are supported"
+                )
             if kind == "MaxPooling2D":
                 if pad == "same":
                     add(ly.name + "_pad", SamePad(k, s, (1, 1), float("-inf")))
@@ -635,14 +746,20 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
             else:
                 add(ly.name, nn.AvgPool2d(k, s))
         elif kind == "Dense":
+            if spatial:
+                raise ModelError(
+                    f"{where}: layer {ly.name} (Dense) is applied to a 4-D feature map; only Dense "
+                    "layers after Flatten or global pooling are supported"
+                )
             units = int(c.get("units", c.get("output_dim", 0)))
             use_bias = bool(c.get("use_bias", c.get("bias", True)))
             arrs = [a for _, a in ly.weights]
             kern = ly.weight("kernel", "W")
             kern = need(kern if kern is not None else (arrs[0] if arrs else None), "kernel", ly)
             if kern.ndim != 2 or kern.shape[1] != units:
-                raise ModelError(f"{where}: layer {ly.name}: kernel shape {kern.shape} does not match {units} "
-                                 "units")
+                raise ModelError(
+                    f"{where}: layer {ly.name}: kernel shape {kern.shape} does not match {units} units"
+                )
             lin = nn.Linear(kern.shape[0], units, bias=use_bias)
             with torch.no_grad():
                 lin.weight.copy_(torch.from_numpy(np.ascontiguousarray(kern.T)))
@@ -655,6 +772,19 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
         elif kind == "Flatten":
             add(ly.name, KerasFlatten(channels_last))
             spatial = False
+        elif kind in ("GlobalAveragePooling2D", "GlobalMaxPooling2D"):
+            if c.get("keepdims"):
+                raise ModelError(f"{where}: layer {ly.name} ({kind}) with keepdims=True is not supported")
+            add(ly.name, GlobalPool("max" if "Max" in kind else "avg"))
+            spatial = False
+        elif kind == "ZeroPadding2D":
+            pd = c.get("padding", 1)
+            if isinstance(pd, int):
+                pd = ((pd, pd), (pd, pd))
+            elif isinstance(pd, list) and len(pd) == 2 and all(isinstance(v, int) for v in pd):
+                pd = ((pd[0], pd[0]), (pd[1], pd[1]))  # Keras 1 and 2: (symmetric rows, symmetric columns)
+            (t, b), (lft, r) = (_pair(pd[0], 0), _pair(pd[1], 0))
+            add(ly.name, ZeroPad(t, b, lft, r))
         elif kind == "Activation":
             act = _activation(c.get("activation"), ly.name)
             add(ly.name, act if act is not None else nn.Identity())
@@ -669,8 +799,15 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
             if mx is None and slope == 0.0 and thr == 0.0:
                 add(ly.name, nn.ReLU())
             else:
-                add(ly.name, Fn("relu", max_value=None if mx is None else float(mx), negative_slope=slope,
-                                threshold=thr))
+                add(
+                    ly.name,
+                    Fn(
+                        "relu",
+                        max_value=None if mx is None else float(mx),
+                        negative_slope=slope,
+                        threshold=thr,
+                    ),
+                )
         elif kind == "ThresholdedReLU":
             add(ly.name, Fn("thresholded_relu", theta=float(c.get("theta", 1.0))))
         elif kind == "Softmax":
@@ -680,14 +817,18 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
             add(ly.name, nn.Softmax(dim=1))
         elif kind == "BatchNormalization":
             if int(c.get("mode", 0) or 0) != 0:
-                raise ModelError(f"{where}: layer {ly.name} (BatchNormalization) uses Keras 1 mode {c.get('mode')}"
-                                 " (statistics of each batch); only mode 0 is supported")
+                raise ModelError(
+                    f"{where}: layer {ly.name} (BatchNormalization) uses Keras 1 mode {c.get('mode')}"
+                    " (statistics of each batch); only mode 0 is supported"
+                )
             axis = c.get("axis", -1)
             axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
             ok = {-1, 1} if not spatial else ({-1, 3} if channels_last else {1})
             if axis not in ok:
-                raise ModelError(f"{where}: layer {ly.name} (BatchNormalization) over axis {axis} is not "
-                                 "supported (channels only)")
+                raise ModelError(
+                    f"{where}: layer {ly.name} (BatchNormalization) over axis {axis} is not "
+                    "supported (channels only)"
+                )
             mean = need(ly.weight("moving_mean", "running_mean"), "moving_mean", ly)
             var = need(ly.weight("moving_variance", "running_std"), "moving_variance", ly)
             gamma = ly.weight("gamma")
@@ -705,26 +846,31 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
             if options.lambda_text is not None:
                 text, how = options.lambda_text, "given with lambda="
             else:
-                text = recognise_lambda(c.get("function")) if c.get("function_type", "lambda") == "lambda" else None
+                text = (
+                    recognise_lambda(c.get("function"))
+                    if c.get("function_type", "lambda") == "lambda"
+                    else None
+                )
                 how = "recognised from the constants in its stored code"
                 if text is None:
                     raise ModelError(
-                        f"{where}: layer {ly.name} is a Lambda whose stored code is not a normalisation this importer "
-                        "recognises (the code is never run); say what it computes with "
-                        "--model-option lambda=\"x/127.5-1\" (forms x/a-b, x*a+b, x/a)"
+                        f"{where}: layer {ly.name} is a Lambda whose stored code is not a normalisation this "
+                        "importer recognises (the code is never run); say what it computes with "
+                        '--model-option lambda="x/127.5-1" (forms x/a-b, x*a+b, x/a)'
                     )
             scale, offset = parse_affine(text)
             add(ly.name, Affine(scale, offset, text))
             notes.append(f"{ly.name}: {text} ({how})")
         else:
-            raise ModelError(f"{where}: layer {ly.name} has type {kind}, which the Keras importer does not "
-                             "support")
+            raise ModelError(
+                f"{where}: layer {ly.name} has type {kind}, which the Keras importer does not support"
+            )
     return nn.Sequential(OrderedDict(seq)), notes
 
 
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # The public entry point
-# --------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -748,8 +894,9 @@ def _output_scale(v: Any) -> tuple[float, str]:
     try:
         return float(s), f"x{float(s):g}"
     except ValueError as err:
-        raise ModelError(f"model option output={v!r}: expected {', '.join(OUTPUTS)} or a number (radians per "
-                         "output unit)") from err
+        raise ModelError(
+            f"model option output={v!r}: expected {', '.join(OUTPUTS)} or a number (radians per output unit)"
+        ) from err
 
 
 def _parse_size(v: Any) -> tuple[int, int]:
@@ -801,8 +948,10 @@ def load_keras(
     if lambda_text is None:
         lambda_text = extra.pop("lambda_", None)
     if extra:
-        raise ModelError(f"Keras model {path}: unknown option(s) {', '.join(sorted(extra))}; known: preprocess, "
-                         "output, lambda, size, flip_kernels, device, batch_size, name")
+        raise ModelError(
+            f"Keras model {path}: unknown option(s) {', '.join(sorted(extra))}; known: preprocess, "
+            "output, lambda, size, flip_kernels, device, batch_size, name"
+        )
     if lambda_text is not None:
         parse_affine(lambda_text)  # fail early with the parser's message
     kf = read_keras_file(path)
@@ -810,14 +959,18 @@ def load_keras(
     if size is not None:
         h, w = _parse_size(size)
     if h is None or w is None:
-        raise ModelError(f"{path}: the input size is not fixed in the file; give it with --model-option size=HxW")
+        raise ModelError(
+            f"{path}: the input size is not fixed in the file; give it with --model-option size=HxW"
+        )
     pname = preprocess or default_preset((h, w, ch))
     if pname not in PRESETS:
         raise ModelError(f"model option preprocess={pname!r}: unknown; known presets: {', '.join(PRESETS)}")
     preset = PRESETS[pname]
     if (preset.colour == "grey") != (ch == 1):
-        raise ModelError(f"{path}: preprocess={pname} gives {'1' if preset.colour == 'grey' else '3'} channel(s) "
-                         f"but the network takes {ch}; choose another preset ({', '.join(PRESETS)})")
+        raise ModelError(
+            f"{path}: preprocess={pname} gives {'1' if preset.colour == 'grey' else '3'} channel(s) "
+            f"but the network takes {ch}; choose another preset ({', '.join(PRESETS)})"
+        )
     scale, out_name = _output_scale(output if output is not None else preset.output)
     module, notes = build_module(
         kf, options=BuildOptions(lambda_text=lambda_text, flip_kernels=_as_bool("flip_kernels", flip_kernels))
@@ -831,12 +984,28 @@ def load_keras(
         return y.detach().float().cpu().numpy().reshape(-1).astype(np.float64) * scale
 
     n_params = int(sum(p.numel() for p in module.parameters()))
-    info = KerasImport(str(path), kf.keras_version, (h, w, ch), kf.data_format, pname, preset.note, out_name,
-                       tuple(notes), n_params, tuple(f"{ly.name}:{ly.kind}" for ly in kf.layers))
+    info = KerasImport(
+        str(path),
+        kf.keras_version,
+        (h, w, ch),
+        kf.data_format,
+        pname,
+        preset.note,
+        out_name,
+        tuple(notes),
+        n_params,
+        tuple(f"{ly.name}:{ly.kind}" for ly in kf.layers),
+    )
     note = f"{preset.note}; output {out_name}"
     spec = InputSpec(height=h, width=w, colour=preset.colour, history=0, note=note)
     model = TorchSteeringModel(
-        name or Path(path).stem, module, spec, pre, post, batch_size=int(batch_size), device=device,
+        name or Path(path).stem,
+        module,
+        spec,
+        pre,
+        post,
+        batch_size=int(batch_size),
+        device=device,
         card=str(path),
     )
     model.keras = info  # type: ignore[attr-defined]
@@ -844,7 +1013,7 @@ def load_keras(
 
 
 def _check_output(module: Any, kf: KerasFile, shape: tuple[int, int, int]) -> None:
-    """Run zeros through the module: shape errors become one line naming the file; one output value required."""
+    """Run zeros through the module: shape errors become one line naming the file; one output is required."""
 
     h, w, ch = shape
     try:
@@ -852,17 +1021,22 @@ def _check_output(module: Any, kf: KerasFile, shape: tuple[int, int, int]) -> No
             y = module.eval()(torch.zeros(1, ch, h, w))
     except RuntimeError as err:
         msg = str(err).splitlines()[0]
-        raise ModelError(f"{kf.path}: the layers do not fit together for a {h}x{w}x{ch} input ({msg})") from err
+        raise ModelError(
+            f"{kf.path}: the layers do not fit together for a {h}x{w}x{ch} input ({msg})"
+        ) from err
     if tuple(y.shape) not in ((1, 1), (1,)):
-        raise ModelError(f"{kf.path}: the network outputs shape {tuple(y.shape[1:])} per image; a steering model "
-                         "must output one value")
+        raise ModelError(
+            f"{kf.path}: the network outputs shape {tuple(y.shape[1:])} per image; a steering model "
+            "must output one value"
+        )
 
 
 USAGE = (
     "A Keras HDF5 model (Keras 1.x or 2.x, saved with model.save) is used by its path, e.g. "
     "--model ../shared/data/models/dave2_udacity_simulator.h5. It is imported into torch without TensorFlow; "
-    "its code is never run. Input preparation: --model-option preprocess=" + "|".join(PRESETS)
+    "its code is never run. Input preparation: --model-option preprocess="
+    + "|".join(PRESETS)
     + " (default dave2-udacity-sim for a 66x200x3 input, else resize, RGB); output conversion: "
     "--model-option output=" + "|".join(OUTPUTS) + "|<radians per unit> (default radians; udacity-sim for "
-    "dave2-udacity-sim); an unrecognised Lambda layer: --model-option lambda=\"x/127.5-1\"."
+    'dave2-udacity-sim); an unrecognised Lambda layer: --model-option lambda="x/127.5-1".'
 )

@@ -68,7 +68,7 @@ def _plugins() -> dict[str, EntryPoint]:
 
 
 def available() -> list[str]:
-    """Names :func:`get_model` accepts (built-ins, then plugins), besides ``module:callable`` and Keras paths."""
+    """Names :func:`get_model` accepts (built-ins, then plugins), besides ``module:callable``, Keras paths."""
     names = builtin_names()
     names += sorted(n for n in _plugins() if n not in names)
     return names
@@ -89,7 +89,8 @@ def is_keras_path(spec: str) -> bool:
 
 
 def kind_of(spec: str) -> str:
-    """What a spec names: ``"keras"``, ``"builtin"``, ``"code"`` (module:callable), ``"plugin"`` or ``"unknown"``."""
+    """What a spec names: ``"keras"``, ``"builtin"``, ``"code"`` (``module:callable``), ``"plugin"`` or
+    ``"unknown"``."""
     spec = spec.strip()
     if is_keras_path(spec):
         return "keras"
@@ -108,7 +109,9 @@ def _load_object(spec: str) -> Any:
     try:
         obj: Any = importlib.import_module(mod_name)
     except ImportError as err:
-        raise UnknownModelError(f"cannot import module {mod_name!r} of steering model {spec!r}: {err}") from err
+        raise UnknownModelError(
+            f"cannot import module {mod_name!r} of steering model {spec!r}: {err}"
+        ) from err
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -122,7 +125,9 @@ def _load_object(spec: str) -> Any:
 def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> SteeringModel:
     if isinstance(obj, SteeringModel) and not isinstance(obj, type):
         if options:
-            raise ModelError(f"steering model {spec!r} is an instance; it takes no options (got {sorted(options)})")
+            raise ModelError(
+                f"steering model {spec!r} is an instance; it takes no options (got {sorted(options)})"
+            )
         return obj
     if not callable(obj):
         raise UnknownModelError(f"steering model {spec!r} is neither callable nor a SteeringModel")
@@ -140,7 +145,7 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
 
     ``spec`` is a zoo name, an entry-point name of the group ``lidarmt.steering``, ``"module:callable"``, or
     the path of a Keras HDF5 file. Zoo models take ``weights=`` and ``device=``; Keras files take the options
-    of :func:`~lidarmt.camera.models.keras.load_keras` (``preprocess``, ``output``, ``lambda``, ``device``...).
+    of :func:`~lidarmt.camera.models.keras.load_keras` (``preprocess``, ``output``, ``lambda``, ``device``).
     ``trust_code=False`` (for specs read from files) refuses ``module:callable``, which would import code;
     zoo names, installed plugins and Keras files are still allowed.
     """
@@ -176,7 +181,7 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
 
 
 def describe(spec: str) -> dict[str, Any]:
-    """What ``lidarmt camera models`` shows about one model name: the zoo's description, or a plugin's origin."""
+    """What ``lidarmt camera models`` shows about one name: the zoo's description, or a plugin's origin."""
     zoo = _zoo()
     if zoo is not None and spec in zoo.available():
         return {"name": spec, "kind": "builtin", **dict(zoo.describe(spec))}
@@ -184,6 +189,12 @@ def describe(spec: str) -> dict[str, Any]:
     if spec in plugins:
         ep = plugins[spec]
         dist = getattr(ep, "dist", None)
-        return {"name": spec, "kind": "plugin", "entry_point": ep.value,
-                "package": getattr(dist, "name", None) if dist is not None else None}
-    raise UnknownModelError(f"unknown steering model {spec!r}; available: {', '.join(available()) or '(none)'}")
+        return {
+            "name": spec,
+            "kind": "plugin",
+            "entry_point": ep.value,
+            "package": getattr(dist, "name", None) if dist is not None else None,
+        }
+    raise UnknownModelError(
+        f"unknown steering model {spec!r}; available: {', '.join(available()) or '(none)'}"
+    )

@@ -1,4 +1,4 @@
-"""``lidarmt camera models``: the steering models lidarmt can test (zoo, plugins) and how to use a Keras file."""
+"""``lidarmt camera models``: the steering models to test (zoo, plugins), and how to use Keras files."""
 
 from __future__ import annotations
 
@@ -18,8 +18,12 @@ def _keras_help() -> dict[str, Any]:
 
     return {
         "usage": USAGE,
-        "presets": {name: {"colour": p.colour, "note": p.note, "output": p.output} for name, p in PRESETS.items()},
-        "outputs": {name: {"radians_per_unit": scale, "note": OUTPUT_NOTES[name]} for name, scale in OUTPUTS.items()},
+        "presets": {
+            name: {"colour": p.colour, "note": p.note, "output": p.output} for name, p in PRESETS.items()
+        },
+        "outputs": {
+            name: {"radians_per_unit": scale, "note": OUTPUT_NOTES[name]} for name, scale in OUTPUTS.items()
+        },
         "default_preset": "dave2-udacity-sim when the network input is 66x200x3, else resize (RGB)",
     }
 
@@ -33,7 +37,8 @@ def _keras_detail(spec: str, options: dict[str, str]) -> dict[str, Any]:
         "name": model.name, "kind": "keras", "path": k.path, "keras_version": k.keras_version,
         "input": {"height": k.input_shape[0], "width": k.input_shape[1], "channels": k.input_shape[2],
                   "colour": model.input_spec.colour, "history": 0, "note": model.input_spec.note},
-        "data_format": k.data_format, "preprocess": k.preset, "preprocess_note": k.preset_note, "output": k.output,
+        "data_format": k.data_format, "preprocess": k.preset, "preprocess_note": k.preset_note,
+        "output": k.output,
         "lambdas": list(k.lambdas), "parameters": k.parameters, "layers": list(k.layers),
     }  # fmt: skip
 
@@ -51,11 +56,20 @@ def _parse_options(items: list[str] | None) -> dict[str, str]:
 
 
 def models(
-    spec: Annotated[str | None, typer.Argument(help="Show one model in detail: a zoo or plugin name, or the path "
-                                               "of a Keras .h5 file (its layers, input and preprocessing).")] = None,
-    model_option: Annotated[list[str] | None, typer.Option("--model-option", help="With a Keras file: key=value "
-                                                           "import option (preprocess=, output=, lambda=); "
-                                                           "repeatable.")] = None,
+    spec: Annotated[
+        str | None,
+        typer.Argument(
+            help="Show one model in detail: a zoo or plugin name, or the path "
+            "of a Keras .h5 file (its layers, input and preprocessing)."
+        ),
+    ] = None,
+    model_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model-option",
+            help="With a Keras file: key=value import option (preprocess=, output=, lambda=); repeatable.",
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print as JSON (for scripts).")] = False,
 ) -> None:
     """List the steering models: each zoo model with its input, history, parameters, model card and validation
@@ -107,20 +121,30 @@ def _print_list(doc: dict[str, Any]) -> None:
     if doc["models"]:
         t = Table(title="steering models", title_justify="left")
         for col in ("name", "kind", "input", "history", "parameters", "val RMSE°"):
-            t.add_column(col, no_wrap=col == "name", justify="left" if col in ("name", "kind", "input") else "right")
+            t.add_column(
+                col, no_wrap=col == "name", justify="left" if col in ("name", "kind", "input") else "right"
+            )
         for m in doc["models"]:
             inp = m.get("input")
             hist = inp.get("history", 0) if isinstance(inp, dict) else m.get("history", "")
             rmse = m.get("val_rmse_deg")
             params = m.get("parameters")
-            t.add_row(m["name"], str(m.get("kind", "")), _input_text(inp) or m.get("entry_point", ""), str(hist),
-                      f"{params:,}" if isinstance(params, int) else "",
-                      f"{rmse:.2f}" if isinstance(rmse, (int, float)) else "")
+            t.add_row(
+                m["name"],
+                str(m.get("kind", "")),
+                _input_text(inp) or m.get("entry_point", ""),
+                str(hist),
+                f"{params:,}" if isinstance(params, int) else "",
+                f"{rmse:.2f}" if isinstance(rmse, (int, float)) else "",
+            )
         console.print(t)
         for m in doc["models"]:
             inp = m.get("input") if isinstance(m.get("input"), dict) else {}
-            parts = [f"card {m['card']}" if m.get("card") else "", inp.get("note", ""),
-                     f"plugin {m['entry_point']}" if m.get("entry_point") else ""]
+            parts = [
+                f"card {m['card']}" if m.get("card") else "",
+                inp.get("note", ""),
+                f"plugin {m['entry_point']}" if m.get("entry_point") else "",
+            ]
             text = "; ".join(p for p in parts if p)
             if text:
                 console.print(f"  [bold]{m['name']}[/bold]: {text}", highlight=False, soft_wrap=True)
@@ -148,8 +172,12 @@ def _print_detail(doc: dict[str, Any]) -> None:
     t.add_column(overflow="fold")
     for key, value in doc.items():
         if key == "input":
-            value = f"{_input_text(value)}, history {value.get('history', 0)}" + (
-                f"; {value['note']}" if value.get("note") else "") if isinstance(value, dict) else value
+            value = (
+                f"{_input_text(value)}, history {value.get('history', 0)}"
+                + (f"; {value['note']}" if value.get("note") else "")
+                if isinstance(value, dict)
+                else value
+            )
         elif key == "layers":
             value = " → ".join(value)
         elif isinstance(value, (list, tuple)):

@@ -58,9 +58,11 @@ def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int
         images = np.stack(batch)
         y = np.asarray(model.predict(images), dtype=np.float64)
         if y.shape != (len(batch),) or not np.all(np.isfinite(y)):
-            raise ModelError(f"model {model.name}: predict returned {y.dtype} {y.shape} with "
-                             f"{int(np.sum(~np.isfinite(y))) if y.size else 0} non-finite value(s) for "
-                             f"{len(batch)} images; a steering model must return (N,) finite angles in radians")
+            raise ModelError(
+                f"model {model.name}: predict returned {y.dtype} {y.shape} with "
+                f"{int(np.sum(~np.isfinite(y))) if y.size else 0} non-finite value(s) for "
+                f"{len(batch)} images; a steering model must return (N,) finite angles in radians"
+            )
         for (i, fid, lab), v in zip(meta, y, strict=True):
             indices.append(i)
             ids.append(fid)
@@ -80,8 +82,10 @@ def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int
             if len(window) < history + 1:
                 continue
             if any(w.shape != img.shape for w in window):
-                raise ModelError(f"{src.path}: frames {i - history}..{i} differ in size; a model with history "
-                                 "needs frames of one size")
+                raise ModelError(
+                    f"{src.path}: frames {i - history}..{i} differ in size; a model with history "
+                    "needs frames of one size"
+                )
             item = np.stack(window)
         else:
             item = img
@@ -103,15 +107,19 @@ def metrics(labels: list[float], predictions: list[float]) -> dict[str, Any]:
 
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(predictions, dtype=np.float64)
-    out: dict[str, Any] = {"frames": int(len(p)),
-                           "mean_abs_prediction_deg": float(np.degrees(np.abs(p)).mean()) if len(p) else None}
+    out: dict[str, Any] = {
+        "frames": int(len(p)),
+        "mean_abs_prediction_deg": float(np.degrees(np.abs(p)).mean()) if len(p) else None,
+    }
     have = np.isfinite(y)
     out["labelled"] = int(have.sum())
     if have.any():
         e = p[have] - y[have]
         mse = float(np.mean(e**2))
         out.update(
-            mse_rad2=mse, rmse_deg=math.degrees(math.sqrt(mse)), mae_deg=float(np.degrees(np.abs(e)).mean()),
+            mse_rad2=mse,
+            rmse_deg=math.degrees(math.sqrt(mse)),
+            mae_deg=float(np.degrees(np.abs(e)).mean()),
             mean_abs_label_deg=float(np.degrees(np.abs(y[have])).mean()),
             zero_rmse_deg=math.degrees(math.sqrt(float(np.mean(y[have] ** 2)))),
         )
@@ -127,8 +135,9 @@ def _arrow(img: Any, angle: float, colour: tuple[int, int, int], length: float, 
     x0, y0 = w / 2.0, h - 6.0
     x1 = x0 - length * math.sin(angle)  # positive angle = left
     y1 = y0 - length * math.cos(angle)
-    cv2.arrowedLine(img, (round(x0), round(y0)), (round(x1), round(y1)), colour, thickness, cv2.LINE_AA,
-                    tipLength=0.15)
+    cv2.arrowedLine(
+        img, (round(x0), round(y0)), (round(x1), round(y1)), colour, thickness, cv2.LINE_AA, tipLength=0.15
+    )
 
 
 def contact_sheet(src: Any, result: dict[str, Any], *, count: int = SHEET_FRAMES) -> Any:
@@ -150,13 +159,37 @@ def contact_sheet(src: Any, result: dict[str, Any], *, count: int = SHEET_FRAMES
         _arrow(tile, pred, PREDICTION_RGB, 0.45 * h, 2)
         cv2.rectangle(tile, (0, 0), (SHEET_TILE_WIDTH, 34), (0, 0, 0), -1)
         fid = str(result["frame_ids"][k])
-        cv2.putText(tile, f"#{result['indices'][k]} {fid[-16:]}", (4, 13), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
-                    (255, 255, 255), 1, cv2.LINE_AA)
+        cv2.putText(
+            tile,
+            f"#{result['indices'][k]} {fid[-16:]}",
+            (4, 13),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.4,
+            (255, 255, 255),
+            1,
+            cv2.LINE_AA,
+        )
         if math.isfinite(lab):
-            cv2.putText(tile, f"label {math.degrees(lab):+.1f}", (4, 29), cv2.FONT_HERSHEY_SIMPLEX, 0.45,
-                        LABEL_RGB, 1, cv2.LINE_AA)
-        cv2.putText(tile, f"pred {math.degrees(pred):+.1f} deg", (140, 29), cv2.FONT_HERSHEY_SIMPLEX, 0.45,
-                    PREDICTION_RGB, 1, cv2.LINE_AA)
+            cv2.putText(
+                tile,
+                f"label {math.degrees(lab):+.1f}",
+                (4, 29),
+                cv2.FONT_HERSHEY_SIMPLEX,
+                0.45,
+                LABEL_RGB,
+                1,
+                cv2.LINE_AA,
+            )
+        cv2.putText(
+            tile,
+            f"pred {math.degrees(pred):+.1f} deg",
+            (140, 29),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            0.45,
+            PREDICTION_RGB,
+            1,
+            cv2.LINE_AA,
+        )
         tiles.append(tile)
     if not tiles:
         return np.zeros((40, SHEET_TILE_WIDTH, 3), np.uint8)
@@ -167,7 +200,7 @@ def contact_sheet(src: Any, result: dict[str, Any], *, count: int = SHEET_FRAMES
     for j, t in enumerate(tiles):
         r, c = divmod(j, cols)
         y, x = 4 + r * (th + 4), 4 + c * (SHEET_TILE_WIDTH + 4)
-        sheet[y:y + t.shape[0], x:x + SHEET_TILE_WIDTH] = t
+        sheet[y : y + t.shape[0], x : x + SHEET_TILE_WIDTH] = t
     return sheet
 
 
@@ -188,22 +221,50 @@ def write_picture(path: Path, rgb: Any) -> None:
 
 
 def predict(
-    src_path: Annotated[Path, typer.Argument(metavar="SRC", help="Image source: a Udacity-style folder "
-                                             "(center/ + steering.csv), a folder of images, a ROS1/ROS2 bag or "
-                                             "an Apollo .record.")],
-    model_spec: Annotated[str, typer.Option("--model", "-m", help="A model of 'lidarmt camera models', the path "
-                                            "of a Keras .h5 file, or package.module:callable.")],
-    model_option: Annotated[list[str] | None, typer.Option("--model-option", help="key=value passed to the "
-                                                           "model's loader (Keras: preprocess=, output=, "
-                                                           "lambda=; zoo: weights=); repeatable.")] = None,
-    frames: Annotated[int | None, typer.Option("--frames", "-n", min=1, help="Predict only the first N "
-                                               "frames.")] = None,
+    src_path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="SRC",
+            help="Image source: a Udacity-style folder "
+            "(center/ + steering.csv), a folder of images, a ROS1/ROS2 bag or "
+            "an Apollo .record.",
+        ),
+    ],
+    model_spec: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="A model of 'lidarmt camera models', the path "
+            "of a Keras .h5 file, or package.module:callable.",
+        ),
+    ],
+    model_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model-option",
+            help="key=value passed to the "
+            "model's loader (Keras: preprocess=, output=, "
+            "lambda=; zoo: weights=); repeatable.",
+        ),
+    ] = None,
+    frames: Annotated[
+        int | None, typer.Option("--frames", "-n", min=1, help="Predict only the first N frames.")
+    ] = None,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Image topic of a recording.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write a contact sheet (PNG/JPG) of "
-                                             f"{SHEET_FRAMES} evenly spaced frames with the label (green) and "
-                                             "the prediction (red) as steering arrows.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print every frame's angles and the metrics as "
-                                           "JSON.")] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write a contact sheet (PNG/JPG) of "
+            f"{SHEET_FRAMES} evenly spaced frames with the label (green) and "
+            "the prediction (red) as steering arrows.",
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print every frame's angles and the metrics as JSON.")
+    ] = False,
     device: Annotated[str, typer.Option(help="torch device of the model (cpu, cuda).")] = "cpu",
 ) -> None:
     """Predict the steering angle of each frame; with labels, the error (MSE in rad², RMSE in degrees).
@@ -213,7 +274,7 @@ def predict(
 
     Examples:
 
-    `lidarmt camera predict ../shared/data/udacity --model ../shared/data/models/dave2_udacity_simulator.h5 --out sheet.png`
+    `lidarmt camera predict ../shared/data/udacity --model dave2_udacity_simulator.h5 --out sheet.png`
 
     `lidarmt camera predict ../shared/data/udacity --model dave2 --frames 200 --json`
     """
@@ -263,7 +324,9 @@ def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any]
     console.print(t)
     if n > TABLE_ROWS:
         console.print(f"… {n - TABLE_ROWS} more frame(s); --json prints them all", highlight=False)
-    line = f"{n} frame(s); mean |prediction| {m['mean_abs_prediction_deg']:.2f}°" if n else "no frames predicted"
+    line = (
+        f"{n} frame(s); mean |prediction| {m['mean_abs_prediction_deg']:.2f}°" if n else "no frames predicted"
+    )
     console.print(line, highlight=False)
     if m.get("labelled"):
         corr = m["correlation"]
