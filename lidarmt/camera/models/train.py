@@ -228,6 +228,16 @@ def rmse_deg(mse: float) -> float:
     return float(math.degrees(math.sqrt(mse)))
 
 
+def label_diagnostics(labels: np.ndarray) -> dict[str, float]:
+    """Whether labels look like a driver's steering: ``lag1_autocorrelation`` of consecutive labels (a real
+    steering signal sampled at 10-20 Hz is smooth, close to 1; independent noise gives about 0), the range and
+    the standard deviation, in radians."""
+    y = np.asarray(labels, dtype=np.float64)
+    r1 = float(np.corrcoef(y[:-1], y[1:])[0, 1]) if len(y) > 2 and np.std(y) > 0 else float("nan")
+    return {"lag1_autocorrelation": r1, "min_rad": float(y.min()), "max_rad": float(y.max()),
+            "std_rad": float(np.std(y))}
+
+
 def predict_split(model: Any, frames: LabelledFrames, start: int, stop: int, *, chunk: int = 32) -> np.ndarray:
     """Predictions of a :class:`SteeringModel` for frames ``start..stop-1`` from the raw frames; models with
     history get windows clamped to ``start``."""
@@ -467,7 +477,8 @@ def finish(cfg: TrainConfig, arch: Arch, module: Any, frames: LabelledFrames, ou
         "arch": arch.name, "parameters": count_parameters(module), "weights_bytes": weights.stat().st_size,
         "best_epoch": best["epoch"], "best_stage": best["stage"], "train_seconds": round(wall_seconds, 1),
         "config": asdict(cfg), "data_frames": int(len(frames.labels)), "data": frames.path,
-        "history": history,
+        "frame_size": [int(frames.images.shape[1]), int(frames.images.shape[2])],
+        "labels": label_diagnostics(frames.labels), "history": history,
     })
     atomic_write_text(out / f"{arch.name}.json", json.dumps(metrics, indent=2) + "\n")
     atomic_write_text(out / f"{arch.name}.md", model_card(arch, metrics))
@@ -489,6 +500,51 @@ def command_line(cfg: TrainConfig) -> str:
     if cfg.threads != 1:
         parts.append(f"--threads {cfg.threads}")
     return " ".join(parts)
+
+
+#: Provenance of the shared data set the shipped models were trained on (``../shared/data/udacity``).
+UDACITY_PROVENANCE = (
+    "real front-camera frames (resized to 320x240) of the Udacity self-driving challenge 2 test drive, with "
+    "the steering angles (radians) of DeepXplore's copy (github.com/peikexin9/deepxplore, Driving/testing; MIT "
+    "licence), as in the shared data set `../shared/data/udacity`"
+)
+
+
+def _data_lines(m: dict[str, Any]) -> list[str]:
+    h, w = m.get("frame_size", ["?", "?"])
+    where = Path(m["data"])
+    what = UDACITY_PROVENANCE if where.name == "udacity" else f"frames of `{m['data']}`"
+    return [f"- {m['data_frames']:,} {what}; frames of {w}x{h} pixels."]
+
+
+def _label_warning(m: dict[str, Any]) -> list[str]:
+    """A warning section when the labels do not behave like steering and the model does not beat the
+    baselines (both measured, see :func:`label_diagnostics`)."""
+    lab = m.get("labels")
+    if not lab:
+        return []
+    r1 = lab["lag1_autocorrelation"]
+    beats = m["val_mse"] < min(m["zero_mse"], m["mean_mse"])
+    lines = ["## The labels", "",
+             f"Consecutive labels have a lag-1 autocorrelation of {r1:.3f} (range {lab['min_rad']:+.3f} .. "
+             f"{lab['max_rad']:+.3f} rad, standard deviation {lab['std_rad']:.3f} rad). A driver's steering "
+             "sampled at 10 Hz changes smoothly, with an autocorrelation close to 1."]
+    if r1 < 0.5 and not beats:
+        lines += ["",
+                  "**These labels do not follow the drive, and this model does not beat the always-zero or "
+                  "always-mean baselines on the validation frames: it has not learned to steer.** The labels "
+                  "behave like independent random values (flat histogram over about ±0.4 rad) rather than "
+                  "recorded steering, while the frames are consecutive (neighbouring frames are far more alike "
+                  "than distant ones); DeepXplore's code reads the angles of these test frames from the "
+                  "file `final_example.csv`. The network's output still depends on the image, so it can "
+                  "serve as a system under test for relations between its own outputs (mirror, brightness, "
+                  "DeepRoad's |f(i) − f(τ(i))| ≤ ε), but not for relations against the labels (DeepTest's "
+                  "(θ̂ − θ)² ≤ λ·MSE), and its errors say nothing about how a trained steering model behaves. "
+                  "Retrain with `scripts/train_camera_models.sh DATA` on frames with real steering labels."]
+    elif not beats:
+        lines += ["", "**This model does not beat the always-zero or always-mean baselines on the validation "
+                  "frames.**"]
+    return lines + [""]
 
 
 def model_card(arch: Arch, m: dict[str, Any]) -> str:
@@ -519,10 +575,7 @@ def model_card(arch: Arch, m: dict[str, Any]) -> str:
         "",
         "## Training data",
         "",
-        f"- {m['data_frames']:,} real front-camera frames (320x240) with steering angles in radians, from the Udacity "
-        "self-driving challenge 2 test drive, as published in DeepXplore's repository "
-        "(github.com/peikexin9/deepxplore, Driving/testing; MIT licence); the shared data set "
-        "`../shared/data/udacity`.",
+        *_data_lines(m),
         f"- Split in time: the first {m['train_frames']:,} frames train, the last {m['val_frames']} "
         f"({cfg['val_fraction']:.0%} of the drive) validate; no frame is in both.",
         "- Augmentation: " + ("a horizontal flip with the angle negated, with probability 1/2. **The model was "
@@ -551,6 +604,7 @@ def model_card(arch: Arch, m: dict[str, Any]) -> str:
         f"| always the training mean ({m['train_mean_rad']:+.4f} rad) | {m['mean_mse']:.5f} | "
         f"{m['mean_rmse_deg']:.2f} |",
         "",
+        *_label_warning(m),
         "## Limits",
         "",
         f"- Trained on {m['train_frames']:,} frames of one drive; DeepTest's Udacity models saw about 33,000 to "

@@ -49,7 +49,8 @@ def describe(name: str) -> dict[str, Any]:
 
     Keys: ``name``, ``title``, ``kind`` ("zoo"), ``input`` (height, width, colour, history, note), ``parameters``,
     ``shipped`` (weights present), ``weights``, ``card``, and, when the metrics file is shipped: ``val_rmse_deg``,
-    ``zero_rmse_deg``, ``mean_rmse_deg``, ``val_mse``, ``train_frames``, ``val_frames``, ``augmentation``, ``summary``.
+    ``zero_rmse_deg``, ``mean_rmse_deg``, ``val_mse``, ``train_frames``, ``val_frames``, ``augmentation``,
+    ``beats_baselines`` (validation MSE below both baselines'), ``label_lag1_autocorrelation`` (see the card).
     """
     arch = get_arch(name)
     spec = arch.input_spec
@@ -71,6 +72,10 @@ def describe(name: str) -> dict[str, Any]:
                     "mean_rmse_deg", "train_frames", "val_frames", "best_epoch", "weights_bytes"):
             if key in m:
                 info[key] = m[key]
+        if {"val_mse", "zero_mse", "mean_mse"} <= m.keys():
+            info["beats_baselines"] = bool(m["val_mse"] < min(m["zero_mse"], m["mean_mse"]))
+        if "labels" in m:
+            info["label_lag1_autocorrelation"] = m["labels"].get("lag1_autocorrelation")
         info["augmentation"] = "horizontal flip" if m.get("config", {}).get("flip") else "none"
         info["seed"] = m.get("config", {}).get("seed")
     return info
