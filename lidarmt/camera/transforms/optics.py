@@ -98,22 +98,25 @@ class Droplets(Weather):
 
     Model (Roser & Geiger, "Realistic modeling of water droplets for monocular adverse weather corrections",
     IEEE ITSC 2009; Halimeh & Roser, IEEE IV 2009): a drop on the glass is a small, thick plano-convex lens.
-    Seen through it, a wide cone of the scene behind is imaged inverted and shrunk into the drop's outline —
-    a fisheye view, here a remap of each drop's pixels to ``centre − zoom·(1 + 0.35ρ²)·(p − centre)``
-    (``ρ`` the normalised radius), lifted a little because the drop looks up past its own shadow. The camera
+    Seen through it, a wide cone of the scene is imaged inverted and shrunk into the drop's outline (the sky
+    at the bottom of the drop), a fisheye view whose angular width depends on the drop's contact angle, not
+    on its size. Here each drop's pixel ``p`` shows the scene at ``c′ − (view·H / r)·(1 + 0.35ρ²)·(p − c)``:
+    ``c`` the drop's centre, ``r`` its radius, ``ρ`` the normalised radius, ``view`` the half-height of the
+    scene region every drop shows (a fraction of the image height ``H``), and ``c′`` a point a little above
+    the drop, as the rays through a drop on a tilted windscreen come from higher up. The camera
     is focused far away, so drops and what they show are blurred (a Gaussian defocus of the refracted image
     and a soft outline); the total internal reflection at the rim darkens the edge, and the sky's
     reflection puts a highlight at the top. A thin water film also slightly blurs the whole frame.
 
-    Style: ``size`` (a factor on drop radii), ``count`` (a factor on their number), ``zoom`` (the
-    demagnification of the refracted view), ``defocus`` (a factor on the blur).
+    Style: ``size`` (a factor on drop radii), ``count`` (a factor on their number), ``view`` (see above),
+    ``defocus`` (a factor on the blur).
     """
 
     name = "droplets"
     description = "wet lens: drops as plano-convex lenses remapping an inverted, shrunk view (Roser & Geiger 2009), defocused"
-    style = ("size", "count", "zoom", "defocus")
+    style = ("size", "count", "view", "defocus")
     space = {"intensity": _INTENSITY, "size": ParamRange(0.7, 1.5), "count": ParamRange(0.6, 1.4),
-             "zoom": ParamRange(1.6, 3.2), "defocus": ParamRange(0.6, 1.4)}
+             "view": ParamRange(0.12, 0.3), "defocus": ParamRange(0.6, 1.4)}
 
     def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
         h, w = image.shape[:2]
@@ -126,9 +129,9 @@ class Droplets(Weather):
         mask = np.zeros((h, w), np.float32)
         shade = np.ones((h, w), np.float32)
         highlight = np.zeros((h, w), np.float32)
-        zoom = p["zoom"]
+        view = p["view"] * h
         for _ in range(n):
-            r = float(h * p["size"] * min(0.12, 0.012 + g.exponential(0.022)))
+            r = float(h * p["size"] * min(0.075, 0.012 + g.exponential(0.018)))
             ecc = g.uniform(0.8, 1.15)  # drops are a little elongated, mostly vertically
             cx, cy = g.uniform(0, w), g.uniform(0, h)
             x0, x1 = max(0, int(cx - r - 1)), min(w, int(cx + r + 2))
@@ -139,10 +142,10 @@ class Droplets(Weather):
             dy = gy[y0:y1, x0:x1] - np.float32(cy)
             rho2 = (dx * dx + (dy / np.float32(ecc)) ** 2) * np.float32(1.0 / (r * r))
             inside = rho2 < 1.0
-            k = np.float32(zoom) * (1.0 + np.float32(0.35) * rho2)
+            k = np.float32(view / r) * (1.0 + np.float32(0.35) * rho2)
             sub_x, sub_y = mx[y0:y1, x0:x1], my[y0:y1, x0:x1]
             sub_x[inside] = (np.float32(cx) - k * dx)[inside]
-            sub_y[inside] = (np.float32(cy - 0.6 * r) - k * dy)[inside]
+            sub_y[inside] = (np.float32(cy - 0.3 * view) - k * dy)[inside]
             mask[y0:y1, x0:x1][inside] = 1.0
             edge = np.clip((rho2 - 0.55) / 0.45, 0.0, 1.0)
             shade[y0:y1, x0:x1][inside] = (1.0 - 0.35 * edge * edge)[inside]
@@ -155,7 +158,7 @@ class Droplets(Weather):
         if n == 0:
             return to_uint8(base)
         refr = cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
-        refr = cv2.GaussianBlur(to_float(refr), (0, 0), 1.6 * p["defocus"] * s)
+        refr = cv2.GaussianBlur(to_float(refr), (0, 0), 2.0 * p["defocus"] * s)
         soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
         shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
         refr *= (shade * 1.05)[..., None]

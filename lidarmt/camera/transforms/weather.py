@@ -96,7 +96,7 @@ class Fog(Weather):
     description = "fog: Koschmieder's law I = J·t + A·(1 − t), t = exp(−β·d), ground-plane depth, patchy β"
     style = ("visibility", "horizon", "far", "patchiness", "airlight", "tint")
     space = {"intensity": _INTENSITY, "visibility": ParamRange(50.0, 80.0), "horizon": ParamRange(0.5, 0.62),
-             "far": ParamRange(30.0, 70.0), "patchiness": ParamRange(0.0, 0.6),
+             "far": ParamRange(25.0, 50.0), "patchiness": ParamRange(0.0, 0.6),
              "airlight": ParamRange(0.72, 0.92), "tint": ParamRange(-1.0, 1.0)}
 
     def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
