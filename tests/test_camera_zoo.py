@@ -178,7 +178,11 @@ def test_describe_matches_the_card(name):
     card = zoo.WEIGHTS_DIR.joinpath(f"{name}.md").read_text(encoding="utf-8")
     for key in ("val_rmse_deg", "zero_rmse_deg", "mean_rmse_deg"):
         assert f"| {info[key]:.2f} |" in card
-    assert info["augmentation"] in card or "horizontal flip" in card
+    flip = info["augmentation"] == "horizontal flip"
+    assert ("horizontal flip with the angle negated" in card) == flip and ("none (no flip" in card) == (not flip)
+    assert f"{info['parameters']:,}" in card and f"the last {info['val_frames']}" in card
+    assert ("it has not learned to steer" in card) == (not info["beats_baselines"]
+                                                       and info["label_lag1_autocorrelation"] < 0.5)
     m = json.loads(zoo.WEIGHTS_DIR.joinpath(f"{name}.json").read_text(encoding="utf-8"))
     assert re.search(re.escape(f"--arch {name} "), card) and m["config"]["seed"] == info["seed"]
     json.dumps(info)  # printable / JSON-able
