@@ -91,6 +91,8 @@ def mse_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def models_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    if not summary["labelled"]:
+        return [], []
     head = ["model", "seed images", "MSE_orig (rad²)", "RMSE_orig (°)"]
     rows = [[m["model"], str(m["seeds"]), "–" if m["mse_orig"] is None else f"{m['mse_orig']:.4f}",
              _deg(m["rmse_orig_deg"])] for m in summary["models"]]

@@ -213,7 +213,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
         console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.1f} pairs/s, "
                       f"{workers} worker(s)); {len(violations)} violating pairs "
                       f"({'DeepTest Eq. 2/3' if labelled else f'DeepRoad at {criteria.tolerance_deg:g}°'}), "
-                      f"{len(findings)} crash/timeout, {len(bundle_infos)} bundles")
+                      f"{len(findings)} crash/timeout, {len(bundle_infos)} bundles", soft_wrap=True)
     for b in bundle_infos[:10]:
         if b.get("error"):
             console.print(f"  bundle {b['id']}: failed ({b['error']})")
@@ -221,7 +221,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
             console.print(f"  bundle {out / 'violations' / b['id']}: {b['model']} under "
                           f"{b.get('params', '')}: {math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°",
                           highlight=False, soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}", soft_wrap=True)
     if fail_on_violation and (violations or findings):
         raise typer.Exit(1)
 
