@@ -82,9 +82,10 @@ def describe(name: str) -> dict[str, Any]:
 
 
 def model_from_file(path: str | os.PathLike[str], *, name: str | None = None, device: str = "cpu",
-                    batch_size: int = 64) -> Any:
+                    batch_size: int | None = None) -> Any:
     """A :class:`TorchSteeringModel` from a weights file written by ``lidarmt camera train``; ``name`` (if given)
-    must be the file's architecture."""
+    must be the file's architecture. ``batch_size`` (frames per forward pass) defaults to 64 frames' worth:
+    64 single frames, or 64 // (history + 1) windows."""
     from lidarmt.camera.models.torchmodel import TorchSteeringModel
     from lidarmt.camera.models.train import load_module, read_weights
 
@@ -96,6 +97,8 @@ def model_from_file(path: str | os.PathLike[str], *, name: str | None = None, de
         raise ModelError(f"{path}: holds {arch_name} weights, not {name}; pass a {name} weights file")
     arch = ARCHS[arch_name]
     module = load_module(arch, state, path=str(path))
+    if batch_size is None:
+        batch_size = max(1, 64 // (arch.input_spec.history + 1))
     card_path = Path(path).with_suffix(".md")
     return TorchSteeringModel(arch.name, module, arch.input_spec, arch.preprocess, batch_size=batch_size,
                               device=device, card=str(card_path) if card_path.is_file() else "")
