@@ -517,6 +517,22 @@ def test_cyber_image_channels(tmp_path):
     cyber_record(none, {"/other": [(T0, b"", "apollo.canbus.Chassis")]})
     with pytest.raises(ImageSourceError, match="no image topic in this recording"):
         open_images(none)
+    cut = tmp_path / "cut.record"
+    cut.write_bytes(path.read_bytes()[:-300])  # the index and the end of the only chunk are lost
+    with pytest.raises(ImageSourceError) as err:
+        open_images(cut)
+    assert "holds no messages (truncated section at byte" in one_line(err)
+
+
+def test_truncated_ros1_bag_is_one_line(tmp_path):
+    path = tmp_path / "full.bag"
+    with Ros1BagWriter(path) as w:
+        write_sim_like(w, T1, ros2=False)
+    cut = tmp_path / "cut.bag"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(ImageSourceError) as err:
+        open_images(cut)
+    assert "cut.bag: unreadable ROS1 bag" in one_line(err)
 
 
 # ----------------------------------------------------------------------------------------------- raw decoding

@@ -6,7 +6,7 @@ message ``i``, streaming), so each adapter below subclasses the io reader, skips
 reuses its container code: ROS1 index and chunk cache, rosbags' ROS2 reader, the Cyber section parser.
 (An adapter, not a change to lidarmt.io: if lidarmt.io grows a public message API, these shrink to calls.)
 
-Every adapter offers ``topics()``, ``count(topic)``, ``times(topic)`` (record times in ns, in message order),
+Every adapter offers ``topics()``, ``notes()`` (what the reader had to work around), ``count(topic)``, ``times(topic)`` (record times in ns, in message order),
 ``message(topic, i)``, ``stream(topic)`` yielding ``(time ns, bytes)`` and ``close()``; errors are
 :class:`lidarmt.io.errors.RecordingError` subclasses (the image sources turn them into ImageSourceError).
 """
@@ -83,6 +83,9 @@ class Ros1Container:
     def topics(self) -> list[TopicInfo]:
         return self._bag.topics()
 
+    def notes(self) -> list[str]:
+        return list(getattr(self._bag, "_notes", []))
+
     def _topic(self, topic: str) -> list[Any]:
         e = self._entries.get(topic)
         if e is None:
@@ -122,6 +125,9 @@ class Ros2Container:
 
     def topics(self) -> list[TopicInfo]:
         return self._bag.topics()
+
+    def notes(self) -> list[str]:
+        return []
 
     def count(self, topic: str) -> int:
         if topic in self._times:
@@ -166,6 +172,9 @@ class CyberContainer:
 
     def topics(self) -> list[TopicInfo]:
         return self._rec.topics()
+
+    def notes(self) -> list[str]:
+        return list(self._rec._c.notes)
 
     def _topic(self, topic: str) -> list[tuple[int, int, int]]:
         """(time ns, absolute content offset, length) of each message of ``topic``: walks every chunk once."""

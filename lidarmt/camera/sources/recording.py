@@ -86,8 +86,10 @@ class RecordingImageSource(BaseImageSource):
                 self.topic, self.message_type = self._choose_image_topic(topic)
                 self.steering_topic, self.steering_type = self._choose_steering_topic(steering_topic)
                 self._n = self._c.count(self.topic)
+                self.notes.extend(self._c.notes())
             if self._n == 0:
-                raise ImageSourceError(f"{p}: image topic {self.topic} holds no messages; image topics: "
+                why = f" ({'; '.join(self.notes)})" if self.notes else ""
+                raise ImageSourceError(f"{p}: image topic {self.topic} holds no messages{why}; image topics: "
                                        f"{_listing(self._image_topics())}")
         except BaseException:
             self._c.close()
