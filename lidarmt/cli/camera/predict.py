@@ -204,6 +204,16 @@ def contact_sheet(src: Any, result: dict[str, Any], *, count: int = SHEET_FRAMES
     return sheet
 
 
+def check_picture_path(path: Path) -> None:
+    """Refuse a picture name we cannot encode, before any work is done."""
+    from lidarmt.camera.errors import CameraOutputError
+
+    if path.suffix.lower() not in (".png", ".jpg", ".jpeg"):
+        raise CameraOutputError(f"--out {path}: the picture must be a .png or .jpg file")
+    if path.is_dir():
+        raise CameraOutputError(f"--out {path} is a folder; give a file name such as sheet.png")
+
+
 def write_picture(path: Path, rgb: Any) -> None:
     """Encode by the suffix (.png, .jpg) and write atomically."""
     import cv2
@@ -211,9 +221,8 @@ def write_picture(path: Path, rgb: Any) -> None:
     from lidarmt._atomic import atomic_write_bytes
     from lidarmt.camera.errors import CameraOutputError
 
+    check_picture_path(path)
     suffix = path.suffix.lower()
-    if suffix not in (".png", ".jpg", ".jpeg"):
-        raise CameraOutputError(f"--out {path}: the picture must be a .png or .jpg file")
     ok, buf = cv2.imencode(suffix, cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
     if not ok:
         raise CameraOutputError(f"--out {path}: cannot encode the picture")
@@ -284,6 +293,8 @@ def predict(
     from lidarmt.camera.models.registry import get_model
     from lidarmt.camera.sources import open_images
 
+    if out is not None:
+        check_picture_path(out)
     options: dict[str, Any] = parse_model_options(model_option)
     if device != "cpu":
         options.setdefault("device", device)
