@@ -79,7 +79,7 @@ def fuzz(
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when any pair violates MR1 or the SUT crashed/timed out (for CI).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    from lidarmt.cli._common import err_console, progress
+    from lidarmt.cli._common import err_console
     from lidarmt.fuzz.campaign import (
         CampaignConfig,
         parse_ns,
@@ -138,32 +138,10 @@ def fuzz(
                             seed=seed, trials=trials, region=reg, timeout=timeout)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
 
-    bar = None if quiet else progress()
-    task = None
-    state = {"ok": 0, "viol": 0, "find": 0}
+    from lidarmt.cli._common import CampaignProgress
 
-    def on_start(total: int, done: int) -> None:
-        nonlocal task
-        if bar is not None:
-            bar.start()
-            task = bar.add_task("fuzz", total=total, completed=done, rate="")
-
-    import time
-
-    t_start = time.perf_counter()
-
-    def on_pair(rec_: dict) -> None:
-        if rec_["status"] != "ok":
-            state["find"] += 1
-        else:
-            state["ok"] += 1
-            v = rec_["verdict"]
-            state["viol"] += bool(v["count_violation"] or v["subset_violation"])
-        if bar is not None and task is not None:
-            done = state["ok"] + state["find"]
-            dt = time.perf_counter() - t_start
-            bar.update(task, advance=1, rate=f"{done / dt:.2f} verdicts/s, {state['viol']} violating, "
-                       f"{state['find']} crash/timeout" if dt > 0 else "")
+    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: r["verdict"]["count_violation"]
+                           or r["verdict"]["subset_violation"])
 
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory())
     if note:
@@ -171,7 +149,7 @@ def fuzz(
     with RunLock(out) as lock:
         _run(config, out, lock=lock, workers=used, resume=resume, force=force, per_n=per_n,
              ddmin_budget=ddmin_budget, command=command, quiet=quiet, fail_on_violation=fail_on_violation,
-             on_pair=on_pair, on_start=on_start, bar=bar)
+             bar=bar)
 
 
 def _interrupted(out: Path) -> None:
@@ -183,25 +161,23 @@ def _interrupted(out: Path) -> None:
 
 
 def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, per_n: int | None,
-         ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, on_pair, on_start, bar) -> None:
-    from lidarmt.cli._common import console, progress
+         ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, bar) -> None:
+    from lidarmt.cli._common import console, progress, wide_console
     from lidarmt.fuzz.campaign import bundle_id, select_bundles, violating_keys
     from lidarmt.fuzz.engine import environment, make_bundles, run_campaign
     from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
     from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
 
     try:
-        result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=on_pair,
-                              on_start=on_start, header_extra={"command": command, "environment": environment()},
+        result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=bar.on_pair,
+                              on_start=bar.on_start, header_extra={"command": command, "environment": environment()},
                               lock=lock)
     except KeyboardInterrupt:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
         _interrupted(out)
         raise
     finally:
-        if bar is not None:
-            bar.stop()
+        bar.stop()
 
     # bug bundles
     viol = violating_keys(out)
@@ -242,11 +218,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     paths = write_reports(out, summary, records=iter_records(out / JOURNAL_NAME), run=run_info,
                           bundles=bundle_infos, findings=findings)
     main, per = rich_tables(summary)
-    out_console = console
-    if not console.is_terminal and console.width < 132:  # piped or logged: do not squeeze the tables
-        from rich.console import Console
-
-        out_console = Console(width=132)
+    out_console = wide_console()  # piped or logged: do not squeeze the tables
     out_console.print(main)
     out_console.print(per)
     if run_info["throughput"]:
