@@ -42,11 +42,10 @@ def test_lock_refuses_a_second_holder_in_another_process(tmp_path):
         lock.acquire()
         with RunLock(out):  # re-entrant in one process
             pass
-        code = ("import sys; sys.path.insert(0, %r)\n"
+        code = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
                 "from lidarmt.fuzz.engine import RunLock\n"
                 "from lidarmt.errors import UserError\n"
-                "try:\n    RunLock(%r).__enter__()\nexcept UserError as e:\n    print(e); sys.exit(2)\n") % (
-                    str(ROOT), str(out))
+                f"try:\n    RunLock({str(out)!r}).__enter__()\nexcept UserError as e:\n    print(e); sys.exit(2)\n")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and "another lidarmt campaign" in p.stdout and str(os.getpid()) in p.stdout
     # released: now another process gets it
@@ -79,9 +78,9 @@ def test_two_resumes_at_once_do_not_interleave(rec, tmp_path):
 def test_resume_of_a_locked_folder_is_refused_in_process(rec, tmp_path):
     out = tmp_path / "run"
     run_campaign(config(rec), out)
-    code = ("import sys, time; sys.path.insert(0, %r)\n"
+    code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
             "from lidarmt.fuzz.engine import RunLock\n"
-            "l = RunLock(%r).__enter__(); print('locked', flush=True); time.sleep(30)\n") % (str(ROOT), str(out))
+            f"l = RunLock({str(out)!r}).__enter__(); print('locked', flush=True); time.sleep(30)\n")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
