@@ -133,7 +133,7 @@ def test_udacity_csv_path_angle_column_and_images_beside_the_csv(tmp_path):
     for name, img in imgs.items():
         write_image(root / f"{name}.jpg", img)
     write_image(root / "unused.jpg", rgb_image(9))
-    write_csv(root / "labels.csv", ["Frame_ID", " angle "], [["b", 0.5], ["a", -0.5], ["c", 0.25]])
+    write_csv(root / "labels.csv", ["Frame_ID", " angle "], [["b", 0.5], ["a", -0.5], ["c.jpg", 0.25]])
     with open_images(root / "labels.csv") as src:
         assert src.format == "udacity" and src.path == str(root)
         # ids are not times: the CSV's order is kept, frames have no stamp

@@ -12,8 +12,9 @@ ignored, so Udacity's ``interpolated.csv`` is read as it is):
   ``angle`` (``interpolated.csv``). Every row needs a finite number there.
 * which image a row is: ``filename`` (a path relative to the folder, like ``center/1479425441182877835.jpg``) if
   the column exists, else ``frame_id``, the image ``center/<frame_id>.jpg`` (``.jpeg``, ``.png`` or ``.bmp``
-  also accepted). When the filenames name several cameras (``left/``, ``center/``, ``right/``), only the
-  ``center/`` rows are read. Frame ids are the ``frame_id`` values, or the file stems in ``filename`` mode.
+  also accepted; an id written with its extension, ``123.png``, names that file). When the filenames name
+  several cameras (``left/``, ``center/``, ``right/``), only the ``center/`` rows are read. Frame ids are the
+  ``frame_id`` values (without an extension), or the file stems in ``filename`` mode.
 * the time: a ``timestamp`` column (nanoseconds), else a numeric ``frame_id`` of 16 digits or more (Udacity's ids
   are the nanosecond capture times). Without either, frames have no stamp.
 
@@ -182,9 +183,13 @@ class UdacitySource(BaseImageSource):
                 fid = cell(line, row, id_col, "frame_id")  # type: ignore[arg-type]
                 if by_stem is None:
                     by_stem = _by_stem(names_in(self.image_dir))
-                name = by_stem.get(fid)
+                if fid.lower().endswith(IMAGE_SUFFIXES):  # an id written with its extension: that very file
+                    name = fid if fid in names_in(self.image_dir) else None
+                    expected, fid = fid, Path(fid).stem
+                else:
+                    name, expected = by_stem.get(fid), f"{fid}.jpg"
                 if name is None:
-                    missing.append((line, fid, os.path.relpath(self.image_dir / f"{fid}.jpg", self.root)))
+                    missing.append((line, fid, os.path.relpath(self.image_dir / expected, self.root)))
                     rel = ""
                 else:
                     rel = os.path.relpath(self.image_dir / name, self.root)
