@@ -61,3 +61,97 @@ def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
 def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
     with atomic_open(target, "w", encoding="utf-8") as fh:
         fh.write(text)
+
+
+# ------------------------------------------------------------------------------------------ stale temporaries
+
+#: How lidarmt names the temporary sibling of an output ``name``: ``.<name>.<8 characters>.tmp``
+#: (:func:`atomic_path` through ``tempfile.mkstemp``, and ``lidarmt.io._output.staged`` with 8 hex digits), and
+#: ``.<name>.<8 hex>.old`` for a replaced output folder that ``staged`` moves aside before deleting it.
+_TEMP_FORMS = (r"\.(?P<name>{names})\.[a-z0-9_]{{8}}\.tmp", r"\.(?P<name>{names})\.[0-9a-f]{{8}}\.old")
+
+#: Without /proc (to see whether a process still writes a temporary), one this old is taken as abandoned.
+STALE_AGE_S = 600.0
+
+
+def _open_by_a_process() -> set[str] | None:
+    """Real paths of the files some process has open (Linux /proc; None where that cannot be known)."""
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return None
+    held: set[str] = set()
+    for pid in proc.iterdir():
+        if not pid.name.isdigit():
+            continue
+        try:
+            fds = list((pid / "fd").iterdir())
+        except OSError:  # gone, or another user's process
+            continue
+        for fd in fds:
+            try:
+                held.add(os.readlink(fd))
+            except OSError:
+                continue
+    return held
+
+
+def stale_temporaries(folder: str | os.PathLike[str], names: str) -> list[Path]:
+    """lidarmt's abandoned temporaries of the outputs named by ``names`` in ``folder``.
+
+    ``names`` is a regular expression that the output's whole file name matches (``re.escape("demo.bag")`` for
+    one output, ``r"\\d{6}\\.npz"`` for a dataset's frames). A temporary counts when its name has exactly the form
+    lidarmt gives it (see ``_TEMP_FORMS``) and no process has it open (on Linux, through /proc; elsewhere,
+    when it is older than :data:`STALE_AGE_S`), so the temporary of a run still writing is never listed.
+    """
+    import re
+    import time
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    forms = [re.compile(f.format(names=names)) for f in _TEMP_FORMS]
+    found = [p for p in folder.iterdir() if any(f.fullmatch(p.name) for f in forms)]
+    if not found:
+        return []
+    held = _open_by_a_process()
+    out = []
+    for p in sorted(found):
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if p.is_symlink():
+            continue
+        if held is None:
+            if time.time() - st.st_mtime < STALE_AGE_S:
+                continue
+        else:
+            real = os.path.realpath(p)
+            inside = real + os.sep
+            if real in held or any(h.startswith(inside) for h in held):  # a folder output: a file in it is open
+                continue
+        out.append(p)
+    return out
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str], names: str) -> list[Path]:
+    """Delete what :func:`stale_temporaries` lists (files, or the folders of folder outputs); returns them.
+
+    Writers call it when they start on an output, so a run killed by SIGKILL (which no ``finally`` survives)
+    leaves its hidden temporary only until the next run that writes the same output.
+    """
+    import shutil
+
+    removed = []
+    for p in stale_temporaries(folder, names):
+        try:
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            raise OutputError(f"cannot remove the stale temporary {p}: {err.strerror or err}; delete it by hand") from err
+        removed.append(p)
+    return removed

@@ -307,3 +307,60 @@ def test_cli_prints_the_repair_warning_as_one_line(small_scene, capsys):
     out, err = capsys.readouterr()
     assert err.startswith("lidarmt: warning: ") and err.count("\n") == 1 and "self-intersecting" in err
     assert "1,800 m²" in out
+
+
+# ------------------------------------------------------------------------------------------------ temporaries
+
+
+def test_stale_temporaries_are_exactly_lidarmts_own(tmp_path):
+    import re
+
+    from lidarmt._atomic import atomic_path, remove_stale_temporaries, stale_temporaries
+
+    ours = [tmp_path / ".demo.bag.1a2b3c4d.tmp", tmp_path / ".demo.bag.k_x9qz01.tmp"]
+    theirs = [tmp_path / "demo.bag", tmp_path / ".demo.bag.notes.tmp", tmp_path / ".demo.bag.1a2b3c4d.tmp.bak",
+              tmp_path / ".other.bag.1a2b3c4d.tmp", tmp_path / ".xdemo.bag.1a2b3c4d.tmp", tmp_path / "demo.bag.tmp",
+              tmp_path / ".demo.bag.x.1a2b3c4d.tmp"]
+    for p in ours + theirs:
+        p.write_bytes(b"x")
+    with open(ours[0], "ab"):  # a temporary some process still writes is not stale
+        assert stale_temporaries(tmp_path, re.escape("demo.bag")) == [ours[1]]
+    assert remove_stale_temporaries(tmp_path, re.escape("demo.bag")) == sorted(ours)
+    assert all(p.exists() for p in theirs) and not any(p.exists() for p in ours)
+    # the names atomic_path gives are the ones recognised
+    with atomic_path(tmp_path / "demo.bag") as tmp:
+        assert stale_temporaries(tmp_path, re.escape("demo.bag")) == [tmp]
+    assert remove_stale_temporaries(tmp_path / "absent", ".*") == []
+
+
+@pytest.mark.slow
+def test_simulate_removes_the_temporary_a_sigkilled_run_left(tmp_path, capsys):
+    """`lidarmt simulate` killed by SIGKILL leaves a hidden .demo.bag.*.tmp; the next run writing it removes it."""
+    pytest.importorskip("open3d")
+    import os
+    import re
+    import signal
+    import time
+
+    bag = tmp_path / "demo.bag"
+    keep = tmp_path / ".other.bag.1a2b3c4d.tmp"
+    keep.write_bytes(b"someone else's")
+    proc = subprocess.Popen([sys.executable, "-m", "lidarmt", "simulate", "--frames", "50", "--no-camera",
+                             "--out", str(bag)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    form = re.compile(r"\.demo\.bag\.[0-9a-f]{8}\.tmp")
+    try:
+        deadline = time.monotonic() + 120
+        while not [p for p in tmp_path.iterdir() if form.fullmatch(p.name)] and time.monotonic() < deadline:
+            assert proc.poll() is None, "simulate ended before it was killed"
+            time.sleep(0.1)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    (left,) = [p for p in tmp_path.iterdir() if form.fullmatch(p.name)]
+    assert not bag.exists()
+    assert main(["simulate", "--frames", "1", "--no-camera", "--out", str(bag)]) == 0
+    err = capsys.readouterr().err
+    assert "stale temporary" in err and left.name in err
+    assert not left.exists() and bag.is_file() and keep.read_bytes() == b"someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".other.bag.1a2b3c4d.tmp", "demo.bag",
+                                                                  "demo.labels.npz"])

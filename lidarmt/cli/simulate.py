@@ -71,6 +71,7 @@ def simulate(
                                  on_frame=on_frame)
             msg = (f"wrote {s.frames} frames from {s.drives} drives in {s.towns} towns to {s.out_dir} "
                    f"in {s.seconds:.1f} s")
+            removed = s.removed
         else:
             from lidarmt.sim.record import simulate_recording
 
@@ -79,4 +80,10 @@ def simulate(
                                    density=density, on_frame=on_frame)
             msg = (f"wrote {r.bag} ({r.frames} sweeps, {r.points / r.frames:.0f} points each), labels {r.labels}"
                    + (f", map {r.map_dir}" if r.map_dir else "") + f" in {r.seconds:.1f} s")
+            removed = r.removed
+    if removed:
+        from lidarmt.cli._common import err_console
+
+        err_console.print(f"note: removed {len(removed)} stale temporary file(s) an interrupted run had left: "
+                          + ", ".join(str(p) for p in removed), highlight=False, soft_wrap=True)
     console.print(msg)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lidarmt._atomic import atomic_write_text
+from lidarmt._atomic import atomic_write_text, remove_stale_temporaries
 from lidarmt.sim.errors import SimArgumentError, SimOutputError
 
 
@@ -52,11 +52,15 @@ class DatasetSummary:
     drives: int
     towns: int
     seconds: float
+    #: hidden temporaries of the dataset's files that an interrupted (SIGKILLed) earlier run had left, now deleted
+    removed: tuple[Path, ...] = ()
 
 
 FORMAT = "lidarmt-sim-dataset/2"
 #: folder of a town's map inside a dataset folder (evaluation looks here, see lidarmt.perception.apollo.evaluate)
 MAP_DIR = "maps/town_{seed}"
+#: the files of a dataset folder (frames and dataset.json), as a regular expression of their names
+DATASET_FILES = r"\d{6}\.npz|dataset\.json"
 _SIM_DIR = Path(__file__).resolve().parent
 
 
@@ -162,6 +166,9 @@ def generate_dataset(
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise SimOutputError(f"{out} exists and is not a folder; choose another --dataset path")
+    # a run killed by SIGKILL leaves hidden temporaries (.000012.npz.1a2b3c4d.tmp) that no later run would touch:
+    # remove lidarmt's own temporaries of the dataset's files (none that a process holds open)
+    removed = remove_stale_temporaries(out, DATASET_FILES)
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
             raise SimOutputError(f"{out} is not empty; pass --overwrite to replace its frames, or choose a new folder")
@@ -179,7 +186,7 @@ def generate_dataset(
     towns: dict[int, object] = {}
     index = 0
     drives_meta = []
-    from lidarmt.sim.record import write_town_map
+    from lidarmt.sim.record import MAP_FILES, write_town_map
     from lidarmt.sim.scene import build_scene
     from lidarmt.sim.town import build_town
 
@@ -187,6 +194,7 @@ def generate_dataset(
         if town_seed not in towns:
             towns.clear()  # keep one town in memory
             towns[town_seed] = build_town(town_seed)
+            removed += remove_stale_temporaries(out / MAP_DIR.format(seed=town_seed), MAP_FILES)
             # towns follow each other in the plan, so each is built, and its map written, once
             write_town_map(towns[town_seed], out / MAP_DIR.format(seed=town_seed), name=f"lidarmt_town_{town_seed}",
                            overwrite=True)
@@ -210,4 +218,4 @@ def generate_dataset(
                "provenance": prov, "drives": drives_meta,
                "labels": "Labels.point_meta: -1 background, 0 unknown static, 1 SMALLMOT, 2 BIGMOT, 3 NONMOT, 4 PEDESTRIAN"}
     atomic_write_text(out / "dataset.json", json.dumps(summary, indent=1) + "\n")
-    return DatasetSummary(out, frames, len(plan), len(summary["towns"]), time.perf_counter() - t0)
+    return DatasetSummary(out, frames, len(plan), len(summary["towns"]), time.perf_counter() - t0, tuple(removed))

@@ -24,13 +24,14 @@ The town seed and the drive seed both derive from ``seed``, so a seed names one 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from lidarmt._atomic import atomic_path
+from lidarmt._atomic import atomic_path, remove_stale_temporaries
 from lidarmt.errors import InputError
 from lidarmt.sim.errors import SimArgumentError, SimOutputError
 from lidarmt.types import Labels
@@ -50,6 +51,12 @@ class RecordingSummary:
     frames: int
     points: int
     seconds: float
+    #: hidden temporaries of these outputs that an interrupted (SIGKILLed) earlier run had left, now deleted
+    removed: tuple[Path, ...] = ()
+
+
+#: The files :func:`write_town_map` writes in a map folder (their stale temporaries are cleaned on start).
+MAP_FILES = r"base_map\.(?:bin|txt|geojson)"
 
 
 def labels_path(bag: str | os.PathLike[str]) -> Path:
@@ -115,6 +122,12 @@ def simulate_recording(
         raise SimOutputError(f"{bag} is a folder; --out names the .bag file to write")
     if map_dir is not None and Path(map_dir).exists() and not Path(map_dir).is_dir():
         raise SimOutputError(f"{map_dir} exists and is not a folder; --map-out names the map folder to write")
+    # a run killed by SIGKILL leaves its hidden temporaries (.demo.bag.1a2b3c4d.tmp): this run writes the same
+    # outputs, so it removes them (only lidarmt's own temporaries of these outputs, and none a process holds open)
+    removed = remove_stale_temporaries(bag.parent, re.escape(bag.name))
+    removed += remove_stale_temporaries(lab.parent, re.escape(lab.name))
+    if map_dir is not None:
+        removed += remove_stale_temporaries(map_dir, MAP_FILES)
     t0 = time.perf_counter()
     drive = Drive.create(town_seed=seed * 7919 + 1, seed=seed, frames=frames, density=density,
                          stamp0=STAMP0 + seed * 10_000.0)
@@ -152,7 +165,7 @@ def simulate_recording(
         labels["stamps"] = np.asarray(stamps, dtype=np.float64)
         write_npz_deterministic(lab, labels)
     return RecordingSummary(bag, None if map_dir is None else Path(map_dir), lab, frames, total_points,
-                            time.perf_counter() - t0)
+                            time.perf_counter() - t0, tuple(removed))
 
 
 def write_npz_deterministic(path: str | os.PathLike[str], arrays: dict[str, np.ndarray]) -> None:
