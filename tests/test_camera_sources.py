@@ -361,6 +361,7 @@ def test_ros1_camera_and_steering_as_simulated(tmp_path):
             np.testing.assert_array_equal(f.image, imgs[i])
             np.testing.assert_array_equal(streamed[i].image, imgs[i])
             assert f.detail == {"topic": SIM_CAMERA_TOPIC, "message": i, "encoding": "rgb8"}
+            assert f.image.flags.writeable and f.image.flags.owndata  # not a view of the bag's chunk cache
         d = src.describe()
     names = {t["name"] for t in d["topics"]}
     assert {SIM_CAMERA_TOPIC, SIM_STEERING_TOPIC, "/apollo/sensor/velodyne64/compensator/PointCloud2"} <= names

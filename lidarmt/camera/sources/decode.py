@@ -1,8 +1,9 @@
 """Turning bytes into RGB images: image files, compressed messages (JPEG/PNG) and raw ``sensor_msgs/Image`` data.
 
-Every function returns an ``(H, W, 3)`` ``uint8`` C-contiguous array in **RGB** order, or raises
-:class:`lidarmt.camera.errors.ImageSourceError` with a one-line message that starts with ``where`` (the file, or
-the recording, topic and message) — so a broken frame is named, never silently replaced.
+Every function returns a new, writable ``(H, W, 3)`` ``uint8`` C-contiguous array in **RGB** order (never a view
+of the input bytes), or raises :class:`lidarmt.camera.errors.ImageSourceError` with a one-line message that
+starts with ``where`` (the file, or the recording, topic and message) — so a broken frame is named, never
+silently replaced.
 
 Decoding is opencv's (``cv2.imdecode`` and ``cv2.cvtColor``; both release the GIL). Grey and 16-bit files become
 8-bit RGB; an alpha channel is dropped. Truncation is checked before decoding, because libjpeg decodes a cut
@@ -170,5 +171,5 @@ def decode_raw(data: bytes | memoryview | np.ndarray, *, height: int, width: int
     if spec.channels == 1:
         px = px[:, :, 0]
     if spec.conversion is None:
-        return np.ascontiguousarray(px)
+        return np.array(px, order="C", copy=True)  # px may view the message buffer (read-only, shared)
     return np.ascontiguousarray(cv2.cvtColor(px, getattr(cv2, spec.conversion)))
