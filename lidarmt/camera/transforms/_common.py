@@ -204,8 +204,10 @@ _LINEAR_TO_SRGB = np.round(
 
 
 def srgb_to_linear(image: np.ndarray) -> np.ndarray:
-    """uint8 sRGB → float32 linear light in [0, 1] (IEC 61966-2-1 transfer function, by table)."""
-    return _SRGB_TO_LINEAR[image]
+    """uint8 sRGB → float32 linear light in [0, 1] (IEC 61966-2-1 transfer function, by table); a new array."""
+    import cv2
+
+    return cv2.LUT(image, _SRGB_TO_LINEAR)
 
 
 def linear_to_srgb(lin: np.ndarray) -> np.ndarray:

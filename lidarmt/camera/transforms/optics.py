@@ -124,46 +124,51 @@ class Droplets(Weather):
         s = h / 240.0
         g = rng(TEXTURE_STREAM)
         n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
-        gx, gy = _pixel_grid(h, w)
-        mx, my = gx.copy(), gy.copy()
-        mask = np.zeros((h, w), np.float32)
-        shade = np.ones((h, w), np.float32)
-        highlight = np.zeros((h, w), np.float32)
-        view = p["view"] * h
-        for _ in range(n):
-            r = float(h * p["size"] * min(0.075, 0.012 + g.exponential(0.018)))
-            ecc = g.uniform(0.8, 1.15)  # drops are a little elongated, mostly vertically
-            cx, cy = g.uniform(0, w), g.uniform(0, h)
-            x0, x1 = max(0, int(cx - r - 1)), min(w, int(cx + r + 2))
-            y0, y1 = max(0, int(cy - r * ecc - 1)), min(h, int(cy + r * ecc + 2))
-            if x0 >= x1 or y0 >= y1:
-                continue
-            dx = gx[y0:y1, x0:x1] - np.float32(cx)
-            dy = gy[y0:y1, x0:x1] - np.float32(cy)
-            rho2 = (dx * dx + (dy / np.float32(ecc)) ** 2) * np.float32(1.0 / (r * r))
-            inside = rho2 < 1.0
-            k = np.float32(view / r) * (1.0 + np.float32(0.35) * rho2)
-            sub_x, sub_y = mx[y0:y1, x0:x1], my[y0:y1, x0:x1]
-            sub_x[inside] = (np.float32(cx) - k * dx)[inside]
-            sub_y[inside] = (np.float32(cy - 0.3 * view) - k * dy)[inside]
-            mask[y0:y1, x0:x1][inside] = 1.0
-            edge = np.clip((rho2 - 0.55) / 0.45, 0.0, 1.0)
-            shade[y0:y1, x0:x1][inside] = (1.0 - 0.35 * edge * edge)[inside]
-            hx, hy = dx + np.float32(0.35 * r), dy + np.float32(0.45 * r * ecc)
-            spot = np.exp(-(hx * hx + hy * hy) / np.float32(2 * (0.16 * r) ** 2))
-            highlight[y0:y1, x0:x1] = np.maximum(highlight[y0:y1, x0:x1], np.where(inside, 0.35 * spot, 0.0))
         base = to_float(image)
-        film = 0.2 + 0.5 * i * s
-        base = cv2.GaussianBlur(base, (0, 0), film)
+        base = cv2.GaussianBlur(base, (0, 0), 0.2 + 0.5 * i * s)  # the water film
         if n == 0:
             return to_uint8(base)
+        # the drops, drawn in order as filled ellipses into a label image (a later drop covers an earlier one)
+        r = h * p["size"] * np.minimum(0.075, 0.012 + g.exponential(0.018, n))
+        ecc = g.uniform(0.8, 1.15, n)  # drops are a little elongated, mostly vertically
+        cx, cy = g.uniform(0, w, n), g.uniform(0, h, n)
+        label = np.zeros((h, w), np.float32)
+        for k in range(n):
+            cv2.ellipse(label, (int(round(cx[k] * 16)), int(round(cy[k] * 16))),
+                        (max(1, int(round(r[k] * 16))), max(1, int(round(r[k] * ecc[k] * 16)))),
+                        0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
+        ys, xs = np.nonzero(label)
+        idx = label[ys, xs].astype(np.intp) - 1
+        rk, ek, cxk, cyk = (a[idx].astype(np.float32) for a in (r, ecc, cx, cy))
+        dx = xs.astype(np.float32) - cxk
+        dy = ys.astype(np.float32) - cyk
+        rho2 = np.minimum((dx * dx + (dy / ek) ** 2) / (rk * rk), 1.0)
+        # refraction: an inverted, shrunk view of the scene around a point above the drop
+        view = np.float32(p["view"] * h)
+        k = view / rk * (1.0 + np.float32(0.35) * rho2)
+        gx, gy = _pixel_grid(h, w)
+        mx, my = gx.copy(), gy.copy()
+        mx[ys, xs] = cxk - k * dx
+        my[ys, xs] = cyk - np.float32(0.3) * view - k * dy
+        # shading: darker rim (total internal reflection), a highlight towards the top (the sky's reflection)
+        edge = np.clip((rho2 - 0.55) / 0.45, 0.0, 1.0)
+        shade = np.ones((h, w), np.float32)
+        shade[ys, xs] = 1.05 * (1.0 - 0.35 * edge * edge)
+        hx, hy = dx + np.float32(0.35) * rk, dy + np.float32(0.45) * rk * ek
+        highlight = np.zeros((h, w), np.float32)
+        highlight[ys, xs] = 0.35 * np.exp(-(hx * hx + hy * hy) / (2 * (0.16 * rk) ** 2))
+        mask = (label > 0).astype(np.float32)
+        # out of focus: blur the refracted view, the outline, the shading
         refr = cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
         refr = cv2.GaussianBlur(to_float(refr), (0, 0), 2.0 * p["defocus"] * s)
         soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
         shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
-        refr *= (shade * 1.05)[..., None]
-        refr += cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)[..., None]
-        base += soft[..., None] * (refr - base)
+        highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
+        refr *= cv2.merge([shade, shade, shade])
+        refr += cv2.merge([highlight, highlight, highlight])
+        refr -= base
+        refr *= cv2.merge([soft, soft, soft])
+        base += refr
         return to_uint8(base)
 
 
@@ -207,16 +212,23 @@ class Dirt(Weather):
         m = cv2.GaussianBlur(m, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
         m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
         f = to_float(image)
+        # the scene behind thin dirt is blurred (scattering in the layer)
+        thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
         blurred = cv2.GaussianBlur(f, (0, 0), 3.0 * s)
-        f += np.clip(m * 2.5, 0.0, 1.0)[..., None] * (blurred - f)
-        # scattered light: the scene's low frequencies, times the dirt's colour
+        blurred -= f
+        blurred *= cv2.merge([thin, thin, thin])
+        f += blurred
+        # I = I0·α + β: attenuation by the dirt, plus the light it scatters (the scene's low frequencies,
+        # times the dirt's colour)
         small = cv2.resize(f, (max(1, w // 8), max(1, h // 8)), interpolation=cv2.INTER_AREA)
         small = cv2.GaussianBlur(small, (0, 0), 3.0)
-        scatter = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
         b = p["brown"]
         albedo = np.array([0.55 + 0.05 * b, 0.52 - 0.12 * b, 0.48 - 0.26 * b], np.float32)
-        scatter *= albedo * np.float32(0.55)
-        scatter += albedo * np.float32(0.08)
-        f += m[..., None] * (scatter - f)
+        small *= albedo * np.float32(0.55)
+        small += albedo * np.float32(0.08)
+        scatter = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
+        scatter -= f
+        scatter *= cv2.merge([m, m, m])
+        f += scatter
         return to_uint8(f)
 
