@@ -18,6 +18,8 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lidarmt.camera.errors import ModelError
 from lidarmt.camera.models import keras as K
@@ -348,6 +350,29 @@ def test_keras2_matches_numpy(tmp_path, functional: bool) -> None:
     assert np.abs(torch_forward(model, x) - want).max() > 1e-3
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(h=st.integers(5, 14), w=st.integers(5, 14), kh=st.integers(1, 5), kw=st.integers(1, 5),
+       stride=st.integers(1, 3), pool=st.integers(1, 3), same=st.booleans(), seed=st.integers(0, 2**16))  # fmt: skip
+def test_conv_and_pool_shapes_match_tensorflow(tmp_path, h, w, kh, kw, stride, pool, same, seed) -> None:
+    """Any input size, kernel, stride: 'same'/'valid' convolution and pooling as TensorFlow computes them."""
+    rng = np.random.default_rng(seed)
+    mode = "same" if same else "valid"
+    if not same and (kh > h or kw > w):
+        return
+    layers = [
+        {"class_name": "InputLayer", "config": {"name": "input_1", "batch_input_shape": [None, h, w, 1]}},
+        _conv2("conv2d_1", rng, 1, 3, kh, kw, stride=stride, mode=mode, act="linear"),
+        {"class_name": "MaxPooling2D", "config": {"name": "max_pooling2d_1", "pool_size": [pool, pool],
+         "strides": [pool, pool], "padding": "same", "data_format": "channels_last"}},
+        {"class_name": "Flatten", "config": {"name": "flatten_1"}},
+    ]  # fmt: skip
+    x = rng.uniform(-1, 1, (2, h, w, 1))
+    want = np_forward(layers, x, None)
+    layers.append(_dense("dense_1", rng, want.shape[1], 1, "linear", version=2))
+    model = K.load_keras(write_keras(tmp_path / f"p{seed}.h5", layers, version=2), preprocess="resize-grey")
+    np.testing.assert_allclose(torch_forward(model, x), np_forward(layers, x, None), atol=1e-5, rtol=1e-5)
+
+
 def test_padding_global_pooling_and_groups(tmp_path) -> None:
     rng = np.random.default_rng(7)
     layers = [
@@ -502,6 +527,7 @@ def _dave2_prepare(frames: np.ndarray) -> np.ndarray:
     return np.stack(out).astype(np.float64)
 
 
+@pytest.mark.realdata
 def test_dave2_matches_numpy(dave2: Path) -> None:
     model = K.load_keras(dave2)
     info = model.keras
@@ -519,6 +545,7 @@ def test_dave2_matches_numpy(dave2: Path) -> None:
                                atol=1e-5, rtol=1e-5)  # fmt: skip
 
 
+@pytest.mark.realdata
 def test_dave2_on_udacity_frames(dave2: Path, shared_data: Path) -> None:
     import csv
 
