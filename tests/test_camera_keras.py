@@ -496,6 +496,10 @@ def test_presets_and_options(tmp_path) -> None:
         K.load_keras(path, preprocess="nope")
     with pytest.raises(ModelError, match="unknown option"):
         K.load_keras(path, colour="yuv")
+    with pytest.raises(ModelError, match="cannot use device 'warp-drive'"):
+        K.load_keras(path, device="warp-drive")
+    with pytest.raises(ModelError, match="batch_size='many'"):
+        K.load_keras(path, batch_size="many")
     m = K.load_keras(path, output="degrees", preprocess="resize-yuv")
     base = K.load_keras(path, preprocess="resize-yuv")
     frames = np.random.default_rng(5).integers(0, 256, (2, 40, 50, 3), dtype=np.uint8)

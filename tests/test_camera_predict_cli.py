@@ -214,6 +214,7 @@ def test_models_details_of_a_keras_file(data, capsys) -> None:
     assert "resize-yuv" in capsys.readouterr().out
 
 
+@pytest.mark.realdata
 def test_models_on_the_shared_dave2(shared_data, capsys) -> None:
     path = shared_data / "models" / "dave2_udacity_simulator.h5"
     if not path.is_file():

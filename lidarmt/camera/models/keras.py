@@ -998,16 +998,16 @@ def load_keras(
     )
     note = f"{preset.note}; output {out_name}"
     spec = InputSpec(height=h, width=w, colour=preset.colour, history=0, note=note)
-    model = TorchSteeringModel(
-        name or Path(path).stem,
-        module,
-        spec,
-        pre,
-        post,
-        batch_size=int(batch_size),
-        device=device,
-        card=str(path),
-    )
+    try:
+        bs = int(batch_size)
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"model option batch_size={batch_size!r}: expected a whole number") from err
+    try:
+        model = TorchSteeringModel(
+            name or Path(path).stem, module, spec, pre, post, batch_size=bs, device=device, card=str(path)
+        )
+    except (RuntimeError, AssertionError) as err:  # unknown device string, or CUDA not available
+        raise ModelError(f"model {path}: cannot use device {device!r} ({str(err).splitlines()[0]})") from err
     model.keras = info  # type: ignore[attr-defined]
     return model
 
