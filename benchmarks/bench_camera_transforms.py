@@ -5,11 +5,11 @@ Usage::
     .venv/bin/python benchmarks/bench_camera_transforms.py [--repeat 30] [--frame PATH] [--transforms all]
 
 The frame is a real Udacity frame from ../shared/data/udacity (320x240) when present, else a synthetic road
-picture of the same size. Each transformation runs once to warm up (imports, tables), then ``--repeat`` times at
-the heaviest setting of its grid (intensity 1 for weather, the last Table 4 setting for the simple ones) with
-seeds 0, 1, 2, ... (weather styles differ per seed, as in a campaign); the median, best and 90th-percentile
-wall times are reported, with the process CPU time per call (OpenCV may use a second thread for some filters).
-Results go to benchmarks/results/camera_transforms.json.
+picture of the same size. Each transformation runs once to warm up (imports, tables), then ``--repeat``
+times at the heaviest setting of its grid (intensity 1 for weather, the last Table 4 setting for the simple
+ones) with seeds 0, 1, 2, ... (weather styles differ per seed, as in a campaign); the median, best and
+90th-percentile wall times are reported, with the process CPU time per call (OpenCV may use a second thread
+for some filters). Results go to benchmarks/results/camera_transforms.json.
 """
 
 from __future__ import annotations
@@ -81,14 +81,14 @@ def main() -> None:
                      "p90_ms": round(1e3 * wall[min(len(wall) - 1, int(0.9 * len(wall)))], 3),
                      "cpu_ms_median": round(1e3 * statistics.median(cpu), 3)})
         r = rows[-1]
-        print(f"{r['transform']:12s} {r['median_ms']:8.2f} ms  (best {r['best_ms']:.2f}, p90 {r['p90_ms']:.2f}, "
-              f"CPU {r['cpu_ms_median']:.2f})  {r['setting']}", flush=True)
+        print(f"{r['transform']:12s} {r['median_ms']:8.2f} ms  (best {r['best_ms']:.2f}, "
+              f"p90 {r['p90_ms']:.2f}, CPU {r['cpu_ms_median']:.2f})  {r['setting']}", flush=True)
 
     print()
     print(f"{'transform':12s} {'family':8s} {'median ms':>10s} {'best ms':>8s} {'p90 ms':>8s} {'CPU ms':>8s}")
     for r in rows:
-        print(f"{r['transform']:12s} {r['family']:8s} {r['median_ms']:10.2f} {r['best_ms']:8.2f} {r['p90_ms']:8.2f} "
-              f"{r['cpu_ms_median']:8.2f}")
+        print(f"{r['transform']:12s} {r['family']:8s} {r['median_ms']:10.2f} {r['best_ms']:8.2f} "
+              f"{r['p90_ms']:8.2f} {r['cpu_ms_median']:8.2f}")
     over = [r["transform"] for r in rows if r["median_ms"] > 10.0]
     print(f"over 10 ms per frame (median): {', '.join(over) if over else 'none'}")
     print(f"frame {frame_name} {image.shape[1]}x{image.shape[0]}; load average at start: "
@@ -100,7 +100,8 @@ def main() -> None:
         "frame": frame_name,
         "image_size": [image.shape[1], image.shape[0]],
         "repeat": args.repeat,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform(),
                     "numpy": np.__version__, "opencv": cv2.__version__, "opencv_threads": cv2.getNumThreads(),
                     "loadavg_at_start": [round(v, 2) for v in load]},
         "transforms": rows,

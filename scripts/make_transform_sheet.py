@@ -2,7 +2,8 @@
 
 Usage::
 
-    .venv/bin/python scripts/make_transform_sheet.py [--frame ../shared/data/udacity/center/1479425441182877835.jpg]
+    .venv/bin/python scripts/make_transform_sheet.py
+        [--frame ../shared/data/udacity/center/1479425441182877835.jpg]
         [--out docs/images/transforms.png] [--seed 0] [--transforms all]
 
 The frame comes from the Udacity self-driving challenge 2 test drive as shared by DeepXplore (MIT licence; see
@@ -37,8 +38,8 @@ def main() -> None:
     if bgr is None:
         sys.exit(f"cannot read {args.frame}: give a JPEG/PNG frame with --frame")
     rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-    out = transform_sheet(rgb, select(args.transforms), args.out, seed=args.seed,
-                          title=f"lidarmt image transformations on a Udacity frame ({args.frame.name}), seed {args.seed}")
+    title = f"lidarmt image transformations on a Udacity frame ({args.frame.name}), seed {args.seed}"
+    out = transform_sheet(rgb, select(args.transforms), args.out, seed=args.seed, title=title)
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)")
 
 

@@ -28,7 +28,7 @@ WEATHER = ["fog", "rain", "snow", "night", "glare", "droplets", "dirt"]
 
 
 def road_scene(h: int = 120, w: int = 160, seed: int = 0) -> np.ndarray:
-    """A small synthetic road picture: blue sky, green verge, grey road with white lane marks, some texture."""
+    """A small synthetic road picture: blue sky, green verge, grey road, white lane marks, some texture."""
     rng = np.random.default_rng(seed)
     img = np.zeros((h, w, 3), np.float32)
     hz = int(0.55 * h)
@@ -164,13 +164,15 @@ def test_grids_are_deepTest_table_4():
     assert [p["beta"] for p in g["brightness"]] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
     assert [p["alpha"] for p in g["contrast"]] == [1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6, 2.8, 3.0]
     assert [(p["tx"], p["ty"]) for p in g["translation"]] == [(v, v) for v in range(10, 101, 10)]
-    assert [(p["sx"], p["sy"]) for p in g["scale"]] == [(v, v) for v in (1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6)]
+    scales = (1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6)
+    assert [(p["sx"], p["sy"]) for p in g["scale"]] == [(v, v) for v in scales]
     assert [p["sx"] for p in g["shear"]] == [-1.0, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4, -0.3, -0.2, -0.1]
     assert [p["angle"] for p in g["rotation"]] == list(range(3, 31, 3))
     blur = get_transform("blur")
     assert [blur.label(p) for p in g["blur"]] == [
         "blur average 3×3", "blur average 4×4", "blur average 5×5", "blur gaussian 3×3", "blur gaussian 5×5",
-        "blur gaussian 7×7", "blur median 3×3", "blur median 5×5", "blur average 6×6", "blur bilateral 9/75/75"]
+        "blur gaussian 7×7", "blur median 3×3", "blur median 5×5", "blur average 6×6",
+        "blur bilateral 9/75/75"]
     for n in WEATHER:
         assert [p["intensity"] for p in get_transform(n).grid] == [0.25, 0.5, 0.75, 1.0]
     assert list(get_transform("mirror").grid) == [{}]
@@ -213,7 +215,8 @@ def test_weather_seed_matters_and_zero_is_identity(name, scene):
 @pytest.mark.parametrize("name", WEATHER)
 def test_weather_grows_with_intensity(name, scene):
     t = get_transform(name)
-    diffs = [np.abs(t.apply(scene, {"intensity": v}, 3).astype(float) - scene).mean() for v in (0.25, 0.5, 0.75, 1)]
+    levels = (0.25, 0.5, 0.75, 1)
+    diffs = [np.abs(t.apply(scene, {"intensity": v}, 3).astype(float) - scene).mean() for v in levels]
     assert all(b > a for a, b in zip(diffs, diffs[1:], strict=False)), diffs
     assert diffs[0] > 0.15
 
@@ -260,7 +263,8 @@ def test_outputs_identical_in_a_fresh_process(scene):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"})
     there = json.loads(out.stdout)
-    here = {t.name: hashlib.sha256(t.apply(scene, t.grid[-1], 9).tobytes()).hexdigest() for t in select("all")}
+    here = {t.name: hashlib.sha256(t.apply(scene, t.grid[-1], 9).tobytes()).hexdigest()
+            for t in select("all")}
     assert there == here
 
 
@@ -363,8 +367,10 @@ def test_mirror_flips_and_negates(scene):
 
 def test_fog_follows_koschmieder(scene):
     fog = get_transform("fog")
-    style = {"visibility": 60.0, "horizon": 0.55, "far": 50.0, "patchiness": 0.0, "airlight": 0.8, "tint": 0.0}
-    contrast = [luminance(fog.apply(scene, {"intensity": v, **style}, 0)).std() for v in (0, 0.25, 0.5, 0.75, 1)]
+    style = {"visibility": 60.0, "horizon": 0.55, "far": 50.0, "patchiness": 0.0, "airlight": 0.8,
+             "tint": 0.0}
+    levels = (0, 0.25, 0.5, 0.75, 1)
+    contrast = [luminance(fog.apply(scene, {"intensity": v, **style}, 0)).std() for v in levels]
     assert all(b < a for a, b in zip(contrast, contrast[1:], strict=False)), contrast
     # uniform fog: I = J·t + A·(1 − t) with t = exp(−3.912·d/V), d the ground-plane depth of the row
     out = fog.apply(scene, {"intensity": 1.0, **style}, 0).astype(float)
@@ -384,7 +390,8 @@ def test_fog_follows_koschmieder(scene):
 def test_night_is_darker_and_noisier(scene):
     night = get_transform("night")
     style = {"lamps": 0, "headlights": 0.4}
-    means = [luminance(night.apply(scene, {"intensity": v, **style}, 0)).mean() for v in (0, 0.25, 0.5, 0.75, 1)]
+    levels = (0, 0.25, 0.5, 0.75, 1)
+    means = [luminance(night.apply(scene, {"intensity": v, **style}, 0)).mean() for v in levels]
     assert all(b < a for a, b in zip(means, means[1:], strict=False)), means
     flat = np.full((64, 64, 3), 120, np.uint8)
     noise = [night.apply(flat, {"intensity": v, **style}, 0)[:32].astype(float) for v in (0.5, 1.0)]
@@ -440,10 +447,13 @@ def test_rain_streaks_follow_the_slant(scene):
     f = np.fft.fft2(streak - streak.mean())
     ac = np.fft.fftshift(np.real(np.fft.ifft2(f * np.conj(f))))
     cy, cx = np.array(ac.shape) // 2
-    along = [ac[cy + int(round(r * math.cos(math.radians(20)))), cx + int(round(r * math.sin(math.radians(20))))]
-             for r in (4, 6, 8)]
-    across = [ac[cy + int(round(r * math.cos(math.radians(-40)))), cx + int(round(r * math.sin(math.radians(-40))))]
-              for r in (4, 6, 8)]
+
+    def at(r, deg):
+        q = math.radians(deg)
+        return ac[cy + int(round(r * math.cos(q))), cx + int(round(r * math.sin(q)))]
+
+    along = [at(r, 20) for r in (4, 6, 8)]
+    across = [at(r, -40) for r in (4, 6, 8)]
     assert sum(along) > 2 * sum(across)
     assert luminance(rain.apply(scene, {"intensity": 1.0}, 0)).mean() < luminance(scene).mean()
 
@@ -456,7 +466,8 @@ def test_lens_effects_stay_local(scene, seed):
         d = np.abs(out.astype(float) - scene).max(axis=2)
         assert (d < 12).mean() > 0.6  # most of the frame only slightly changed (the water film, the blur)
         assert (d > 25).mean() > 0.004  # and some places strongly
-    dirt_full = get_transform("dirt").apply(scene, {"intensity": 1.0, "coverage": 0.45, "opacity": 0.95}, seed)
+    heavy = {"intensity": 1.0, "coverage": 0.45, "opacity": 0.95}
+    dirt_full = get_transform("dirt").apply(scene, heavy, seed)
     assert luminance(dirt_full).mean() < luminance(scene).mean() - 5  # the dirt absorbs light
 
 
@@ -516,7 +527,8 @@ def test_sheet_layout(tmp_path, scene):
     assert img.shape[0] > 2 * 60
     assert sorted(p.name for p in path.parent.iterdir()) == ["sheet.png"]  # no temporary files left
     # the first thumbnail is brightness β=10 of the scene, shrunk
-    thumb = cv2.resize(np.clip(scene.astype(int) + 10, 0, 255).astype(np.uint8), (80, 60), interpolation=cv2.INTER_AREA)
+    brighter = np.clip(scene.astype(int) + 10, 0, 255).astype(np.uint8)
+    thumb = cv2.resize(brighter, (80, 60), interpolation=cv2.INTER_AREA)
     assert np.abs(img[6:66, 6:86, ::-1].astype(int) - thumb).max() <= 1
     with pytest.raises(TransformError):
         transform_sheet(scene, [], tmp_path / "x.png")

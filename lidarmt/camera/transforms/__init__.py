@@ -1,4 +1,4 @@
-"""Image transformations (DeepTest's simple ones, composite weather, mirror): named, parameterised, deterministic.
+"""Image transformations (DeepTest's simple ones, composite weather, mirror): named, parameterised, seeded.
 
     >>> from lidarmt.camera.transforms import get_transform, select
     >>> fog = get_transform("fog")
@@ -9,8 +9,9 @@
 Every transformation is a deterministic function of (image, parameters, seed), never modifies its input and
 keeps the image size. ``t.grid`` lists the settings a campaign walks (DeepTest's Table 4 for the simple ones;
 intensities 0.25/0.5/0.75/1.0 for weather), ``t.space`` the range of every parameter, ``t.relation`` what the
-steering angle must do ("keep", or "negate" for the mirror). The built-ins also have ``resolve(params, seed)``,
-the complete setting used (weather style parameters drawn from the seed), for journals.
+steering angle must do ("keep", or "negate" for the mirror). The built-ins also have
+``resolve(params, seed)``: the complete setting used (weather style parameters drawn from the seed), for
+journals.
 
 Modules: :mod:`.simple` (DeepTest's seven and the mirror), :mod:`.weather` (fog, rain, snow, night),
 :mod:`.optics` (sun glare, wet lens, dirty lens), :mod:`.registry` (names, families, plug-ins),

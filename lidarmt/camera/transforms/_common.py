@@ -64,7 +64,9 @@ def check_image(image: Any, name: str) -> np.ndarray:
             f"dtype {image.dtype} (convert with np.asarray(img, np.uint8) or cv2.cvtColor first)"
         )
     if image.shape[0] < 2 or image.shape[1] < 2:
-        raise TransformError(f"transformation {name!r} needs an image of at least 2x2 pixels; got {image.shape}")
+        raise TransformError(
+            f"transformation {name!r} needs an image of at least 2x2 pixels; got {image.shape}"
+        )
     return np.ascontiguousarray(image)
 
 
@@ -95,7 +97,7 @@ class BaseTransform:
     def __repr__(self) -> str:
         return f"<transform {self.name} ({self.family}, {self.relation}, {len(self.grid)} settings)>"
 
-    # -- parameters -------------------------------------------------------------------------------------------
+    # -- parameters ------------------------------------------------------------------------------------------
 
     def _value(self, key: str, value: Any) -> float:
         rng = self.space[key]
@@ -142,7 +144,8 @@ class BaseTransform:
         missing = [k for k in self.required if k not in params]
         if missing:
             raise TransformError(
-                f"transformation {self.name!r} needs parameter(s) {', '.join(missing)}; e.g. {dict(self.grid[-1])}"
+                f"transformation {self.name!r} needs parameter(s) {', '.join(missing)}; "
+                f"e.g. {dict(self.grid[-1])}"
             )
         out: dict[str, Any] = {k: self._value(k, params[k]) for k in self.required}
         for k, v in self.defaults.items():
@@ -159,7 +162,7 @@ class BaseTransform:
                     out[k] = int(math.floor(v + 0.5)) if r.integer else v
         return out
 
-    # -- application ------------------------------------------------------------------------------------------
+    # -- application -----------------------------------------------------------------------------------------
 
     def apply(self, image: np.ndarray, params: Mapping[str, Any], seed: int = 0) -> np.ndarray:
         """The transformed image: a new (H, W, 3) uint8 RGB array; ``image`` is left untouched."""
@@ -177,7 +180,7 @@ class BaseTransform:
         return f"{self.name} " + " ".join(f"{k}={_fmt(float(v))}" for k, v in params.items())
 
 
-# -- numeric helpers shared by the weather effects ---------------------------------------------------------------
+# -- numeric helpers shared by the weather effects -----------------------------------------------------------
 
 
 def to_float(image: np.ndarray) -> np.ndarray:
@@ -204,7 +207,7 @@ _LINEAR_TO_SRGB = np.round(
 
 
 def srgb_to_linear(image: np.ndarray) -> np.ndarray:
-    """uint8 sRGB → float32 linear light in [0, 1] (IEC 61966-2-1 transfer function, by table); a new array."""
+    """uint8 sRGB → a new float32 array of linear light in [0, 1] (IEC 61966-2-1, by table)."""
     import cv2
 
     return cv2.LUT(image, _SRGB_TO_LINEAR)

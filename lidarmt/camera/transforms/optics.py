@@ -39,14 +39,15 @@ class Glare(Weather):
     real-time lens flare rendering", SIGGRAPH 2011).
 
     Style: ``x``, ``y`` (the source, as fractions of the width and height; above the horizon), ``size`` (a
-    factor on the core and bloom), ``ghosts`` (their number), ``warmth`` (0 white … 1 the orange of a low sun).
+    factor on the core and bloom), ``ghosts`` (their number), ``warmth`` (0 white … 1 a low sun's orange).
     """
 
     name = "glare"
-    description = "sun glare: core + bloom (Spencer et al. 1995), veiling glare ∝ 1/θ², flare ghosts through the centre"
+    description = "sun glare: core + bloom (Spencer et al. 1995), veiling glare ~ 1/θ², ghosts via the centre"
     style = ("x", "y", "size", "ghosts", "warmth")
     space = {"intensity": _INTENSITY, "x": ParamRange(0.15, 0.85), "y": ParamRange(0.05, 0.35),
-             "size": ParamRange(0.7, 1.4), "ghosts": ParamRange(3, 7, integer=True), "warmth": ParamRange(0.0, 1.0)}
+             "size": ParamRange(0.7, 1.4), "ghosts": ParamRange(3, 7, integer=True),
+             "warmth": ParamRange(0.0, 1.0)}
 
     def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
         h, w = image.shape[:2]
@@ -70,7 +71,8 @@ class Glare(Weather):
             k = g.uniform(0.25, 2.0)  # position along the line: source + k·(centre − source)
             gx, gy = sx + k * (cx - sx), sy + k * (cy - sy)
             rad = g.uniform(4.0, 20.0) * s * (0.6 + 0.5 * k)
-            tint = np.array([g.uniform(0.3, 1.0), g.uniform(0.5, 1.0), g.uniform(0.3, 1.0)]) * g.uniform(0.08, 0.22)
+            tint = np.array([g.uniform(0.3, 1.0), g.uniform(0.5, 1.0), g.uniform(0.3, 1.0)])
+            tint *= g.uniform(0.08, 0.22)
             layer = np.zeros((h, w, 3), np.float32)
             cv2.circle(layer, (int(round(gx * 16)), int(round(gy * 16))), max(1, int(round(rad * 16))),
                        tint.tolist(), -1, cv2.LINE_AA, 4)
@@ -113,7 +115,7 @@ class Droplets(Weather):
     """
 
     name = "droplets"
-    description = "wet lens: drops as plano-convex lenses remapping an inverted, shrunk view (Roser & Geiger 2009), defocused"
+    description = "wet lens: defocused drops, lenses showing an inverted view (Roser & Geiger 2009)"
     style = ("size", "count", "view", "defocus")
     space = {"intensity": _INTENSITY, "size": ParamRange(0.7, 1.5), "count": ParamRange(0.6, 1.4),
              "view": ParamRange(0.12, 0.3), "defocus": ParamRange(0.6, 1.4)}
@@ -187,7 +189,7 @@ class Dirt(Weather):
     """
 
     name = "dirt"
-    description = "dirty lens: I = I₀·α + β (Gu et al. 2009), defocused blotches that attenuate, blur and scatter"
+    description = "dirty lens: I = I₀·α + β (Gu et al. 2009), defocused blotches attenuate, blur and scatter"
     style = ("coverage", "opacity", "blotch", "brown")
     space = {"intensity": _INTENSITY, "coverage": ParamRange(0.2, 0.45), "opacity": ParamRange(0.6, 0.95),
              "blotch": ParamRange(0.7, 1.5), "brown": ParamRange(0.0, 1.0)}

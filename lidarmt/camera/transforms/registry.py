@@ -56,15 +56,15 @@ def _plugins() -> dict[str, Any]:
 
 
 def available() -> list[str]:
-    """Names :func:`get_transform` accepts: the built-ins (simple, weather, mirror), then installed plug-ins."""
+    """Names :func:`get_transform` accepts: built-ins (simple, weather, mirror), then installed plug-ins."""
     return list(_BUILTINS) + sorted(n for n in _plugins() if n not in _BUILTINS)
 
 
 def _check(obj: Any, name: str) -> Transform:
     if not isinstance(obj, Transform):
         raise TransformError(
-            f"transformation plug-in {name!r} gave a {type(obj).__name__}, which lacks name/family/relation/grid/"
-            "space/description/apply/label (see lidarmt.camera.transforms.base.Transform)"
+            f"transformation plug-in {name!r} gave a {type(obj).__name__}, which lacks name/family/relation/"
+            "grid/space/description/apply/label (see lidarmt.camera.transforms.base.Transform)"
         )
     if obj.family not in FAMILIES or obj.relation not in RELATIONS:
         raise TransformError(
@@ -77,7 +77,7 @@ def _check(obj: Any, name: str) -> Transform:
 
 
 def get_transform(name: str) -> Transform:
-    """The transformation called ``name`` (a built-in or an entry point of the group ``lidarmt.transform``)."""
+    """The transformation called ``name``: a built-in or an entry point of the group ``lidarmt.transform``."""
     name = name.strip()
     if name in _cache:
         return _cache[name]
@@ -111,7 +111,8 @@ def select(spec: str) -> list[Transform]:
     """
     if not isinstance(spec, str) or not spec.strip():
         raise TransformError(
-            f"empty transformation list {spec!r}; give all, simple, weather, mirror or names: {', '.join(available())}"
+            f"empty transformation list {spec!r}; give all, simple, weather, mirror or names: "
+            f"{', '.join(available())}"
         )
     names: list[str] = []
     for raw in spec.split(","):

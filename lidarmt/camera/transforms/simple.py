@@ -103,7 +103,8 @@ class Translation(BaseTransform):
 
 
 class Scale(BaseTransform):
-    """Scale about the image origin by (sx, sy), bicubic, size kept: Table 2's ``[[sx, 0, 0], [0, sy, 0]]``."""
+    """Scale about the image origin by (sx, sy), bicubic, size kept: Table 2's ``[[sx, 0, 0], [0, sy, 0]]``.
+    """
 
     name = "scale"
     description = "DeepTest scale about the top-left origin, size kept, bicubic (Table 4: 1.5..6)"

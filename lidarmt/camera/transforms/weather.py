@@ -122,7 +122,7 @@ class Fog(Weather):
 
 def _line_kernel_streaks(layer: np.ndarray, rng: np.random.Generator, n: int, length: float, angle: float,
                          thickness: int) -> None:
-    """Draw ``n`` anti-aliased streaks of about ``length`` px at ``angle`` (radians from vertical) on ``layer``."""
+    """Draw ``n`` anti-aliased streaks of about ``length`` px at ``angle`` (radians from vertical)."""
     if n <= 0:
         return
     h, w = layer.shape
@@ -181,7 +181,8 @@ class Rain(Weather):
         angle = math.radians(p["angle"])
         length = p["length"] * h
         alpha = np.zeros((h, w), np.float32)
-        for count, scale, thick, blur, opacity in ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5)):
+        layers = ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
+        for count, scale, thick, blur, opacity in layers:
             layer = np.zeros((h, w), np.float32)
             n = int(round(count * i * p["density"] * area))
             _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
@@ -218,7 +219,7 @@ class Snow(Weather):
     """
 
     name = "snow"
-    description = "snow: flakes in 3 depth layers (DesnowNet's I = K·z + J·(1−z)) + Koschmieder haze, brighter"
+    description = "snow: flakes in 3 depth layers (DesnowNet: I = K·z + J·(1−z)), Koschmieder haze, brighter"
     style = ("flake_size", "density", "visibility", "horizon")
     space = {"intensity": _INTENSITY, "flake_size": ParamRange(0.7, 1.5), "density": ParamRange(0.6, 1.4),
              "visibility": ParamRange(80.0, 200.0), "horizon": ParamRange(0.5, 0.62)}
@@ -271,10 +272,11 @@ class Night(Weather):
     """
 
     name = "night"
-    description = "night: −stops of light, blue shift, headlight beam ∝ 1/d², lamps with bloom, Poisson-Gaussian noise"
+    description = "night: less light, blue shift, headlights ~ 1/d², lamps with bloom, Poisson-Gaussian noise"
     style = ("darkness", "gain", "blue", "headlights", "lamps", "horizon")
     space = {"intensity": _INTENSITY, "darkness": ParamRange(4.0, 6.0), "gain": ParamRange(1.5, 3.5),
-             "blue": ParamRange(0.4, 1.0), "headlights": ParamRange(0.4, 1.0), "lamps": ParamRange(0, 4, integer=True),
+             "blue": ParamRange(0.4, 1.0), "headlights": ParamRange(0.4, 1.0),
+             "lamps": ParamRange(0, 4, integer=True),
              "horizon": ParamRange(0.5, 0.62)}
 
     FULL_WELL = 4000.0  # electrons at saturation of the (modelled) sensor
@@ -326,7 +328,7 @@ class Night(Weather):
             for c in range(3):
                 glow[c] += prof * np.float32(colour[c])
         lin += cv2.merge(glow)
-        # the camera's gain and the sensor's Poisson-Gaussian noise: sd = sqrt(electrons + read²), in electrons
+        # the camera's gain and the sensor's Poisson-Gaussian noise: sd = sqrt(electrons + read²) electrons
         gain = 2.0 ** (p["gain"] * i)
         sd = cv2.max(lin, 0.0)
         sd *= np.float32(self.FULL_WELL / gain)
