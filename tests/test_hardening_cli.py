@@ -178,7 +178,12 @@ def test_random_bytes_as_weights_are_one_line_everywhere(small_scene, capsys):
     w = str(d / "random.pt")
     _no_torch_advice(_one_line(capsys, main(["perceive", str(d / "rec"), "--map", str(d / "map.geojson"),
                                              "--weights", w])))
-    _no_torch_advice(_one_line(capsys, main(["evaluate", "--data", str(d / "rec"), "--weights", w])))
+    from test_training_targets import _frame
+
+    from lidarmt.io.npz import save_frame_npz
+
+    save_frame_npz(d / "val" / "000000.npz", _frame(0))  # evaluate wants labelled frames
+    _no_torch_advice(_one_line(capsys, main(["evaluate", "--data", str(d / "val"), "--weights", w])))
     _no_torch_advice(_one_line(capsys, main(["fuzz", "--bag", str(d / "rec"), "--map", str(d / "map.geojson"),
                                              "--sut-option", f"weights={w}", "--n", "10", "--quiet",
                                              "--out", str(d / "run")])))
@@ -364,3 +369,61 @@ def test_simulate_removes_the_temporary_a_sigkilled_run_left(tmp_path, capsys):
     assert not left.exists() and bag.is_file() and keep.read_bytes() == b"someone else's"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".other.bag.1a2b3c4d.tmp", "demo.bag",
                                                                   "demo.labels.npz"])
+
+
+# ------------------------------------------------------------------------------------------------ evaluate
+
+
+@pytest.fixture(scope="module")
+def sim_bag(tmp_path_factory):
+    """A one-sweep simulated bag with its ground truth beside it (demo.labels.npz), and small CNN weights."""
+    pytest.importorskip("open3d")
+    torch = pytest.importorskip("torch")
+    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.sim.record import simulate_recording
+
+    d = tmp_path_factory.mktemp("simbag")
+    simulate_recording(d / "demo.bag", None, seed=7, frames=1, camera=False)
+    torch.save(build_network(64, seed=0).state_dict(), d / "w64.pt")
+    return d
+
+
+def _evaluate(d, data, *extra: str) -> list[str]:
+    return ["evaluate", "--data", str(data), "--weights", str(d / "w64.pt"), "--grid", "64", *extra]
+
+
+def test_evaluate_reads_the_labels_the_simulator_writes_beside_its_bag(sim_bag, capsys):
+    import json
+
+    import numpy as np
+
+    from lidarmt.sim.record import load_labels
+
+    out = sim_bag / "eval.json"
+    assert main(_evaluate(sim_bag, sim_bag / "demo.bag", "--out", str(out))) == 0
+    (res,) = json.loads(out.read_text())["results"]
+    gt = sum(c["gt"] for c in res["classes"].values())
+    (labels,) = load_labels(sim_bag / "demo.bag")
+    visible = [b for b in labels.boxes if np.count_nonzero(labels.point_instance == b["instance"]) >= 5]
+    assert 0 < gt <= len(visible)  # it was 0 in every class: the bag's frames carry no labels themselves
+    assert res["frames"] == 1
+    capsys.readouterr()
+
+
+def test_evaluate_refuses_a_recording_without_ground_truth(sim_bag, tmp_path, capsys):
+    import shutil
+
+    bare = tmp_path / "bare.bag"
+    shutil.copyfile(sim_bag / "demo.bag", bare)
+    _one_line(capsys, main(_evaluate(sim_bag, bare)), "bare.bag", "no ground truth", "bare.labels.npz")
+    # labels of another recording (a different number of sweeps) are refused, not mismatched
+    import numpy as np
+
+    from lidarmt.sim.record import write_npz_deterministic
+
+    write_npz_deterministic(tmp_path / "bare.labels.npz", {"stamps": np.zeros(0)})
+    _one_line(capsys, main(_evaluate(sim_bag, bare)), "bare.labels.npz", "0 sweep(s)")
+
+
+def test_evaluate_refuses_unlabelled_frames(small_scene, capsys):
+    _one_line(capsys, main(["evaluate", "--data", str(small_scene / "rec")]), "no ground truth")

@@ -18,6 +18,46 @@ def _fmt(v: float | None) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
+def _labelled(data: Path, rec):
+    """``frame(i)``: the recording's frame ``i`` with its ground truth, or an InputError (one line) when ``data``
+    holds none.
+
+    A simulated bag (``lidarmt simulate --out x.bag``) keeps its ground truth beside it in ``x.labels.npz``
+    (:func:`lidarmt.sim.record.load_labels`), aligned point for point with its clouds; labelled .npz frames and
+    KITTI folders carry theirs in the frames.
+    """
+    import dataclasses
+
+    from lidarmt.errors import InputError
+
+    if data.is_file():
+        from lidarmt.sim.record import labels_path, load_labels
+
+        lab = labels_path(data)
+        if lab.is_file():
+            labels = load_labels(lab)
+            if len(labels) != len(rec):
+                raise InputError(f"{lab}: ground truth of {len(labels)} sweep(s) for the {len(rec)} point clouds of "
+                                 f"{data}; simulate the bag and its labels again together")
+
+            def frame(i: int):
+                f = rec[i]
+                lb = labels[i]
+                if f.dropped or lb.point_meta is None or len(lb.point_meta) != len(f.points):
+                    raise InputError(f"{lab}: sweep {i} labels {0 if lb.point_meta is None else len(lb.point_meta)} "
+                                     f"points but {data} holds {len(f.points)} (+{f.dropped} dropped); the labels "
+                                     "do not belong to this bag")
+                return dataclasses.replace(f, labels=lb)
+
+            return frame
+    if len(rec) and rec[0].labels is None:
+        beside = (f" and no {labels_path(data).name} beside it" if data.is_file() else "")
+        raise InputError(f"--data {data}: its frames carry no ground truth{beside}; evaluate needs labelled frames "
+                         "(`lidarmt simulate --dataset DIR`, or a bag from `lidarmt simulate --out` with its "
+                         ".labels.npz)")
+    return rec.__getitem__
+
+
 def evaluate(
     data: Annotated[Path | None, typer.Option("--data", help="Folder of labelled simulator .npz frames "
                                               "(held out: generated with a seed not used for training).")] = None,
@@ -38,6 +78,9 @@ def evaluate(
     HDMap ROI on the map of their town (from the dataset's dataset.json); KITTI frames the area covered by their
     road/parking/sidewalk labels, and only detections inside the camera's field of view are counted (KITTI
     labels nothing outside it).
+
+    --data is a folder of labelled frames or a bag simulated by `lidarmt simulate --out` (its ground truth is read
+    from the <name>.labels.npz the simulator writes beside it); a recording without ground truth is refused.
 
     Examples:
 
@@ -60,17 +103,21 @@ def evaluate(
         raise ArgumentError("nothing to evaluate: pass --data DIR (simulated frames) and/or --kitti DIR")
     if mode not in ("exact", "fast"):
         raise ArgumentError(f"--mode must be exact or fast, got {mode!r}")
+    from lidarmt.cli._common import track
+    from lidarmt.io import open_recording
+
+    sources = []
+    if data is not None:  # the data first: a recording without ground truth is refused before the model loads
+        rec = open_recording(data)
+        sources.append((rec, _labelled(data, rec)))
     cfg = ApolloConfig(grid=grid, mode=mode, weights=None if weights is None else str(weights))
     lop = ApolloLOP(cfg)
     results = []
 
-    from lidarmt.cli._common import track
-    from lidarmt.io import open_recording
-
     if data is not None:
         from lidarmt.perception.apollo.evaluate import label_area_roi
 
-        rec = open_recording(data)
+        rec, frame_at = sources[0]
         n = len(rec) if frames is None else min(frames, len(rec))
         sim_roi = SimRoi(str(data) if data.is_dir() else None)
         variants = [(sim_roi.kind, sim_roi, sim_roi.describe())]
@@ -79,7 +126,7 @@ def evaluate(
                              "ROI: the area covered by the ground-truth road/parking/sidewalk points (closed "
                              "morphologically, PointLabelRoi): includes sidewalks, where most pedestrians are"))
         for label, roi_of, note in variants:
-            it = (rec[i] for i in range(n))
+            it = (frame_at(i) for i in range(n))
             res = evaluate_frames(f"sim ({label} ROI):{data}", track(it, total=n, description=f"sim, {label} ROI"),
                                   lop, roi_of, min_points=min_points)
             res.notes.append(note)
