@@ -256,19 +256,22 @@ class Snow(Weather):
 class Night(Weather):
     """Night: less light, a blue shift, headlights on the road, lamps with blooms, and sensor noise.
 
-    Model, in linear light: the ambient illumination falls by ``darkness·intensity`` stops; the car's
-    headlights light the road with an irradiance that falls with the square of the distance (the
-    ground-plane depth proxy) inside a beam of about ±15° — a radial brightening of the lower centre; street
-    lamps are point sources with a bloom (the eye's and the lens's point-spread function; Spencer et al.,
-    SIGGRAPH 1995). Where light is scarce colour vision gives way to the rods: the image is desaturated and
-    shifted to blue (the Purkinje shift as rendered by Thompson, Shirley & Ferwerda, "A spatial
-    post-processing algorithm for images of night scenes", 2002). The camera raises its gain by ``gain``
-    stops, which amplifies the sensor's Poisson-Gaussian noise (Foi et al., IEEE TIP 2008): variance
-    ``a·x + b`` in electrons — photon shot noise plus read noise — so the noise grows as the light falls.
+    Model, in linear light: the ambient illumination the image shows falls by ``darkness·intensity`` stops;
+    the car's headlights light the road with an irradiance that falls with the square of the distance (the
+    ground-plane depth proxy) inside a beam of about ±15° — a brightening of the lower centre — and glow
+    faintly in the air; street lamps are point sources with a bloom (the lens's point-spread function;
+    Spencer et al., SIGGRAPH 1995). Where light is scarce colour vision gives way to the rods: the image is
+    desaturated and shifted to blue (the Purkinje shift as rendered by Thompson, Shirley & Ferwerda, "A
+    spatial post-processing algorithm for images of night scenes", 2002). To show even that much, the camera
+    has raised its gain by ``gain·intensity`` stops, so the sensor collected ``2^gain`` times fewer
+    electrons than the picture suggests, and its Poisson-Gaussian noise (Foi et al., IEEE TIP 2008: variance
+    ``x + σ_read²`` in electrons for a signal of ``x`` electrons, photon shot noise plus read noise; a
+    4,000-electron full well, 4 electrons of read noise) is amplified by the gain: the noise grows as the
+    light falls, most in the dark parts.
 
     Style: ``darkness`` (stops of under-exposure at intensity 1), ``gain`` (stops of camera gain at intensity
-    1), ``blue`` (strength of the blue shift), ``headlights`` (their strength, 0 = off), ``lamps`` (number of
-    light sources), ``horizon`` (fraction of the height).
+    1), ``blue`` (strength of the blue shift), ``headlights`` (their strength), ``lamps`` (number of light
+    sources), ``horizon`` (fraction of the height).
     """
 
     name = "night"
