@@ -3,6 +3,7 @@
 Usage::
 
     .venv/bin/python benchmarks/bench_camera_transforms.py [--repeat 30] [--frame PATH] [--transforms all]
+        [--threads N]
 
 The frame is a real Udacity frame from ../shared/data/udacity (320x240) when present, else a synthetic road
 picture of the same size. Each transformation runs once to warm up (imports, tables), then ``--repeat``
@@ -58,9 +59,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--frame", type=Path, default=DEFAULT_FRAME)
     ap.add_argument("--transforms", default="all")
+    ap.add_argument("--threads", type=int, default=-1,
+                    help="cv2.setNumThreads(N) before measuring (default: leave OpenCV's own setting)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "camera_transforms.json")
     args = ap.parse_args()
 
+    if args.threads >= 0:
+        cv2.setNumThreads(args.threads)
     image, frame_name = load_frame(args.frame)
     load = os.getloadavg()
     rows = []
