@@ -268,6 +268,18 @@ def test_outputs_identical_in_a_fresh_process(scene):
     assert there == here
 
 
+def test_outputs_do_not_depend_on_opencv_threads(scene):
+    before = cv2.getNumThreads()
+    try:
+        cv2.setNumThreads(1)
+        one = {t.name: t.apply(scene, t.grid[-1], 4).tobytes() for t in select("all")}
+        cv2.setNumThreads(4)
+        four = {t.name: t.apply(scene, t.grid[-1], 4).tobytes() for t in select("all")}
+    finally:
+        cv2.setNumThreads(before)
+    assert one == four
+
+
 # -------------------------------------------------------------------- simple ones vs independent references
 
 
@@ -532,6 +544,10 @@ def test_sheet_layout(tmp_path, scene):
     assert np.abs(img[6:66, 6:86, ::-1].astype(int) - thumb).max() <= 1
     with pytest.raises(TransformError):
         transform_sheet(scene, [], tmp_path / "x.png")
+    with pytest.raises(TransformError, match="unknown transformation 'smog'"):
+        transform_sheet(scene, "fog,smog", tmp_path / "x.png")
+    small = transform_sheet(scene, "mirror", tmp_path / "m.png", thumb_size=(40, 30))
+    assert cv2.imread(str(small)).shape[1] == 2 * 6 + 3 * 40 + 2 * 2
 
 
 @pytest.mark.realdata

@@ -1,10 +1,12 @@
 """The protocol of an image transformation.
 
 A transformation is a deterministic function of (image, parameters, seed): the same three give the same bytes
-on every machine. ``grid`` is the list of parameter settings a campaign walks (DeepTest's Table 4 for the simple
-ones; intensity levels for weather, whose style parameters are drawn from the seed when not given). ``space``
-describes each continuous parameter's range, for search (TACTIC's ES). ``relation`` says what a steering
-model's answer must do under it: ``"keep"`` (the angle must not change) or ``"negate"`` (the mirror).
+on every run in one environment (the same NumPy and OpenCV builds on the same kind of CPU; vectorised float
+maths such as ``exp`` may differ in the last bit between CPU families, so a weather image may differ by a grey
+level elsewhere). ``grid`` is the list of parameter settings a campaign walks (DeepTest's Table 4 for the
+simple ones; intensity levels for weather, whose style parameters are drawn from the seed when not given).
+``space`` describes each continuous parameter's range, for search (TACTIC's ES). ``relation`` says what a
+steering model's answer must do under it: ``"keep"`` (the angle must not change) or ``"negate"`` (the mirror).
 """
 
 from __future__ import annotations

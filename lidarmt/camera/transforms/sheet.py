@@ -47,10 +47,13 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
-def transform_sheet(image: np.ndarray, transforms: Sequence[Transform], path: str | os.PathLike[str], *,
+def transform_sheet(image: np.ndarray, transforms: Sequence[Transform] | str, path: str | os.PathLike[str], *,
                     seed: int = 0, thumb_size: tuple[int, int] = (160, 120), blocks_per_row: int = 2,
                     title: str | None = None) -> Path:
     """Write a PNG sheet of ``transforms`` applied to ``image`` (H, W, 3 uint8 RGB) and return its path.
+
+    ``transforms`` is a list of transformations or a spec for :func:`~lidarmt.camera.transforms.select`
+    (``"all"``, ``"weather"``, ``"fog,rain"``...).
 
     Each transformation is a block of three thumbnails (``thumb_size`` = width, height) with a label under
     each; ``blocks_per_row`` blocks side by side. Transformations run on the full image, then the result is
@@ -63,6 +66,10 @@ def transform_sheet(image: np.ndarray, transforms: Sequence[Transform], path: st
     from lidarmt._atomic import atomic_path
 
     img = check_image(image, "sheet")
+    if isinstance(transforms, str):
+        from lidarmt.camera.transforms.registry import select
+
+        transforms = select(transforms)
     if not transforms:
         raise TransformError("transform_sheet needs at least one transformation; e.g. select('all')")
     tw, th = thumb_size
