@@ -55,14 +55,20 @@ class Glare(Weather):
         s = h / 240.0 * p["size"]
         sx, sy = p["x"] * w, p["y"] * h
         colour = np.array([1.0, 0.93 - 0.13 * p["warmth"], 0.85 - 0.35 * p["warmth"]], np.float32)
-        yy, xx = np.ogrid[:h, :w]
-        r2 = ((xx - sx) ** 2 + (yy - sy) ** 2).astype(np.float32)
-        theta0 = 18.0 * s
-        light = (6.0 * np.exp(-r2 / (2 * (5.0 * s) ** 2))  # saturated core
-                 + 0.9 * np.exp(-r2 / (2 * (22.0 * s) ** 2))  # bloom
-                 + 0.5 * theta0**2 / (r2 + theta0**2)  # veiling glare, ∝ 1/θ² away from the source
-                 + 0.07)  # uniform veil
-        add = light[..., None] * colour
+        xs = np.arange(w, dtype=np.float32) - np.float32(sx)
+        ys = np.arange(h, dtype=np.float32) - np.float32(sy)
+
+        def gauss2d(sigma: float, peak: float) -> np.ndarray:  # separable: an outer product
+            k = np.float32(-0.5 / sigma**2)
+            return np.outer(np.exp(ys * ys * k) * np.float32(peak), np.exp(xs * xs * k))
+
+        theta0 = np.float32(18.0 * s)
+        r2 = np.add.outer(ys * ys, xs * xs)
+        light = np.float32(0.5) * theta0**2 / (r2 + theta0**2)  # veiling glare, ∝ 1/θ² away from the source
+        light += np.float32(0.07)  # its uniform part
+        light += gauss2d(5.0 * s, 6.0)  # the saturated core
+        light += gauss2d(22.0 * s, 0.9)  # the bloom
+        add = cv2.merge([light * colour[0], light * colour[1], light * colour[2]])
         # ghosts: discs on the line source → centre → beyond, tinted, soft-edged
         g = rng(TEXTURE_STREAM)
         cx, cy = w / 2.0, h / 2.0

@@ -91,9 +91,9 @@ class Fog(Weather):
     heterogeneous fog of Tarel et al. (IEEE ITS Magazine 2012, FRIDA).
 
     Intensity sets the visibility: ``V = visibility / intensity^1.5`` (``visibility`` is the one at intensity
-    1, 50-80 m: dense fog, the road 20 m ahead keeps a third of its contrast; intensity 0.5 gives 140-230 m,
-    intensity 0.25 400-640 m, a light haze). Style: ``visibility``, ``horizon``
-    (the horizon row as a fraction of the height), ``far`` (depth of the sky and of everything above the
+    1, 50-80 m: dense fog, the road 20 m ahead keeps a fifth to two fifths of its contrast; intensity 0.5
+    gives 140-230 m, intensity 0.25 400-640 m, a light haze). Style: ``visibility``, ``horizon`` (the horizon
+    row as a fraction of the height), ``far`` (the depth given to the sky and to everything above the
     horizon), ``patchiness``, ``airlight`` (its brightness) and ``tint`` (−1 warm … +1 blue-grey).
     """
 
@@ -267,7 +267,8 @@ class Night(Weather):
     electrons than the picture suggests, and its Poisson-Gaussian noise (Foi et al., IEEE TIP 2008: variance
     ``x + σ_read²`` in electrons for a signal of ``x`` electrons, photon shot noise plus read noise; a
     4,000-electron full well, 4 electrons of read noise) is amplified by the gain: the noise grows as the
-    light falls, most in the dark parts.
+    light falls, most in the dark parts. (The added noise is also scaled by the intensity, so that low
+    intensities tend smoothly to the unchanged picture, whose own daylight noise is already in it.)
 
     Style: ``darkness`` (stops of under-exposure at intensity 1), ``gain`` (stops of camera gain at intensity
     1), ``blue`` (strength of the blue shift), ``headlights`` (their strength), ``lamps`` (number of light
