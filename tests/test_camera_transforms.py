@@ -200,6 +200,15 @@ def test_size_kept_input_untouched_deterministic(name, scene):
     assert t.apply(view, t.grid[-1], 0).shape == view.shape
 
 
+@pytest.mark.parametrize("shape", [(2, 2, 3), (7, 2, 3), (3, 50, 3)])
+def test_tiny_and_odd_shapes(shape):
+    img = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+    for t in select("all"):
+        for p in (t.grid[0], t.grid[-1]):
+            out = t.apply(img, p, 1)
+            assert out.shape == shape and out.dtype == np.uint8, t.name
+
+
 @pytest.mark.parametrize("name", WEATHER)
 def test_weather_seed_matters_and_zero_is_identity(name, scene):
     t = get_transform(name)
