@@ -127,9 +127,19 @@ _ERRORS = {-1: "the compressed data is truncated", -2: "it decompresses to more 
            -3: "a back reference points before the start (corrupt data)"}
 
 
+MAX_RATIO = 88
+"""The most an LZF stream can expand: a 3-byte back reference yields at most 264 bytes."""
+
+
 def decompress(src: bytes | memoryview | np.ndarray, size: int) -> np.ndarray:
-    """LZF-decompress ``src`` into exactly ``size`` bytes (uint8 array); FormatError if it does not fit."""
+    """LZF-decompress ``src`` into exactly ``size`` bytes (uint8 array); FormatError if it does not fit.
+
+    A ``size`` that ``src`` cannot possibly expand to (more than :data:`MAX_RATIO` times its length, as a corrupt
+    header may claim) is refused before the output is allocated.
+    """
     a = np.frombuffer(src, dtype=np.uint8)
+    if size < 0 or size > MAX_RATIO * len(a):
+        raise FormatError(f"LZF: {len(a)} compressed bytes cannot hold the {size} bytes announced (corrupt size)")
     out = np.empty(size, dtype=np.uint8)
     got = _decompress(a, out)
     if got < 0:
@@ -163,6 +173,8 @@ def decompress_reference(src: bytes, size: int) -> bytes:
             ip += ctrl + 1
         else:
             length = ctrl >> 5
+            if ip + (length == 7) >= len(src):
+                raise FormatError("LZF: the compressed data is truncated")
             if length == 7:
                 length += src[ip]
                 ip += 1

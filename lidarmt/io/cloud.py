@@ -123,7 +123,9 @@ def _time_rule(col: np.ndarray, stamp: float, kind: str) -> tuple[float, float]:
     """(scale, offset) turning a per-point time column into absolute seconds: t * scale + offset."""
     if len(col) == 0:
         return 1.0, 0.0
-    probe = float(np.nanmax(np.abs(col[:: max(1, len(col) // 64)].astype(np.float64))))
+    sample = np.abs(col[:: max(1, len(col) // 64)].astype(np.float64))
+    sample = sample[np.isfinite(sample)]  # NaN/inf times say nothing about the unit (and nanmax warns on all-NaN)
+    probe = float(sample.max()) if len(sample) else 0.0
     if kind in "iu":
         if probe > 1e15:  # absolute nanoseconds
             return 1e-9, 0.0
@@ -151,17 +153,22 @@ def _prepare(view: np.ndarray, layout: FieldLayout, keep_time: bool, keep_ring: 
 def to_points_reference(
     view: np.ndarray, layout: FieldLayout, *, stamp: float = 0.0, keep_time: bool = True, keep_ring: bool = True,
 ) -> tuple[np.ndarray, int]:
-    """:func:`to_points` in plain NumPy, field by field (the reference the numba path is tested against)."""
+    """:func:`to_points` in plain NumPy, field by field (the reference the numba path is tested against).
+
+    Values beyond float32's range (float64 coordinates of a corrupt file) become ±inf and are dropped like NaN;
+    NumPy's overflow warnings for them are silenced (a reader reports such points by counting them).
+    """
     f_int, f_ring, f_time, out = _prepare(view, layout, keep_time, keep_ring)
-    for axis in "xyz":
-        out[axis] = _column(view, axis)
-    out["intensity"] = 0.0 if f_int is None else _column(view, f_int.name)
-    if f_ring is not None:
-        out["ring"] = _column(view, "ring")
-    if f_time is not None:
-        col = _column(view, f_time.name)
-        scale, offset = _time_rule(col, stamp, np.dtype(f_time.dtype).kind)
-        out["time"] = col.astype(np.float64) * scale + offset
+    with np.errstate(over="ignore", invalid="ignore"):
+        for axis in "xyz":
+            out[axis] = _column(view, axis)
+        out["intensity"] = 0.0 if f_int is None else _column(view, f_int.name)
+        if f_ring is not None:
+            out["ring"] = _column(view, "ring")
+        if f_time is not None:
+            col = _column(view, f_time.name)
+            scale, offset = _time_rule(col, stamp, np.dtype(f_time.dtype).kind)
+            out["time"] = col.astype(np.float64) * scale + offset
     return drop_non_finite(out)
 
 
@@ -210,8 +217,10 @@ def drop_non_finite(points: np.ndarray) -> tuple[np.ndarray, int]:
     if len(points) == 0:
         return points, 0
     # sum of the four values is finite iff all four are (the sum of finite float32s can overflow to inf only
-    # beyond 3e38, far outside any LiDAR range); one pass instead of four
-    s = points["x"] + points["y"] + points["z"] + points["intensity"]
+    # beyond 3e38, far outside any LiDAR range); one pass instead of four. inf + -inf is NaN, and NumPy warns
+    # about it (and about an overflowing sum): silenced, the points are dropped and counted either way
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = points["x"] + points["y"] + points["z"] + points["intensity"]
     finite = np.isfinite(s)
     if finite.all():
         return points, 0

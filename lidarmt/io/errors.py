@@ -9,7 +9,15 @@ from __future__ import annotations
 from lidarmt.errors import InputError, OutputError
 
 
-class RecordingError(InputError):
+class _OneLine:
+    """Messages are kept on one line: a message quoting a library's error (YAML, SQLite...) may hold newlines,
+    and the CLI prints a user error as exactly one line."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(" ".join(str(message).split()), *args)
+
+
+class RecordingError(_OneLine, InputError):
     """A recording is missing, of an unknown kind, truncated, corrupt or holds nothing usable."""
 
 
@@ -29,5 +37,5 @@ class PoseError(RecordingError):
     """A frame has no pose (world <- sensor) although one is needed, or the pose data is unusable."""
 
 
-class WriterError(OutputError):
+class WriterError(_OneLine, OutputError):
     """A recording cannot be written (target exists without ``overwrite=True``, bad frame, disk error)."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import FormatError, NoPointCloudError, RecordingError
-from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, make_points
+from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, finite_mask, make_points
 
 KITTI_META: dict[str, MetaType | None] = {
     "Car": MetaType.SMALLMOT,
@@ -139,8 +139,9 @@ class KittiRecording(Recording):
     def _read(self, i: int) -> Frame:
         f = self.files[i]
         raw = read_velodyne_bin(f)
-        pts = make_points(raw[:, :3], raw[:, 3] * np.float32(255.0))
-        finite = np.isfinite(raw).all(axis=1)
+        with np.errstate(over="ignore"):  # a reflectance beyond 1.3e36 becomes an infinite intensity: dropped
+            pts = make_points(raw[:, :3], raw[:, 3] * np.float32(255.0))
+        finite = finite_mask(pts)
         dropped = int(len(raw) - finite.sum())
         sem = None
         lab_path = self.root / "road_label" / (f.stem + ".label")

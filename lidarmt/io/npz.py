@@ -7,15 +7,18 @@ provenance, dropped) and the label arrays ``boxes``, ``point_instance``, ``point
 from __future__ import annotations
 
 import json
+import math
 import os
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from lidarmt._atomic import atomic_path
 from lidarmt.errors import InputError
-from lidarmt.types import Frame, Labels, Provenance
+from lidarmt.types import BOX_DTYPE, Frame, Labels, Provenance
 
 
 def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool = True) -> None:
@@ -46,20 +49,114 @@ def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool
                 np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
 
 
+_MEMBERS = ("points", "pose", "meta", "boxes", "point_instance", "point_meta", "point_semantic")
+_MAX_DEFLATE_RATIO = 1032  # deflate cannot expand data more than this
+_READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, struct.error,
+                NotImplementedError, RuntimeError, TypeError)
+
+
+def _read_members(path: Path) -> dict[str, np.ndarray]:
+    """The known ``.npy`` members of a frame file, each checked before anything is allocated for it.
+
+    A damaged or hostile file may claim any shape in a member's header; the claim is compared with the member's
+    size (itself bounded by the archive's size times deflate's largest ratio) before the array is read, so a
+    small file can never make the reader allocate gigabytes. Object arrays (pickles) are refused.
+    """
+    size = path.stat().st_size
+    out: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            key = info.filename[:-4] if info.filename.endswith(".npy") else None
+            if key not in _MEMBERS or key in out:
+                continue
+            ratio = {zipfile.ZIP_STORED: 1, zipfile.ZIP_DEFLATED: _MAX_DEFLATE_RATIO}.get(info.compress_type)
+            if ratio is None:
+                raise InputError(f"{path}: member {info.filename} uses zip compression {info.compress_type}; "
+                                 f"lidarmt frames are stored or deflated")
+            if info.compress_size > size or info.file_size > ratio * info.compress_size:
+                raise InputError(f"{path}: member {info.filename} announces impossible sizes (corrupt zip)")
+            with zf.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                if version == (1, 0):
+                    shape, _fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+                elif version == (2, 0):
+                    shape, _fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+                else:
+                    raise InputError(f"{path}: member {info.filename} is .npy version {version}; expected 1.0/2.0")
+            if dtype.hasobject:
+                raise InputError(f"{path}: member {info.filename} holds Python objects; refused (a frame holds "
+                                 f"numbers only)")
+            nbytes = dtype.itemsize * math.prod(shape)
+            if nbytes > info.file_size:
+                raise InputError(f"{path}: member {info.filename} claims shape {shape} ({nbytes} bytes) but holds "
+                                 f"{info.file_size} bytes (corrupt)")
+            with zf.open(info) as fh:
+                out[key] = np.lib.format.read_array(fh, allow_pickle=False)
+    return out
+
+
+def _check_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    pts = arrays["points"]
+    names = pts.dtype.names or ()
+    if pts.ndim != 1 or not {"x", "y", "z", "intensity"} <= set(names) or any(
+            pts.dtype[k].kind != "f" for k in ("x", "y", "z", "intensity")):
+        raise InputError(f"{path}: 'points' is not a lidarmt point array (float fields x, y, z, intensity); "
+                         f"got {pts.dtype} with shape {pts.shape}")
+    pose = arrays.get("pose")
+    if pose is not None and (pose.shape != (4, 4) or pose.dtype.kind not in "fiu"
+                             or not np.all(np.isfinite(pose))):
+        raise InputError(f"{path}: 'pose' must be a finite 4x4 matrix, got {pose.dtype} {pose.shape}")
+    boxes = arrays.get("boxes")
+    if boxes is not None and (boxes.ndim != 1 or not set(BOX_DTYPE.names or ()) <= set(boxes.dtype.names or ())):
+        raise InputError(f"{path}: 'boxes' is not an array of lidarmt boxes ({boxes.dtype}, shape {boxes.shape})")
+    for name in ("point_instance", "point_meta", "point_semantic"):
+        a = arrays.get(name)
+        if a is not None and (a.shape != (len(pts),) or a.dtype.kind not in "iu"):
+            raise InputError(f"{path}: '{name}' must hold one integer per point ({len(pts)}), got {a.dtype} "
+                             f"{a.shape}")
+
+
+def _meta(path: Path, raw: np.ndarray) -> tuple[float, str, int, Provenance | None]:
+    try:
+        meta = json.loads(raw.tobytes().decode("utf-8"))
+        if not isinstance(meta, dict):
+            raise TypeError("not a JSON object")
+        stamp = float(meta.get("stamp", 0.0))
+        frame_id = meta.get("frame_id", "velodyne64")
+        dropped = int(meta.get("dropped", 0))
+        prov = meta.get("provenance")
+        if not isinstance(frame_id, str) or dropped < 0 or not math.isfinite(stamp):
+            raise ValueError("bad stamp, frame_id or dropped")
+        provenance = None
+        if prov:
+            provenance = Provenance(**prov)
+            if not (isinstance(provenance.source, str) and isinstance(provenance.format, str)
+                    and isinstance(provenance.index, int)):
+                raise TypeError("bad provenance")
+    except (ValueError, TypeError, AttributeError, OverflowError) as err:
+        raise InputError(f"{path}: corrupt 'meta' of a lidarmt .npz frame ({err})") from err
+    return stamp, frame_id, dropped, provenance
+
+
 def load_frame_npz(path: str | os.PathLike[str]) -> Frame:
-    """Read a frame written by :func:`save_frame_npz`."""
+    """Read a frame written by :func:`save_frame_npz`.
+
+    Anything wrong with the file (not a zip, damaged data, members of the wrong shape or type, object arrays)
+    is an :class:`lidarmt.errors.InputError`; the file is only read, and its contents are data (no pickles).
+    """
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
+        arrays = _read_members(path)
     except FileNotFoundError as err:
         raise InputError(f"{path}: no such file") from err
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+    except InputError:
+        raise
+    except _READ_ERRORS as err:
         raise InputError(f"{path}: not a readable lidarmt .npz frame ({err})") from err
     if "points" not in arrays or "meta" not in arrays:
         raise InputError(f"{path}: not a lidarmt .npz frame (no 'points'/'meta' arrays)")
-    meta = json.loads(arrays["meta"].tobytes().decode())
-    prov = meta.get("provenance")
+    _check_arrays(path, arrays)
+    stamp, frame_id, dropped, prov = _meta(path, arrays["meta"])
     labels = None
     if "boxes" in arrays:
         labels = Labels(
@@ -71,9 +168,9 @@ def load_frame_npz(path: str | os.PathLike[str]) -> Frame:
     return Frame(
         points=arrays["points"],
         pose=arrays.get("pose"),
-        stamp=float(meta.get("stamp", 0.0)),
-        frame_id=meta.get("frame_id", "velodyne64"),
-        provenance=Provenance(**prov) if prov else Provenance(str(path), "npz", 0),
+        stamp=stamp,
+        frame_id=frame_id,
+        provenance=prov if prov else Provenance(str(path), "npz", 0),
         labels=labels,
-        dropped=int(meta.get("dropped", 0)),
+        dropped=dropped,
     )

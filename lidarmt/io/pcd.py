@@ -91,6 +91,14 @@ def parse_header(buf: bytes, *, where: str) -> PcdHeader:
         raise FormatError(f"{where}: malformed PCD header ({err!r})") from err
     if not (len(sizes) == len(types) == len(counts) == n):
         raise FormatError(f"{where}: PCD header FIELDS/SIZE/TYPE/COUNT have different lengths")
+    if min(counts, default=1) < 1 or min(sizes, default=1) < 1:
+        raise FormatError(f"{where}: PCD header SIZE and COUNT must be positive (SIZE {' '.join(map(str, sizes))}, "
+                          f"COUNT {' '.join(map(str, counts))})")
+    if sum(c * s for c, s in zip(counts, sizes, strict=True)) > 1 << 16:
+        raise FormatError(f"{where}: PCD header describes points of more than 65536 bytes (corrupt SIZE/COUNT)")
+    if width < 0 or height < 0 or points < 0:
+        raise FormatError(f"{where}: PCD header WIDTH {width}, HEIGHT {height}, POINTS {points}: none may be "
+                          f"negative")
     if data not in ENCODINGS:
         raise FormatError(f"{where}: PCD DATA '{data}' is not one of {', '.join(ENCODINGS)}")
     return PcdHeader(fields, sizes, types, counts, width, height, points, viewpoint, data, pos)

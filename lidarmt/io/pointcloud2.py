@@ -95,7 +95,14 @@ def serialize_ros1(
     *, stamp_ns: int, frame_id: str, layout: FieldLayout, data: bytes | memoryview, width: int, height: int = 1,
     seq: int = 0, is_dense: bool = True,
 ) -> bytes:
-    """ROS1 bytes of a PointCloud2 with the given header, layout and point records."""
+    """ROS1 bytes of a PointCloud2 with the given header, layout and point records.
+
+    ROS1 times are unsigned 32-bit seconds: ``stamp_ns`` must lie in [0, 2**32 s); WriterError otherwise.
+    """
+    if not 0 <= stamp_ns < (1 << 32) * 1_000_000_000:
+        from lidarmt.io.errors import WriterError
+
+        raise WriterError(f"stamp {stamp_ns} ns is outside what a ROS1 time holds (0 to 2**32 s)")
     fid = frame_id.encode()
     parts = [struct.pack("<IIII", seq, stamp_ns // 1_000_000_000, stamp_ns % 1_000_000_000, len(fid)), fid,
              struct.pack("<III", height, width, len(layout.fields))]
@@ -184,7 +191,14 @@ def serialize_cdr(
     *, stamp_ns: int, frame_id: str, layout: FieldLayout, data: bytes | memoryview, width: int, height: int = 1,
     is_dense: bool = True,
 ) -> bytes:
-    """CDR (little-endian) bytes of a PointCloud2."""
+    """CDR (little-endian) bytes of a PointCloud2.
+
+    ROS2 times are signed 32-bit seconds: ``stamp_ns`` must lie in [-2**31 s, 2**31 s); WriterError otherwise.
+    """
+    if not -(1 << 31) * 1_000_000_000 <= stamp_ns < (1 << 31) * 1_000_000_000:
+        from lidarmt.io.errors import WriterError
+
+        raise WriterError(f"stamp {stamp_ns} ns is outside what a ROS2 time holds (-2**31 to 2**31 s)")
     out = bytearray(b"\x00\x01\x00\x00")
 
     def align(n: int) -> None:

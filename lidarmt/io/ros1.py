@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import bz2
 import contextlib
+import io
 import os
 import struct
 from collections import OrderedDict
@@ -117,7 +118,59 @@ class _ChunkRef:
     decompressor: Any
 
 
-_DECOMPRESSORS = {"none": lambda b: b, "lz4": lz4.frame.decompress, "bz2": bz2.decompress}
+def _lz4_decompress(data: bytes) -> bytes:
+    """One LZ4 frame, never more output than the input can hold: ``lz4.frame.decompress`` allocates the content
+    size the frame header announces before decoding, so a corrupt header could claim gigabytes."""
+    d = lz4.frame.LZ4FrameDecompressor()
+    out = d.decompress(data, max_length=_LZ4_MAX_RATIO * len(data) + 64)
+    if not d.eof:
+        raise FormatError("LZ4 frame is truncated, or announces more data than it holds")
+    return out
+
+
+_LZ4_MAX_RATIO = 256  # an LZ4 block cannot expand more than 255-fold
+_DECOMPRESSORS = {"none": lambda b: b, "lz4": _lz4_decompress, "bz2": bz2.decompress}
+
+
+def _bounded(decompressor: Any) -> Any:
+    """The bounded LZ4 decoder in place of the one rosbags hands out."""
+    return _lz4_decompress if decompressor is lz4.frame.decompress else decompressor
+
+
+class _BoundedReader(io.BufferedReader):
+    """A binary file whose ``read(n)`` never asks for more than the bytes left.
+
+    ``BufferedReader.read(n)`` allocates n bytes before reading: a corrupt length field in a bag (up to 4 GB)
+    would make a small file allocate gigabytes. Capping n at the bytes left changes nothing else.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(io.FileIO(os.fspath(path), "rb"))
+        self._size = os.fstat(self.fileno()).st_size
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is not None and n > 0:
+            n = min(n, max(self._size - self.tell(), 0))
+        return super().read(n)
+
+
+class _BoundedPath:
+    """What rosbags' Reader needs of its ``path``, opening a :class:`_BoundedReader`."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def open(self, mode: str = "rb") -> _BoundedReader:
+        return _BoundedReader(self._path)
+
+    def exists(self) -> bool:
+        return self._path.exists()
+
+    def __fspath__(self) -> str:
+        return str(self._path)
+
+    def __str__(self) -> str:
+        return str(self._path)
 
 
 def _connection(header: dict[bytes, bytes], data: memoryview) -> _Conn:
@@ -142,6 +195,7 @@ class Ros1Recording(BagRecording):
             raise FormatError(f"{path}: not a ROS1 bag (the file does not start with '#ROSBAG V2.0')")
         self._notes: list[str] = []
         self._reader: Reader | None = Reader(path)
+        self._reader.path = _BoundedPath(path)  # type: ignore[assignment]
         try:
             self._reader.open()
             self._bio = self._reader.bio
@@ -173,7 +227,7 @@ class Ros1Recording(BagRecording):
         """Build connections, per-connection message entries and chunk positions from the records themselves."""
         from rosbags.rosbag1.reader import IndexData
 
-        fh = open(self.path, "rb")  # noqa: SIM115 (closed in close())
+        fh = _BoundedReader(self.path)  # closed in close()
         self._bio = fh
         size = os.fstat(fh.fileno()).st_size
         conns: dict[int, _Conn] = {}
@@ -282,7 +336,7 @@ class Ros1Recording(BagRecording):
         raw = self._bio.read(ch.datasize)
         if len(raw) != ch.datasize:
             raise FormatError(f"{self.path}: chunk at byte {chunk_pos} is truncated")
-        return raw, ch.decompressor
+        return raw, _bounded(ch.decompressor)
 
     def _decompress(self, chunk_pos: int, raw: bytes, decompressor) -> memoryview:
         try:
