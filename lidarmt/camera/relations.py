@@ -111,7 +111,9 @@ class CameraTally:
             return
         self._seen.add(key)
         frame, m, t, p, _trial = key
-        g = self.groups.setdefault((m, t, p), _Group())
+        g = self.groups.get((m, t, p))
+        if g is None:
+            g = self.groups[(m, t, p)] = _Group()
         if rec["status"] == "timeout":
             g.timeouts += 1
             return

@@ -767,10 +767,16 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
             )
         for rec in iter_records(path, repair=True):
             tally.add(rec)
-        journal = Journal(path)
+        journal = Journal(path, sync_interval=_sync_interval(config))
     else:
-        journal = create_journal(path, {"config": config.to_dict(), **dict(header_extra or {})})
+        journal = create_journal(path, {"config": config.to_dict(), **dict(header_extra or {})},
+                                 sync_interval=_sync_interval(config))
     return tally, journal, tally.done
+
+
+def _sync_interval(config: Any) -> float:
+    """How often the journal fsyncs (0: after every record), as the relation asks (cheap pairs batch it)."""
+    return float(getattr(config, "journal_sync_interval", 0.0))
 
 
 def load_tally(out: str | os.PathLike[str]) -> tuple[Any, Any]:
