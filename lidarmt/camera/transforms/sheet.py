@@ -65,7 +65,7 @@ def transform_sheet(image: np.ndarray, transforms: Sequence[Transform] | str, pa
 
     from lidarmt._atomic import atomic_path
 
-    img = check_image(image, "sheet")
+    img = check_image(image, "transform_sheet")
     if isinstance(transforms, str):
         from lidarmt.camera.transforms.registry import select
 
