@@ -261,7 +261,8 @@ def validation_metrics(model: Any, frames: LabelledFrames, *, val_fraction: floa
     val = frames.labels[first_val:]
     base = baselines(frames.labels[:first_val], val)
     mse = float(np.mean((pred - val) ** 2))
-    return {"val_frames": int(len(val)), "train_frames": int(first_val), "val_mse": mse, "val_rmse_deg": rmse_deg(mse),
+    corr = float(np.corrcoef(pred, val)[0, 1]) if np.std(pred) > 0 and np.std(val) > 0 else float("nan")
+    return {"pred_std_deg": float(np.degrees(np.std(pred))), "pred_label_correlation": corr,"val_frames": int(len(val)), "train_frames": int(first_val), "val_mse": mse, "val_rmse_deg": rmse_deg(mse),
             "zero_mse": base["zero_mse"], "zero_rmse_deg": rmse_deg(base["zero_mse"]), "mean_mse": base["mean_mse"],
             "mean_rmse_deg": rmse_deg(base["mean_mse"]), "train_mean_rad": base["train_mean_rad"]}
 
@@ -532,18 +533,21 @@ def _label_warning(m: dict[str, Any]) -> list[str]:
              f"Consecutive labels have a lag-1 autocorrelation of {r1:.3f} (range {lab['min_rad']:+.3f} .. "
              f"{lab['max_rad']:+.3f} rad, standard deviation {lab['std_rad']:.3f} rad). A driver's steering "
              "sampled at 10 Hz changes smoothly, with an autocorrelation close to 1."]
-    if r1 < 0.5 and not beats:
+    if r1 < 0.5:
+        gap = min(m["zero_rmse_deg"], m["mean_rmse_deg"]) - m["val_rmse_deg"]
+        verdict = (f"is {gap:.2f}° below the better baseline's, a margin that fitting noise alone gives" if beats
+                   else "is no better than the baselines'")
         lines += ["",
-                  "**These labels do not follow the drive, and this model does not beat the always-zero or "
-                  "always-mean baselines on the validation frames: it has not learned to steer.** The labels "
-                  "behave like independent random values (flat histogram over about ±0.4 rad) rather than "
-                  "recorded steering, while the frames are consecutive (neighbouring frames are far more alike "
-                  "than distant ones); DeepXplore's code reads the angles of these test frames from the "
-                  "file `final_example.csv`. The network's output still depends on the image, so it can "
-                  "serve as a system under test for relations between its own outputs (mirror, brightness, "
-                  "DeepRoad's |f(i) − f(τ(i))| ≤ ε), but not for relations against the labels (DeepTest's "
-                  "(θ̂ − θ)² ≤ λ·MSE), and its errors say nothing about how a trained steering model behaves. "
-                  "Retrain with `scripts/train_camera_models.sh DATA` on frames with real steering labels."]
+                  f"**These labels do not follow the drive, and the model has not learned to steer:** its "
+                  f"validation RMSE ({m['val_rmse_deg']:.2f}°) {verdict}. The labels behave like independent "
+                  "random values (flat histogram over about ±0.4 rad) rather than recorded steering, while the "
+                  "frames are consecutive (neighbouring frames are far more alike than distant ones); "
+                  "DeepXplore's code reads the angles of these test frames from the file `final_example.csv`. "
+                  "The network's output still depends on the image, so it can serve as a system under test for "
+                  "relations between its own outputs (mirror, brightness, DeepRoad's |f(i) − f(τ(i))| ≤ ε), but "
+                  "not for relations against the labels (DeepTest's (θ̂ − θ)² ≤ λ·MSE), and its errors say "
+                  "nothing about how a trained steering model behaves. Retrain with "
+                  "`scripts/train_camera_models.sh DATA` on frames with real steering labels."]
     elif not beats:
         lines += ["", "**This model does not beat the always-zero or always-mean baselines on the validation "
                   "frames.**"]
@@ -606,6 +610,9 @@ def model_card(arch: Arch, m: dict[str, Any]) -> str:
         f"| always zero | {m['zero_mse']:.5f} | {m['zero_rmse_deg']:.2f} |",
         f"| always the training mean ({m['train_mean_rad']:+.4f} rad) | {m['mean_mse']:.5f} | "
         f"{m['mean_rmse_deg']:.2f} |",
+        "",
+        f"On the validation frames the model's angles have a standard deviation of {m['pred_std_deg']:.2f}° and "
+        f"a correlation of {m['pred_label_correlation']:+.3f} with the labels.",
         "",
         *_label_warning(m),
         "## Limits",

@@ -69,7 +69,7 @@ def describe(name: str) -> dict[str, Any]:
         except (OSError, json.JSONDecodeError) as err:
             raise ModelError(f"{metrics_path}: unreadable metrics ({err}); reinstall lidarmt") from err
         for key in ("parameters", "val_mse", "val_rmse_deg", "zero_mse", "zero_rmse_deg", "mean_mse",
-                    "mean_rmse_deg", "train_frames", "val_frames", "best_epoch", "weights_bytes"):
+                    "mean_rmse_deg", "train_frames", "val_frames", "best_epoch", "weights_bytes", "pred_std_deg"):
             if key in m:
                 info[key] = m[key]
         if {"val_mse", "zero_mse", "mean_mse"} <= m.keys():
