@@ -4,6 +4,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SEED ?= 7
 FRAMES ?= 30
+UDACITY ?= ../shared/data/udacity
+CAMERA_MODELS ?= dave-orig,epoch,dave2
+CAMERA_FRAMES ?= 20
 
 .PHONY: demo test lint bench clean-demo
 
@@ -16,6 +19,11 @@ demo: $(STAMP)
 	  $(BIN)/lidarmt simulate --seed $(SEED) --frames $(FRAMES) --out bags/demo.bag --map-out hdmaps/demo
 	$(BIN)/lidarmt info bags/demo.bag
 	$(BIN)/lidarmt fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000 --out runs/demo --force
+	@# the camera half: the shared real Udacity frames when present, else the demo bag's own camera and steering
+	@if [ -d $(UDACITY) ]; then cam=$(UDACITY); else cam=bags/demo.bag; fi; \
+	  $(BIN)/lidarmt camera info $$cam && \
+	  $(BIN)/lidarmt camera fuzz --images $$cam --model $(CAMERA_MODELS) --transforms all --frames $(CAMERA_FRAMES) \
+	    --out runs/demo-camera --force
 
 ## test: the test suite (CI runs exactly this)
 test: $(STAMP)
@@ -28,4 +36,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean-demo:
-	rm -rf bags/demo.bag hdmaps/demo runs/demo
+	rm -rf bags/demo.bag hdmaps/demo runs/demo runs/demo-camera
