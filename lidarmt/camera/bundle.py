@@ -126,6 +126,9 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         "seed_tuple": [cfg.seed, f, tr.name, p, r], "transform_seed": transform_seed(cfg.seed, f, tr.name, p, r),
         "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
     }
+    resolve = getattr(transform, "resolve", None)  # the full setting applied (weather styles drawn from the seed)
+    if callable(resolve):
+        info["resolved_params"] = resolve(dict(tr.grid[p]), info["transform_seed"])
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
     title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
              f"({'violates' if info['reproduced'] else 'no longer violates'} {relation['name']})")
