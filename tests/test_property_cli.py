@@ -1,0 +1,274 @@
+"""Property-based tests of the command line: any argument vector ends with status 0, 1 or 2, never a traceback.
+
+hypothesis builds argument vectors for every command of ``lidarmt`` (found by walking the click command tree, so
+new commands and options are covered as they appear) with hostile option values: negative, zero, huge, NaN and
+infinite numbers, empty strings, odd unicode, unknown options, paths that do not exist. Each vector runs in
+process through :func:`lidarmt.cli.main` with stdout and stderr captured, in an empty scratch folder:
+
+* the exit status is 0, 1 or 2;
+* on status 2 stderr holds exactly one ``lidarmt: error: ...`` line (its last line; the only other lines
+  allowed are ``lidarmt: warning: ...``), and nothing was written to the scratch folder;
+* no traceback is printed, whatever the status.
+
+Commands that would run for long (fuzz, simulate, train, evaluate, camera fuzzing...) only ever receive vectors
+that fail while parsing or at their first check: every path given does not exist (or is the empty scratch
+folder), ``simulate`` never gets exactly one of ``--out``/``--dataset``, and an alarm fails the test if a
+vector starts real work. The pure parsers (``parse_ns``, ``--sut-option``, ``--set``) get the same treatment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lidarmt.errors import UserError
+
+SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+TIME_LIMIT = 60  # seconds one argument vector may take: more means it started real work
+
+
+def _command_tree() -> dict[tuple[str, ...], list]:
+    """Every leaf command of ``lidarmt`` (as its name path) with its click parameters."""
+    import typer.main
+
+    from lidarmt.cli import app
+
+    out: dict[tuple[str, ...], list] = {}
+
+    def walk(cmd, path: tuple[str, ...]) -> None:
+        subs = getattr(cmd, "commands", None)
+        if subs is not None:
+            out[path] = []  # the group itself (a bare group prints its help)
+            for name, sub in sorted(subs.items()):
+                walk(sub, (*path, name))
+        else:
+            out[path] = list(cmd.params)
+
+    walk(typer.main.get_command(app), ())
+    return out
+
+
+TREE = _command_tree()
+COMMANDS = sorted(TREE)
+
+NUMBERS = st.sampled_from(["-1", "0", "1", "-0", "1e309", "-1e309", "nan", "NaN", "inf", "-inf", "Infinity",
+                           str(10**30), "1e-320", "0x10", "1_000", "2147483648", "-9223372036854775809",
+                           "1.5", ".", "1,2", "١٢"])
+ODD_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00") | st.sampled_from(
+    ["\udcff", "\u202e", "\u0301", "\ufeff", "\n", "\t", " "]), max_size=12)
+PATHS = st.sampled_from(["no/such/file.bag", "missing.record", "nothing.pcd", "absent", "x.npz", "none.bin",
+                         "sub/dir/", "~nobody/x", "-", "map.geojson", "bundle", "no_such_pkg.mod:make",
+                         "a,b", "k=v", "=", "k=[1,2", "mode=fast", "apollo", "fast", "exact", "all", "disk",
+                         "grid", "sensor", "world", "auto", ".", "./"])  # "." is the (empty) scratch folder
+VALUES = st.one_of(NUMBERS, PATHS, st.just(""), ODD_TEXT, st.integers(-10**20, 10**20).map(str),
+                   st.floats().map(repr))
+
+
+@st.composite
+def argvs(draw) -> list[str]:
+    """A command and a random selection of its options and arguments, with hostile values."""
+    path = draw(st.sampled_from(COMMANDS))
+    params = TREE[path]
+    argv = list(path)
+    options = [p for p in params if p.param_type_name == "option"]
+    chosen = [p for p in options if p.required and draw(st.integers(0, 5))]  # usually all required ones
+    chosen += draw(st.lists(st.sampled_from(options), max_size=5)) if options else []
+    chosen = draw(st.permutations(chosen))
+    for p in chosen:
+        name = draw(st.sampled_from(list(p.opts) + list(p.secondary_opts)))
+        if p.is_flag:
+            argv.append(name)
+        elif name.startswith("--") and draw(st.booleans()):
+            argv.append(f"{name}={draw(VALUES)}")
+        else:
+            argv += [name, draw(VALUES)]
+    for p in params:
+        if p.param_type_name == "argument" and draw(st.integers(0, 5)):
+            argv.append(draw(PATHS | VALUES))
+    if draw(st.integers(0, 5)) == 0:
+        argv.insert(draw(st.integers(len(path), len(argv))),
+                    draw(st.sampled_from(["--no-such-option", "-Z", "--", "extra", "--help", "-h", "--=x"])))
+    if path == ("simulate",):  # never exactly one of --out / --dataset: that would start a simulation
+        has = {n for n in ("--out", "-o", "--dataset", "-d") if any(a == n or a.startswith(n + "=") for a in argv)}
+        if bool(has & {"--out", "-o"}) != bool(has & {"--dataset", "-d"}):
+            argv += ["--dataset" if has & {"--out", "-o"} else "--out", "clash"]
+    return argv
+
+
+class Hang(Exception):
+    """Raised by the alarm: an argument vector started real work instead of failing at its first check."""
+
+
+@contextlib.contextmanager
+def scratch_cwd() -> Iterator[Path]:
+    old = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="lidarmt-cli-") as d:
+        os.chdir(d)
+        try:
+            yield Path(d)
+        finally:
+            os.chdir(old)
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """``lidarmt.cli.main(argv)`` in process, with stdout/stderr captured and an alarm against real work."""
+    from lidarmt.cli import main
+
+    def on_alarm(_sig, _frame):
+        raise Hang(f"lidarmt {' '.join(argv)}: still running after {TIME_LIMIT} s")
+
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(TIME_LIMIT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def check_outcome(argv: list[str], rc: int, out: str, err: str, before: set[str], cwd: Path) -> None:
+    shown = f"lidarmt {argv!r} -> {rc}\nstdout: {out[-600:]!r}\nstderr: {err[-600:]!r}"
+    assert rc in (0, 1, 2), shown
+    assert "Traceback (most recent call last)" not in out + err, shown
+    if rc == 2 and not (len(argv) == len(_group_prefix(argv)) and "Usage" in out + err):
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("lidarmt: error:")]
+        assert len(errors) == 1 and lines[-1] == errors[0], shown
+        assert all(ln.startswith("lidarmt: warning:") for ln in lines[:-1]), shown
+        after = {str(p.relative_to(cwd)) for p in cwd.rglob("*")}
+        assert after == before, f"{shown}\na failed command left files behind: {sorted(after - before)}"
+
+
+def _group_prefix(argv: list[str]) -> tuple[str, ...]:
+    """The longest prefix of argv naming a group (a bare group prints its help with status 2, as click does)."""
+    best: tuple[str, ...] = ()
+    for k in range(len(argv) + 1):
+        if tuple(argv[:k]) in TREE and not TREE[tuple(argv[:k])]:
+            best = tuple(argv[:k])
+    return best
+
+
+@SETTINGS
+@given(argv=argvs())
+def test_any_argument_vector_ends_with_status_0_1_or_2_and_one_line(argv):
+    with scratch_cwd() as cwd:
+        before = {str(p.relative_to(cwd)) for p in cwd.rglob("*")}
+        rc, out, err = run_cli(argv)
+        check_outcome(argv, rc, out, err, before, cwd)
+
+
+@pytest.mark.parametrize("argv", [
+    ["info", "missing.bag"],
+    ["info", ""],
+    ["info", "--sample", "0", "x.bag"],
+    ["fuzz", "--bag", "x.bag", "--map", "m", "--n", "nan"],
+    ["fuzz", "--bag", "x.bag", "--map", "m", "--n", "10", "--radius", "nan"],
+    ["fuzz", "--bag", "x.bag", "--map", ".", "--sut-option", "k=" + "[" * 3000],
+    ["fuzz", "--bag", ".", "--map", ".", "--n", "1", "--bundles", "-1"],
+    ["fuzz", "--bag", "x.bag", "--map", "m", "--workers", "99999999999999999999"],
+    ["roi", "x.bag", "--map", "m", "--cell", "-inf"],
+    ["roi", "x.bag", "--map", "m", "--frame", "-1"],
+    ["perceive", "x.bag", "--perception", "no_such_pkg.mod:make"],
+    ["perceive", "x.bag", "--set", "=1"],
+    ["simulate", "--frames", "0"],
+    ["simulate", "--out", "a.bag", "--dataset", "d"],
+    ["simulate"],
+    ["train", "--data", "no/such/folder", "--class-weights", "nan,1,1,1"],
+    ["evaluate"],
+    ["replay", "no/such/bundle"],
+    ["camera"],
+    ["no-such-command"],
+])
+def test_known_hostile_vectors(argv):
+    """Vectors that once failed or are easy to get wrong, run on every test run (not only when drawn)."""
+    with scratch_cwd() as cwd:
+        before = {str(p.relative_to(cwd)) for p in cwd.rglob("*")}
+        rc, out, err = run_cli(argv)
+        check_outcome(argv, rc, out, err, before, cwd)
+        assert rc != 0 or not argv or argv == ["camera"], f"{argv}: a bad vector must not succeed"
+
+
+# ----------------------------------------------------------------------------------------------- pure parsers
+
+
+def _one_line(err: UserError) -> None:
+    msg = str(err)
+    assert msg.strip() and "\n" not in msg, repr(msg)
+
+
+N_ITEM = st.one_of(st.integers(-5, 10**8).map(str), NUMBERS, st.just(""), st.just(" 7 "), ODD_TEXT)
+
+
+@SETTINGS
+@given(items=st.lists(N_ITEM, min_size=1, max_size=5))
+def test_parse_ns_gives_positive_counts_or_one_line_error(items):
+    from lidarmt.fuzz.campaign import MAX_POINTS, parse_ns
+
+    text = ",".join(items)
+    try:
+        ns = parse_ns(text)
+    except UserError as err:
+        _one_line(err)
+        return
+    assert ns and all(isinstance(v, int) and 1 <= v <= MAX_POINTS for v in ns)
+    assert len(set(ns)) == len(ns)
+    assert parse_ns(",".join(map(str, ns))) == ns  # what it returns, it accepts again
+
+
+JSONISH = st.one_of(st.integers().map(str), st.floats().map(repr), st.sampled_from(
+    ["true", "null", "[1, 2]", '{"a": 1}', '"s"', "1e999", "9" * 5000, "'x'", ""]),
+    st.sampled_from(["[" * 3000, "{\"a\":" * 3000, "[" * 2000 + "]" * 2000]), ODD_TEXT)
+
+
+@SETTINGS
+@given(pairs=st.lists(st.tuples(ODD_TEXT, st.sampled_from(["=", "", "=="]), JSONISH), max_size=4))
+def test_sut_options_parse_to_a_dict_or_one_line_error(pairs):
+    import json
+
+    from lidarmt.cli.fuzz import _parse_options
+
+    items = [k + sep + v for k, sep, v in pairs]
+    try:
+        opts = _parse_options(items)
+    except UserError as err:
+        _one_line(err)
+        return
+    assert isinstance(opts, dict)
+    for item in items:
+        key, _, value = item.partition("=")
+        assert key in opts
+    last = {item.partition("=")[0]: item.partition("=")[2] for item in items}
+    for key, value in last.items():
+        try:
+            want = json.loads(value)
+        except (ValueError, RecursionError):
+            want = value
+        assert opts[key] == want or (opts[key] != opts[key] and want != want)  # NaN compares unequal
+
+
+@SETTINGS
+@given(items=st.lists(st.tuples(st.sampled_from(["objectness_thresh", "use_all_grids", "min_pts", "grid", "range",
+                                                  "height", "mode", "no_such_key", "", " "]),
+                                st.sampled_from(["=", ""]), VALUES), max_size=4))
+def test_apollo_set_overrides_parse_or_one_line_error(items):
+    from lidarmt.perception.apollo.config import ApolloConfig
+
+    try:
+        cfg = ApolloConfig().with_overrides([k + sep + v for k, sep, v in items])
+    except UserError as err:
+        _one_line(err)
+        return
+    assert isinstance(cfg, ApolloConfig)
