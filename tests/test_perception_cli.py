@@ -97,17 +97,45 @@ def test_perceive_places_a_world_map_by_the_pose(scene, tmp_path, capsys) -> Non
     assert "no pose" in err and len(err.strip().splitlines()) == 1
 
 
-def test_perceive_without_a_map_uses_road_labels(scene, tmp_path, capsys) -> None:
+def test_perceive_without_a_map_uses_the_label_area(scene, tmp_path, capsys) -> None:
+    """The label ROI is the area the ground labels cover: the car standing on the road is in it (issue 11: it
+    used to be the labelled ground points only, so obstacles were built from ground and never from the car)."""
     from lidarmt.types import Labels
 
-    xyz = np.concatenate([_square(5.0, 1.0, 1.5), _square(-4.0, -2.0, 1.0)])
-    sem = np.full(len(xyz), 40, dtype=np.uint32)  # road
-    sem[len(xyz) - 5 :] = 50  # building points: outside the ROI
+    road = _square(5.0, 0.0, 8.0)
+    road = road[(np.abs(road[:, 0] - 5.0) > 1.0) | (np.abs(road[:, 1]) > 1.0)]  # the car hides the road under it
+    car = _square(5.0, 0.0, 1.5) + [0.0, 0.0, 0.8]
+    house = _square(-8.0, -10.0, 1.0) + [0.0, 0.0, 2.0]
+    xyz = np.concatenate([road, car, house])
+    sem = np.r_[np.full(len(road), 40), np.full(len(car), 10), np.full(len(house), 50)].astype(np.uint32)
     write_npz_folder(
         tmp_path / "labelled", [Frame(make_points(xyz, 50.0), labels=Labels(point_semantic=sem))]
     )
     args = ["perceive", str(tmp_path / "labelled"), "--grid", "64", "--set", "range=16", "--weights",
-            str(scene / "w.pt"), "--json"]  # fmt: skip
-    assert main(args) == 0
+            str(scene / "w.pt"), "--json", "--points"]  # fmt: skip
+    for extra in ([], ["--roi", "labels"], ["--map", "labels"]):
+        assert main([*args, *extra]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["roi_points"] == len(road) + len(car)  # road and car; not the house
+        in_obstacles = np.concatenate([np.asarray(o["point_indices"]) for o in doc["obstacles"]])
+        car_idx = np.arange(len(road), len(road) + len(car))
+        assert np.isin(car_idx, in_obstacles).all()
+        assert not np.isin(np.arange(len(road) + len(car), len(xyz)), in_obstacles).any()
+
+
+def test_perceive_reports_cold_and_warm_timings(scene, capsys) -> None:
+    assert main(_args(scene, "--json")) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["roi_points"] == len(xyz) - 5 and len(doc["obstacles"]) == 2
+    assert doc["timings"].startswith("warm") and doc["cold_ms"] > 0 and doc["timings_ms"]["total"] > 0
+    assert main(_args(scene, "--json", "--cold")) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["timings"].startswith("cold") and doc["cold_ms"] == doc["timings_ms"]["total"]
+    assert main(_args(scene)) == 0
+    assert "warm:" in capsys.readouterr().out
+
+
+def test_perceive_refuses_labels_without_labels(scene, capsys) -> None:
+    assert main(["perceive", str(scene / "rec"), "--roi", "labels", "--grid", "64", "--weights",
+                 str(scene / "w.pt")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "no per-point ground labels" in err and len(err.strip().splitlines()) == 1

@@ -124,7 +124,7 @@ def evaluate(
         if sim_roi.kind == "hdmap":  # the map's ROI is the road only: add the one with sidewalks (pedestrians)
             variants.append(("road+sidewalk labels", label_area_roi,
                              "ROI: the area covered by the ground-truth road/parking/sidewalk points (closed "
-                             "morphologically, PointLabelRoi): includes sidewalks, where most pedestrians are"))
+                             "morphologically, LabelRoi): includes sidewalks, where most pedestrians are"))
         for label, roi_of, note in variants:
             it = (frame_at(i) for i in range(n))
             res = evaluate_frames(f"sim ({label} ROI):{data}", track(it, total=n, description=f"sim, {label} ROI"),
@@ -136,8 +136,8 @@ def evaluate(
 
         rec = open_recording(kitti)
         variants = [("road-label ROI", kitti_roi,
-                     "ROI: the area covered by the road/parking/sidewalk road_label points (closed morphologically, "
-                     "PointLabelRoi)"),
+                     "ROI: the area covered by the road/parking/sidewalk/other-ground labels (closed morphologically, "
+                     "LabelRoi, as perceive, roi and fuzz build it)"),
                     ("whole-grid ROI", lambda _f: GridRoi(),
                      "ROI: every point within the CNN grid (no road restriction), so off-road labelled objects count")]
         for label, roi_of, note in variants:

@@ -121,6 +121,44 @@ class RoiMask:
         return cls(bitmap, major, float(range), float(cell), np.ascontiguousarray(rot), polys, float(extend_dist),
                    note, list(polygon_ids))
 
+    @classmethod
+    def from_grid(
+        cls,
+        grid: np.ndarray,
+        rotation: np.ndarray | None = None,
+        *,
+        range: float = 70.0,  # noqa: A002  (Apollo's name)
+        cell: float = 0.25,
+        note: str = "",
+    ) -> RoiMask:
+        """A mask from a dense boolean grid ``[ix, iy]`` of ``2 * range / cell`` cells a side (the layout
+        :meth:`grid` returns: cell ``ix`` covers local x in ``[-range + ix * cell, -range + (ix + 1) * cell)``).
+
+        This is how an ROI that is an *area* rather than polygons (the ground a frame's labels cover,
+        :class:`~lidarmt.roi.query.LabelRoi`) becomes the same Apollo bitmap the HD-map ROI uses, so that
+        perception, the injector, the pictures and the bundles treat both alike. ``polygons`` stays empty.
+        """
+        _check_grid(range, cell, 0.0)
+        dims = int(2 * range / cell)
+        g = np.asarray(grid, dtype=bool)
+        if g.shape != (dims, dims):
+            raise RoiArgumentError(f"ROI grid must be {dims}x{dims} cells for range {range:g} m and cell {cell:g} m, "
+                                   f"got shape {g.shape}")
+        blocks = (dims >> 6) + 1
+        padded = np.zeros((dims, blocks * 64), dtype=bool)
+        padded[:, :dims] = g
+        # MSB-first bits in uint64 blocks, as Bitmap2D stores them (and _kernels._test reads them)
+        bitmap = np.packbits(padded, axis=1, bitorder="big").view(">u8").astype(np.uint64)
+        rot = np.eye(3) if rotation is None else np.asarray(rotation, dtype=np.float64)
+        if rot.shape == (4, 4):
+            rot = rot[:3, :3]
+        if rot.shape != (3, 3):
+            raise RoiArgumentError(f"rotation must be 3x3 (or a 4x4 pose), got {rot.shape}")
+        if not g.any() and not note:
+            note = "no ROI cell"
+        return cls(np.ascontiguousarray(bitmap), XMAJOR, float(range), float(cell), np.ascontiguousarray(rot), [],
+                   0.0, note, [])
+
     # ------------------------------------------------------------------------------------------ Roi protocol
 
     @property

@@ -388,3 +388,123 @@ class SensorPolygonRoi(HDMapRoi):
 
     def mask(self, pose: np.ndarray | None = None) -> RoiMask:  # type: ignore[override]
         return self._sensor_mask()
+
+
+# ----------------------------------------------------------------------------------------------- label ROI
+
+#: SemanticKITTI ids of the labelled ground a label ROI covers: road, parking, sidewalk, other-ground.
+GROUND_LABELS: tuple[int, ...] = (40, 44, 48, 49)
+
+
+class LabelRoi:
+    """Apollo's ROI for frames that carry per-point ground labels instead of an HD map (SemanticKITTI
+    ``labels/``, KITTI ``road_label/``): an *area*, as Apollo's HD-map ROI is, not a set of points.
+
+    ``LabelRoi().mask(frame)`` returns a :class:`~lidarmt.roi.bitmap.RoiMask` in the sensor frame (identity
+    rotation), built like this:
+
+    1. the frame's points labelled as ground (``ids``: road 40, parking 44, sidewalk 48, other-ground 49 in
+       SemanticKITTI ids; the upper 16 bits, the instance id, are ignored) are rasterised into the ROI's
+       ``cell`` grid over ``[-range, range)²``;
+    2. the labels mark surface points only, so the ground hidden under and behind a car or a pedestrian is
+       missing: the cells are closed morphologically with a disk of ``close_radius`` metres and enclosed holes
+       smaller than ``hole_area`` m² are filled. What remains is the drivable area an HD map would give;
+    3. like Apollo's bitmap, membership is by x/y only: **every point above that area is in the ROI, whatever
+       its own label** (the points of a car standing on the road are inside it, and so are points injected
+       there), and a point outside ``[-range, range)²`` never is.
+
+    The mask is a function of the labelled frame alone, so a fuzz campaign builds it once from the source frame
+    and uses it for every follow-up: the added points are classified by their position only. A frame without
+    labels is refused (:class:`~lidarmt.roi.errors.RoiArgumentError`, naming the frame and what to pass instead).
+    """
+
+    def __init__(
+        self,
+        *,
+        range: float = 70.0,  # noqa: A002
+        cell: float = 0.25,
+        ids: Sequence[int] = GROUND_LABELS,
+        close_radius: float = 3.0,
+        hole_area: float = 200.0,
+    ) -> None:
+        _check_grid(range, cell, 0.0)
+        if not (np.isfinite(close_radius) and close_radius >= 0):
+            raise RoiArgumentError(f"close_radius must be >= 0 metres, not {close_radius!r}")
+        if not (np.isfinite(hole_area) and hole_area >= 0):
+            raise RoiArgumentError(f"hole_area must be >= 0 m², not {hole_area!r}")
+        self.range = float(range)
+        self.cell = float(cell)
+        self.ids = tuple(int(i) for i in ids)
+        self.close_radius = float(close_radius)
+        self.hole_area = float(hole_area)
+
+    @staticmethod
+    def has_labels(frame: Frame) -> bool:
+        """Whether the frame carries per-point semantic labels (one per point)."""
+        lb = frame.labels
+        sem = None if lb is None else lb.point_semantic
+        return sem is not None and len(sem) == len(frame)
+
+    def ground(self, frame: Frame) -> np.ndarray:
+        """Per point: is it labelled as ground (one of ``ids``)?"""
+        if not self.has_labels(frame):
+            src = frame.provenance.source if frame.provenance else "the recording"
+            raise RoiArgumentError(
+                f"{src}: frame {frame.index} has no per-point ground labels (SemanticKITTI labels/ or KITTI "
+                "road_label/), so a label ROI cannot be built; give the ROI as a map instead (--map MAP, an Apollo "
+                "map or a GeoJSON drawn in the sensor frame)"
+            )
+        sem = np.asarray(frame.labels.point_semantic).astype(np.int64) & 0xFFFF  # type: ignore[union-attr]
+        return np.isin(sem, self.ids)
+
+    def area(self, frame: Frame) -> np.ndarray:
+        """The dense boolean grid ``[ix, iy]`` of the area (the layout of :meth:`RoiMask.grid`)."""
+        from scipy import ndimage
+
+        dims = int(2 * self.range / self.cell)
+        lab = self.ground(frame)
+        # the cell of a point as the bitmap looks it up: float32 coordinates, truncated index from -range
+        x = frame.points["x"][lab].astype(np.float32).astype(np.float64)
+        y = frame.points["y"][lab].astype(np.float32).astype(np.float64)
+        ok = (np.isfinite(x) & np.isfinite(y) & (x >= -self.range) & (x < self.range) & (y >= -self.range)
+              & (y < self.range))
+        r = int(math.ceil(self.close_radius / self.cell))
+        pad = r + 1  # closing must not erode the area at the grid's edge
+        occ = np.zeros((dims + 2 * pad, dims + 2 * pad), dtype=bool)
+        ix = np.minimum(((x[ok] + self.range) / self.cell).astype(np.int64), dims - 1)
+        iy = np.minimum(((y[ok] + self.range) / self.cell).astype(np.int64), dims - 1)
+        occ[ix + pad, iy + pad] = True
+        if not occ.any():
+            return np.zeros((dims, dims), dtype=bool)
+        if r > 0:
+            yy, xx = np.mgrid[-r : r + 1, -r : r + 1]
+            occ = ndimage.binary_closing(occ, structure=xx * xx + yy * yy <= r * r)
+        if self.hole_area > 0:
+            holes, nh = ndimage.label(~occ)
+            if nh:
+                sizes = np.bincount(holes.ravel(), minlength=nh + 1) * self.cell * self.cell
+                small = sizes < self.hole_area
+                small[np.unique(np.r_[holes[0], holes[-1], holes[:, 0], holes[:, -1]])] = False
+                small[0] = False
+                occ |= small[holes]
+        return occ[pad : pad + dims, pad : pad + dims]
+
+    def mask(self, frame: Frame) -> RoiMask:
+        """The label ROI of ``frame`` as Apollo's bitmap (sensor frame)."""
+        grid = self.area(frame)
+        note = "" if grid.any() else (f"no point labelled as ground ({', '.join(map(str, self.ids))}) within "
+                                      f"±{self.range:g} m: no ROI")
+        return RoiMask.from_grid(grid, range=self.range, cell=self.cell, note=note)
+
+    def frame_mask(self, frame: Frame) -> RoiMask:
+        """Alias of :meth:`mask` (the name :class:`HDMapRoi` uses for a frame)."""
+        return self.mask(frame)
+
+    def __repr__(self) -> str:
+        return (f"LabelRoi(range={self.range:g}, cell={self.cell:g}, ids={self.ids}, "
+                f"close_radius={self.close_radius:g}, hole_area={self.hole_area:g})")
+
+
+def label_roi(frame: Frame, **options) -> RoiMask:
+    """``LabelRoi(**options).mask(frame)``: the ROI of a frame from its ground labels (see :class:`LabelRoi`)."""
+    return LabelRoi(**options).mask(frame)

@@ -309,8 +309,9 @@ def evaluate_frames(
 # ------------------------------------------------------------------------------------------ ROIs
 
 
-#: SemanticKITTI ids of the drivable surface that make the ROI of a KITTI frame: road, parking, sidewalk.
-KITTI_ROI_IDS = (40, 44, 48)
+#: SemanticKITTI ids of the labelled ground that makes the ROI of a KITTI frame: road, parking, sidewalk,
+#: other-ground (:data:`lidarmt.roi.query.GROUND_LABELS`, the one label ROI every command uses).
+KITTI_ROI_IDS = (40, 44, 48, 49)
 
 
 def labelled_area(
@@ -320,64 +321,34 @@ def labelled_area(
     cell: float = 0.25,
     close_radius: float = 3.0,
     hole_area: float = 200.0,
+    range: float = 70.0,  # noqa: A002
 ) -> np.ndarray:
     """Per point: does it lie (in x/y, any z) over the area covered by points labelled with ``ids``?
 
     The labels mark surface points only; the road *under* a car or a pedestrian is hidden by them and behind
     them. So the labelled points are rasterised (``cell`` metres), closed morphologically with a disk of
     ``close_radius`` metres, and enclosed holes smaller than ``hole_area`` m² are filled: what remains is the
-    drivable area an HD map would give, and the points of objects standing on it are inside it.
+    drivable area an HD map would give, and the points of objects standing on it are inside it. This is
+    :class:`lidarmt.roi.query.LabelRoi`'s mask, asked about the frame's own points (all False without labels).
     """
-    from scipy import ndimage
+    from lidarmt.roi.query import LabelRoi
 
-    lb = frame.labels
-    n = len(frame)
-    if lb is None or lb.point_semantic is None:
-        return np.zeros(n, dtype=bool)
-    sem = np.asarray(lb.point_semantic).astype(np.int64) & 0xFFFF
-    lab = np.isin(sem, list(ids))
-    x = frame.points["x"].astype(np.float64)
-    y = frame.points["y"].astype(np.float64)
-    ok = lab & np.isfinite(x) & np.isfinite(y)
-    if not ok.any():
-        return np.zeros(n, dtype=bool)
-    r = int(math.ceil(close_radius / cell))
-    pad = r + 2
-    x0 = math.floor(x[ok].min() / cell) - pad
-    y0 = math.floor(y[ok].min() / cell) - pad
-    ix = np.floor(x[ok] / cell).astype(np.int64) - x0
-    iy = np.floor(y[ok] / cell).astype(np.int64) - y0
-    occ = np.zeros((int(ix.max()) + pad + 1, int(iy.max()) + pad + 1), dtype=bool)
-    occ[ix, iy] = True
-    yy, xx = np.mgrid[-r : r + 1, -r : r + 1]
-    disk = xx * xx + yy * yy <= r * r
-    area = ndimage.binary_closing(occ, structure=disk)
-    holes, nh = ndimage.label(~area)
-    if nh:
-        sizes = np.bincount(holes.ravel(), minlength=nh + 1) * cell * cell
-        border = np.unique(np.r_[holes[0], holes[-1], holes[:, 0], holes[:, -1]])
-        small = sizes < hole_area
-        small[border] = False
-        small[0] = False
-        area |= small[holes]
-    px = np.floor(np.where(np.isfinite(x), x, 0.0) / cell).astype(np.int64) - x0
-    py = np.floor(np.where(np.isfinite(y), y, 0.0) / cell).astype(np.int64) - y0
-    inside = np.isfinite(x) & np.isfinite(y) & (px >= 0) & (px < area.shape[0]) & (py >= 0) & (py < area.shape[1])
-    out = np.zeros(n, dtype=bool)
-    out[inside] = area[px[inside], py[inside]]
-    return out
+    if not LabelRoi.has_labels(frame):
+        return np.zeros(len(frame), dtype=bool)
+    roi = LabelRoi(range=range, cell=cell, ids=tuple(ids), close_radius=close_radius, hole_area=hole_area)
+    return roi.mask(frame).contains(frame.points)
 
 
 def kitti_roi(frame: Frame) -> Roi:
-    """ROI of a KITTI frame: the area covered by its road/parking/sidewalk ``road_label`` points
-    (:func:`labelled_area`), as a :class:`~lidarmt.roi.bitmap.PointLabelRoi` of the points over it."""
-    from lidarmt.roi.bitmap import PointLabelRoi
+    """ROI of a KITTI frame: the area covered by its road/parking/sidewalk/other-ground labels, as every
+    command builds it (:class:`lidarmt.roi.query.LabelRoi`: an Apollo bitmap in the sensor frame)."""
+    from lidarmt.roi.query import LabelRoi
 
-    if frame.labels is None or frame.labels.point_semantic is None:
+    if not LabelRoi.has_labels(frame):
         from lidarmt.errors import InputError
 
         raise InputError(f"KITTI frame {frame.index} has no road_label file; the ROI needs its road labels")
-    return PointLabelRoi(frame, labelled_area(frame))
+    return LabelRoi().mask(frame)
 
 
 def save_dataset_maps(dataset_dir: str, *, overwrite: bool = False) -> list[str]:
@@ -411,11 +382,11 @@ def save_dataset_maps(dataset_dir: str, *, overwrite: bool = False) -> list[str]
 def label_area_roi(frame: Frame) -> Roi:
     """ROI of the area covered by a frame's road/parking/sidewalk labels (:func:`labelled_area`); the whole
     grid for a frame without such labels."""
-    from lidarmt.roi.bitmap import PointLabelRoi
+    from lidarmt.roi.query import LabelRoi
 
-    if frame.labels is None or frame.labels.point_semantic is None:
+    if not LabelRoi.has_labels(frame):
         return GridRoi()
-    return PointLabelRoi(frame, labelled_area(frame))
+    return LabelRoi().mask(frame)
 
 
 class GridRoi:
@@ -500,8 +471,8 @@ class SimRoi:
                    "their seeds in dataset.json with the current simulator")
             return ("ROI: Apollo's HDMap ROI (lidarmt.roi HDMapRoi, range 70 m, cell 0.25 m) on the HD map of each "
                     f"frame's simulated town ({src})")
-        return ("ROI: the area covered by the frames' road/parking/sidewalk ground-truth labels (morphologically "
-                "closed, PointLabelRoi)")
+        return ("ROI: the area covered by the frames' road/parking/sidewalk/other-ground ground-truth labels "
+                "(morphologically closed, LabelRoi)")
 
     def hdmap(self, town: int) -> Any:
         """The HD map of a town: loaded from the dataset when saved there, else rebuilt from its seed."""
@@ -523,9 +494,4 @@ class SimRoi:
                 self._rois.clear()  # one town at a time
                 self._rois[town] = HDMapRoi(self.hdmap(town))
             return self._rois[town].frame_mask(frame)
-        lb = frame.labels
-        if lb is not None and lb.point_semantic is not None:
-            from lidarmt.roi.bitmap import PointLabelRoi
-
-            return PointLabelRoi(frame, labelled_area(frame))
-        return GridRoi()
+        return label_area_roi(frame)
