@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         ("ground fraction", _fmt(real["ground_fraction"]), _fmt(sim["ground_fraction"])),
         ("intensity mean (0..255)", _fmt(real["intensity_mean"], "{:.1f}"), _fmt(sim["intensity_mean"], "{:.1f}")),
     ]
+    rows.append(("roadside structure (share, <3 m of road/sidewalk)", _fmt(real.get("roadside_structure")),
+                 _fmt(sim.get("roadside_structure"))))
     for name in realism.CLASS_MIX:
         rows.append((f"share of points: {name}", _fmt((real["class_mix"] or {}).get(name)),
                      _fmt((sim["class_mix"] or {}).get(name))))

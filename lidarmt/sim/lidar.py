@@ -6,7 +6,9 @@
 * 10 Hz, 2,083 firings per revolution (0.173 deg), clockwise seen from above, starting behind the vehicle, as
   the real unit does; each point's ``time`` is its firing time within the 100 ms sweep (the frame stamp is the
   sweep's end, as after Apollo's motion compensator). Points are ordered by firing (azimuth), then ring.
-* Ranges 0.9-120 m, Gaussian range noise (2 cm), no return from the sky, random drop-outs, and a detection
+* Ranges 0.9-120 m, Gaussian range noise (2 cm), a fixed range bias per laser (calibration residue, σ 2.5 cm),
+  rough surfaces (ground roughness seen along the ray: a few cm of asphalt texture spread grazing returns by
+  decimetres; pulses enter foliage before returning), no return from the sky, random drop-outs, and a detection
   probability that falls with received power (reflectivity x cos(incidence) / range^2), so dark cars and
   grazing asphalt fade out at range as they do in real sweeps.
 * Intensity 0-255 from the material's reflectivity, the incidence angle and range (calibrated against the
@@ -49,6 +51,12 @@ KITTI_ELEVATIONS_DEG = np.array([
 ])
 
 
+def _ring_range_offsets() -> np.ndarray:
+    """Fixed per-laser range biases, metres: what is left of each laser's distance correction after a real
+    unit's calibration (a few centimetres), so neighbouring rings do not line up perfectly on a flat wall."""
+    return np.clip(np.random.default_rng(65).normal(0.0, 0.025, 64), -0.06, 0.06)
+
+
 def _ring_gains() -> np.ndarray:
     """Fixed per-laser intensity gains (the 64 lasers of a real unit differ by 10-20 % after calibration)."""
     return np.clip(np.random.default_rng(64).normal(1.0, 0.12, 64), 0.7, 1.3)
@@ -81,6 +89,13 @@ class Hdl64e:
     intensity_noise: float = 0.25
     intensity_add_noise: float = 0.015
     ring_gain: np.ndarray = field(default_factory=_ring_gains)
+    ring_range_offset: np.ndarray = field(default_factory=_ring_range_offsets)
+    # surface roughness, metres (std of the surface height along the normal) by ground material code
+    # (asphalt, marking, crosswalk, sidewalk, terrain, curb face): a ray at grazing incidence turns a few cm of
+    # roughness into a range error of roughness / cos(incidence), as on KITTI's worn asphalt
+    ground_roughness: tuple[float, ...] = (0.012, 0.006, 0.006, 0.01, 0.035, 0.01)
+    # foliage: a pulse enters the crown or hedge before it returns; depth ~ |N(0, foliage_depth)| metres
+    foliage_depth: float = 0.12
 
     @classmethod
     def nominal(cls, **kwargs) -> Hdl64e:
@@ -224,8 +239,16 @@ def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarra
     noise = rng.standard_normal(n)
     inoise = rng.standard_normal(n)
     u_add = rng.standard_normal(n)
+    rough = rng.standard_normal(n)
     t = hits.t.astype(np.float64)
-    rng_m = t + noise * model.range_noise
+    ground = hits.code != 255
+    sigma = np.where(ground, np.asarray(model.ground_roughness)[np.minimum(hits.code, len(model.ground_roughness) - 1)],
+                     0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        extra = rough * sigma / np.maximum(hits.cos, 0.08)  # vertical roughness seen along the ray
+    extra = np.clip(extra, -0.6, 0.6)
+    extra = np.where(hits.mat == Mat.FOLIAGE, np.abs(rough) * model.foliage_depth, extra)
+    rng_m = t + noise * model.range_noise + extra + model.ring_range_offset[ring]
     ok = np.isfinite(t) & (rng_m >= model.min_range) & (rng_m <= model.max_range) & (hits.instance != SELF)
     with np.errstate(divide="ignore", invalid="ignore"):
         signal = np.maximum(hits.reflectivity, model.detect_floor) * np.maximum(hits.cos, 0.02) / np.maximum(t, 0.5) ** 2

@@ -40,8 +40,8 @@ GROUND_SEMANTIC = np.array([40, 60, 60, 48, 72, 48], dtype=np.int32)
 #: SemanticKITTI class id of each kind of object (per-material exceptions in :func:`semantic_id`)
 SEMANTIC_BY_KIND = {
     "car": 10, "van": 10, "parked_car": 10, "parked_van": 10, "truck": 18, "bus": 13, "pedestrian": 30,
-    "cyclist": 31, "building": 50, "wall": 51, "tree": 70, "hedge": 70, "lamp": 80, "post": 80, "sign": 81,
-    "street_furniture": 99,
+    "cyclist": 31, "building": 50, "wall": 51, "fence": 51, "hoarding": 52, "tree": 70, "hedge": 70,
+    "slope": 70, "lamp": 80, "post": 80, "sign": 81, "street_furniture": 99,
 }
 
 
@@ -436,6 +436,67 @@ def wall(rng: np.random.Generator, length: float) -> Model:
     m = Model(length=length, width=t, height=h)
     m.add(geom.box(length, t, h + 0.5, center=(0, 0, (h - 0.5) / 2)), Mat.WALL, rng.uniform(0.25, 0.45),
           tuple(int(c) for c in rng.integers(100, 200, 3)))
+    return m
+
+
+def fence(rng: np.random.Generator, length: float) -> Model:
+    """A fence along x: posts every 2-3 m with either closed boards (a solid face) or open bars/mesh rails
+    that let part of the laser through (the gappy returns of real railings)."""
+    h = rng.uniform(0.9, 2.0)
+    m = Model(length=length, width=0.12, height=h)
+    metal = rng.random() < 0.5
+    refl = rng.uniform(0.2, 0.45)
+    colour = (80, 84, 80) if metal else tuple(int(c) for c in rng.integers(90, 170, 3))
+    mat = Mat.METAL if metal else Mat.WALL
+    n_post = max(int(length / rng.uniform(2.0, 3.0)), 1) + 1
+    for x in np.linspace(-length / 2, length / 2, n_post):
+        m.add(geom.box(0.08, 0.08, h + 0.3, center=(float(x), 0, (h - 0.3) / 2)), mat, refl, colour)
+    if rng.random() < 0.45:  # closed boards
+        m.add(geom.box(length, 0.04, h - 0.05, center=(0, 0.04, h / 2)), mat, refl, colour)
+    else:  # rails top and bottom, vertical bars every 0.12-0.3 m
+        for zr in (0.12, h - 0.05):
+            m.add(geom.box(length, 0.05, 0.05, center=(0, 0.03, zr)), mat, refl, colour)
+        gap = rng.uniform(0.12, 0.3)
+        for x in np.arange(-length / 2 + gap / 2, length / 2, gap):
+            m.add(geom.box(0.025, 0.025, h - 0.1, center=(float(x), 0.03, h / 2)), mat, refl, colour)
+    return m
+
+
+def slope_bank(rng: np.random.Generator, length: float, depth: float) -> Model:
+    """A vegetated embankment along x: rises from the sidewalk's back edge (y = -depth/2) to 0.6-3.5 m at
+    y = +depth/2, its surface lumpy (grass, bushes), with a few shrubs on it. Background, like a hedge."""
+    top = rng.uniform(0.6, 3.5)
+    m = Model(length=length, width=depth, height=top + 0.8)
+    nx, ny = max(int(length / 0.7), 2), max(int(depth / 0.7), 2)
+    xs = np.linspace(-length / 2, length / 2, nx + 1)
+    ys = np.linspace(-depth / 2, depth / 2, ny + 1)
+    gx, gy = np.meshgrid(xs, ys, indexing="ij")
+    frac = (gy + depth / 2) / depth
+    gz = top * np.clip(frac * rng.uniform(1.0, 1.6), 0, 1) + rng.normal(0, 0.12, gx.shape) * (frac > 0)
+    gz[:, 0] = -0.3  # the toe sinks into the ground
+    verts = np.stack([gx.ravel(), gy.ravel(), gz.ravel()], axis=1)
+    idx = np.arange((nx + 1) * (ny + 1)).reshape(nx + 1, ny + 1)
+    a, b, c, d = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel(), idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()
+    tris = np.concatenate([np.stack([a, b, c], 1), np.stack([a, c, d], 1)])
+    colour = (int(rng.integers(50, 90)), int(rng.integers(90, 140)), int(rng.integers(35, 60)))
+    m.add((verts.astype(np.float64), tris.astype(np.int64)), Mat.FOLIAGE, rng.uniform(0.28, 0.4), colour)
+    nv = geom.sphere_vertex_count(1)
+    for _ in range(int(rng.integers(0, max(int(length / 4), 1) + 1))):
+        r = rng.uniform(0.4, 1.2)
+        x, y = rng.uniform(-length / 2 + r, length / 2 - r), rng.uniform(-depth / 4, depth / 2 - r)
+        z = top * np.clip((y + depth / 2) / depth, 0, 1)
+        m.add(geom.sphere((r, r, r * 0.8), center=(x, y, z + r * 0.5), subdiv=1, jitter=rng.uniform(0.75, 1.15, nv)),
+              Mat.FOLIAGE, rng.uniform(0.28, 0.38), colour)
+    return m
+
+
+def hoarding(rng: np.random.Generator, length: float) -> Model:
+    """A tall solid panel on the sidewalk (construction hoarding, noise barrier, billboard base): a large
+    flat static structure right next to the road, 2-3.5 m tall."""
+    h = rng.uniform(2.0, 3.5)
+    m = Model(length=length, width=0.1, height=h)
+    m.add(geom.box(length, 0.1, h + 0.2, center=(0, 0, (h - 0.2) / 2)), Mat.WALL, rng.uniform(0.25, 0.55),
+          tuple(int(c) for c in rng.integers(80, 230, 3)))
     return m
 
 

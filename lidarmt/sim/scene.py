@@ -263,30 +263,43 @@ def build_scene(town: Town, seed: int, *, duration: float, density: float = 1.0,
                 if _clear(town, x, y, h, ln_h, 0.8, sw + 0.1):
                     put(objects.hedge(rng, ln_h), "hedge", x, y, h, BACKGROUND, BACKGROUND)
                 pos_s += ln_h + rng.uniform(3, 20)
-            # buildings and walls set back from the sidewalk
+            # buildings set back from the sidewalk or flush with its back edge (row houses, as in KITTI's city
+            # streets), front walls, fences, hedges and vegetated embankments along the sidewalk, hoardings on it:
+            # large static structure right next to where the cars are, which perception must call background
             pos_s = rng.uniform(-5, 5)
             while pos_s < length + 5:
                 frontage, depth = rng.uniform(10, 30), rng.uniform(8, 20)
-                setback = rng.uniform(1.0, 8.0)
+                flush = rng.random() < 0.3
+                setback = rng.uniform(0.0, 0.5) if flush else rng.uniform(1.0, 8.0)
                 off = side * (half + sw + setback + depth / 2)
                 x, y, h = at(pos_s + frontage / 2, off)
-                if _clear(town, x, y, h, frontage, depth, sw + 0.5):
+                if _clear(town, x, y, h, frontage, depth, sw + min(setback, 0.5) - 0.05):
                     put(objects.building(rng, frontage, depth), "building", x, y, h + face, BACKGROUND, BACKGROUND)
-                    if setback > 2.0 and rng.random() < 0.85:  # a front garden: hedge along the sidewalk
-                        hx, hy, hh = at(pos_s + frontage / 2, side * (half + sw + 0.9))
-                        if _clear(town, hx, hy, hh, frontage * 0.9, 1.0, sw + 0.2):
-                            put(objects.hedge(rng, frontage * 0.9), "hedge", hx, hy, hh, BACKGROUND, BACKGROUND)
+                    if setback > 1.2 and rng.random() < 0.85:  # a front garden behind a hedge, wall or fence
+                        hx, hy, hh = at(pos_s + frontage / 2, side * (half + sw + 0.5))
+                        _frontage(town, rng, put, hx, hy, hh + face, frontage * 0.9, sw + 0.2)
                     if setback > 4.0 and rng.random() < 0.6:  # and a tree in it
                         tx, ty, _ = at(pos_s + frontage * rng.uniform(0.2, 0.8), side * (half + sw + setback / 2 + 0.5))
                         put(objects.tree(rng), "tree", tx, ty, rng.uniform(0, 2 * np.pi), BACKGROUND, BACKGROUND)
-                elif rng.random() < 0.5:
-                    wl = frontage * 0.8
-                    x, y, h = at(pos_s + frontage / 2, side * (half + sw + 1.0))
-                    if _clear(town, x, y, h, wl, 0.4, sw + 0.3):
-                        kind = "hedge" if rng.random() < 0.6 else "wall"
-                        model = objects.hedge(rng, wl) if kind == "hedge" else objects.wall(rng, wl)
-                        put(model, kind, x, y, h, BACKGROUND, BACKGROUND)
+                elif rng.random() < 0.5:  # an embankment overgrown with grass and shrubs
+                    dep = rng.uniform(2.5, 7.0)
+                    x, y, h = at(pos_s + frontage / 2, side * (half + sw + 0.1 + dep / 2))
+                    if _clear(town, x, y, h, frontage, dep, sw):
+                        put(objects.slope_bank(rng, frontage, dep), "slope", x, y, h + face + np.pi, BACKGROUND,
+                            BACKGROUND)  # rises away from the road
+                elif rng.random() < 0.85:
+                    x, y, h = at(pos_s + frontage / 2, side * (half + sw + rng.uniform(0.15, 1.0)))
+                    _frontage(town, rng, put, x, y, h + face, frontage * 0.8, sw + 0.05)
                 pos_s += frontage + rng.uniform(0.0, 8.0)
+            # now and then a hoarding or a fence on the sidewalk, close to the curb
+            if rng.random() < 0.15:
+                ln_h = rng.uniform(6.0, 25.0)
+                s_h = rng.uniform(0, max(length - ln_h, 1.0))
+                x, y, h = at(s_h + ln_h / 2, side * (half + rng.uniform(0.8, 1.5)))
+                if _clear(town, x, y, h, ln_h, 0.2, 0.4):
+                    kind = "hoarding" if rng.random() < 0.6 else "fence"
+                    model = objects.hoarding(rng, ln_h) if kind == "hoarding" else objects.fence(rng, ln_h)
+                    put(model, kind, x, y, h + face, BACKGROUND, BACKGROUND)
     # scattered trees and bushes in open terrain
     lo = town.raster_origin
     hi = lo + np.array(town.raster.shape[::-1]) * town.res
@@ -398,6 +411,17 @@ def _walker(rng: np.random.Generator, instance: int, path: np.ndarray, s_cum: np
         speed = -speed
     return Agent(instance, int(MetaType.PEDESTRIAN), "pedestrian", path, s_cum, s0, speed, 0.0, None, params,
                  pingpong=True)
+
+
+def _frontage(town: Town, rng: np.random.Generator, put, x: float, y: float, yaw: float, length: float,
+              min_dist: float) -> None:
+    """A hedge, wall or fence of ``length`` along a sidewalk's back edge (where it fits)."""
+    u = rng.random()
+    kind = "hedge" if u < 0.5 else ("wall" if u < 0.7 else "fence")
+    builder = {"hedge": objects.hedge, "wall": objects.wall, "fence": objects.fence}[kind]
+    width = 1.0 if kind == "hedge" else 0.3
+    if _clear(town, x, y, yaw, length, width, min_dist):
+        put(builder(rng, length), kind, x, y, yaw, BACKGROUND, BACKGROUND)
 
 
 def _clear(town: Town, x: float, y: float, yaw: float, length: float, width: float, min_dist: float) -> bool:
