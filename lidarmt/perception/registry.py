@@ -1,7 +1,7 @@
 """Find perception implementations by name: built-ins, installed plugins, or ``module:callable``.
 
 * Built-ins: ``"apollo"`` (Apollo 2.5/3.0, 640x640 grid), ``"apollo-512"`` (the 2.0-era 512x512 model, as in
-  the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter).
+  the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter).
 * Plugins: any package declaring an entry point in the group ``lidarmt.perception``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.perception"]
@@ -57,7 +57,7 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     "apollo": _apollo(640),
     "apollo-640": _apollo(640),
     "apollo-512": _apollo(512),
-    "apollo-3.0": _apollo(640, filter_noise=True),
+    "apollo-3.0": _apollo(640, filter_noise=True, low_object_filter=True),
 }
 
 

@@ -40,6 +40,9 @@ class ApolloConfig:
     filter_noise: bool = False  # Apollo 3.0 FilterNoise
     filter_thresh: float = 30.0  # 3.0: cells with (1 + count) < this are dropped ...
     enable_filter_thresh: float = 700.0  # ... from obstacles whose max (1 + count) >= this
+    low_object_filter: bool = False  # Apollo 2.5+ LowObjectFilter (on in apollo-3.0): drop low, flat objects
+    object_height_threshold: float = 0.10  # ... whose z extent (Apollo's scan) is below this, metres
+    object_position_height_threshold: float = -1.6  # ... and whose top is below this z (LiDAR frame), metres
     mode: str = "exact"  # "exact" (fp32, deterministic) | "fast" (channels_last + bf16 where supported)
     compile: bool = False  # torch.compile the network (fast mode)
     threads: int = 0  # torch intra-op threads for the CNN; 0 = leave torch's setting alone
@@ -69,8 +72,8 @@ class ApolloConfig:
 
     @classmethod
     def apollo_3_0(cls, **overrides: Any) -> ApolloConfig:
-        """Apollo 3.0: the 640 model plus the noise filter."""
-        return cls(grid=640, filter_noise=True, **overrides)
+        """Apollo 3.0: the 640 model plus the noise filter and the LowObjectFilter."""
+        return cls(grid=640, filter_noise=True, low_object_filter=True, **overrides)
 
     def replace(self, **changes: Any) -> ApolloConfig:
         unknown = set(changes) - {f.name for f in fields(self)}

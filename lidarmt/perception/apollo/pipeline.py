@@ -6,12 +6,12 @@ Per frame (apollo-lop-facts.md §1, §3-§5), all in the sensor frame:
 2. Features from the **full** cloud when ``use_full_cloud`` (Apollo's setting), else from the ROI points.
 3. CNN (``exact`` fp32 or ``fast`` bf16/channels_last).
 4. Cluster2D on the ROI points only (``use_all_grids``: object cells need no ROI point).
-5. MinBox per emitted cluster (reference centre = sensor origin).
+5. With ``low_object_filter`` (Apollo 2.5+; on in ``apollo-3.0``): drop the clusters that are low and flat, as
+   Apollo's LowObjectFilter does between segmentation and MinBox (:mod:`lidarmt.perception.apollo.low_object`).
+6. MinBox per emitted cluster (reference centre = sensor origin).
 
-DEVIATION: Apollo 2.5+ runs a LowObjectFilter between segmentation and MinBox (object_height_threshold 0.10,
-object_position_height_threshold -1.6); its exact rule is not in our fact sheet, so it is not implemented: the
-pipeline is the 2.0-era one (no LowObjectFilter) with the 2.5/3.0 model size. The tracker and type fuser are
-not run: they change neither the count nor (with the offline tool's DummyTypeFuser) the types of one frame.
+The tracker and type fuser are not run: they change neither the count nor (with the offline tool's
+DummyTypeFuser) the types of one frame.
 
 The obstacles' ``point_indices`` index the frame's full point array. ``detect(..., timings=d)`` fills ``d`` with
 per-stage seconds; ``last_timings`` keeps those of the last call. ``forward_grid(frame)`` and ``stages(frame,
@@ -192,6 +192,8 @@ class ApolloLOP:
             enable_filter_thresh=cfg.enable_filter_thresh,
             log_count=feats[2] if cfg.filter_noise else None,
         )
+        if cfg.low_object_filter:
+            clusters = _low_object_filter(clusters, rp["z"], cfg)
         t4 = time.perf_counter()
         obstacles = self._build(rp, roi_idx, clusters)
         t5 = time.perf_counter()
@@ -242,6 +244,27 @@ class ApolloLOP:
             for k, m in enumerate(metas)
         ]
         return Obstacles(out)
+
+
+def _low_object_filter(clusters: ClusterOutput, z: np.ndarray, cfg: ApolloConfig) -> ClusterOutput:
+    """``clusters`` without the objects Apollo's LowObjectFilter erases (order kept); the grids are shared."""
+    from lidarmt.perception.apollo.low_object import low_object_keep
+
+    members, offsets = clusters.members, clusters.offsets
+    keep = low_object_keep(z[members], offsets, height_threshold=cfg.object_height_threshold,
+                           position_threshold=cfg.object_position_height_threshold)
+    if keep.all():
+        return clusters
+    counts = np.diff(offsets)[keep]
+    new_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=new_offsets[1:])
+    point_keep = np.repeat(keep, np.diff(offsets))
+    return ClusterOutput(
+        id_img=clusters.id_img, num_obstacles=clusters.num_obstacles, scores=clusters.scores,
+        heights=clusters.heights, meta_probs=clusters.meta_probs, cells=clusters.cells,
+        point_obstacle=clusters.point_obstacle, kept=clusters.kept[keep], members=members[point_keep],
+        offsets=new_offsets,
+    )
 
 
 _METAS = tuple(MetaType)

@@ -335,6 +335,37 @@ def export_weights(state: dict[str, Any], path: str | os.PathLike[str], *, meta:
         torch.save({"state_dict": sd, "meta": json.loads(json.dumps(meta))}, tmp)
 
 
+def write_start_checkpoint(weights: str | os.PathLike[str], out: str | os.PathLike[str], *, grid: int = 640,
+                           lr: float = 2e-3, weight_decay: float = 1e-4) -> Path:
+    """Start a fine-tuning run: write ``<out>/last.pt`` at step 0 holding ``weights`` (a shipped
+    ``cnnseg*.pt``) and a fresh AdamW state, so that ``lidarmt train --out OUT --resume`` continues from these
+    weights with its own schedule instead of a random initialisation.
+
+    The 640 and 512 networks share one topology, so either grid can start from either file. ``lr`` and
+    ``weight_decay`` must be the ones the run will use (``--lr``, ``--weight-decay``): the optimizer state
+    carries them. The checkpoint records ``init`` (the file and its sha256), which the run's weights keep in
+    their ``meta``. Refuses an ``out`` that already holds a training run."""
+    import hashlib
+
+    import torch
+
+    from lidarmt._atomic import atomic_path
+    from lidarmt.perception.apollo.network import load_network
+
+    out = Path(out)
+    if owned_files(out):
+        raise TrainingOutputError(f"{out} already holds a training run; choose a new folder")
+    net = load_network(weights, grid=grid)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    digest = hashlib.sha256(Path(weights).read_bytes()).hexdigest()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "last.pt"
+    with atomic_path(path) as tmp:
+        torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": 0, "elapsed": 0.0,
+                    "init": {"weights": str(weights), "sha256": digest}}, tmp)
+    return path
+
+
 def train(
     cfg: TrainConfig,
     *,
@@ -364,6 +395,7 @@ def train(
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start = 0
     elapsed_before = 0.0
+    init_from: dict[str, Any] | None = None  # the weights a fine-tuning run started from (write_start_checkpoint)
     ckpt_path = out / "last.pt"
     weights_path = out / f"cnnseg{cfg.grid}.pt"
     log_path = out / "log.jsonl"
@@ -380,6 +412,7 @@ def train(
             raise WeightsError(f"{ckpt_path} does not fit this run (--grid {cfg.grid}): {first}; resume with the "
                                "options it was trained with, or pass --force to start over") from err
         elapsed_before = float(ck.get("elapsed", 0.0))
+        init_from = ck.get("init")
         log(f"resumed from {ckpt_path} at step {start}")
     else:
         for old in owned_files(out):  # only with --force (or --resume of a folder without a run): start over
@@ -403,12 +436,12 @@ def train(
         return {"config": cfg_dict, "steps_done": done, "frames": len(paths),
                 "wall_seconds": round(elapsed_before + time.perf_counter() - t0, 1),
                 "final_losses_mean_last_100": means, "precision": "bf16-autocast" if use_bf16 else "fp32",
-                "torch": torch.__version__}
+                "torch": torch.__version__, "init": init_from}
 
     def checkpoint(done: int) -> None:
         with atomic_path(ckpt_path) as tmp:
             torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": done,
-                        "elapsed": elapsed_before + time.perf_counter() - t0}, tmp)
+                        "elapsed": elapsed_before + time.perf_counter() - t0, "init": init_from}, tmp)
         export_weights(net.state_dict(), weights_path, meta=meta(done))
 
     stopped_early = False
