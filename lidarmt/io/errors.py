@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from lidarmt.errors import InputError, OutputError
 
+#: The one wording for a frame without a pose, used by ``describe()`` (``lidarmt info``) and by the commands that
+#: refuse such a frame (``lidarmt roi``): nothing is assumed in its place.
+NO_POSE = "no pose (world <- sensor)"
+
 
 class _OneLine:
     """Messages are kept on one line: a message quoting a library's error (YAML, SQLite...) may hold newlines,

@@ -13,12 +13,19 @@ _CYBER_NAME = re.compile(r"\.record(\.\d+)?$")
 
 
 def sniff(path: str | os.PathLike[str]) -> str:
-    """The format name of a recording path: ros1, ros2, cyber, pcd, kitti or npz.
+    """The format name of a recording path: ros1, ros2, cyber, pcd, kitti, kitti-raw, semantickitti or npz.
 
     Files: ``#ROSBAG V2.0`` magic (any name) → ros1; ``*.record`` / ``*.record.NNNNN`` → cyber; ``.pcd`` → pcd;
-    ``.npz`` → npz; ``.db3`` / ``.mcap`` → ros2 (its folder). Folders: ``metadata.yaml`` or ``*.db3`` / ``*.mcap``
-    → ros2; ``velodyne/`` or ``training/velodyne/`` → kitti; ``*.pcd`` → pcd; ``*.npz`` → npz.
+    ``.npz`` → npz; ``.db3`` / ``.mcap`` → ros2 (its folder); ``.bin`` → kitti-raw inside
+    ``velodyne_points/data/``, semantickitti inside a sequence's ``velodyne/``, kitti anywhere else. Folders:
+    ``metadata.yaml`` or ``*.db3`` / ``*.mcap`` → ros2; a KITTI raw drive (``velodyne_points/``), its
+    ``velodyne_points`` or ``velodyne_points/data`` folder → kitti-raw; ``velodyne/`` beside ``labels/``,
+    ``poses.txt``, ``calib.txt`` or ``times.txt`` (or that ``velodyne`` folder) → semantickitti; ``velodyne/``,
+    ``training/velodyne/`` or a ``velodyne`` folder of ``.bin`` scans → kitti; ``*.pcd`` → pcd; ``*.npz`` → npz.
     """
+    from lidarmt.io.kitti_raw import drive_folder
+    from lidarmt.io.semantickitti import sequence_folder
+
     p = Path(path)
     if not p.exists():
         raise RecordingError(f"{p}: no such file or folder")
@@ -39,23 +46,39 @@ def sniff(path: str | os.PathLike[str]) -> str:
             return "npz"
         if name.endswith((".db3", ".mcap")):
             return "ros2"
-        if name.endswith(".bin") and p.parent.name == "velodyne":
-            return "kitti"
+        if name.endswith(".bin"):
+            if drive_folder(p) is not None:
+                return "kitti-raw"
+            return "semantickitti" if sequence_folder(p) is not None else "kitti"
         from lidarmt.io.cyber import is_cyber_record
 
         if is_cyber_record(p):
             return "cyber"
         raise RecordingError(
             f"{p}: unknown recording format; expected a ROS1 .bag, a ROS2 bag folder, an Apollo .record, "
-            f"a .pcd file or folder, a KITTI folder or a lidarmt .npz frame folder"
+            f"a .pcd file or folder, a KITTI folder or .bin scan, or a lidarmt .npz frame folder"
         )
     if not p.is_dir():
         raise RecordingError(f"{p}: neither a file nor a folder")
     names = {c.name for c in p.iterdir()}
     if "metadata.yaml" in names or any(n.endswith((".db3", ".mcap")) for n in names):
         return "ros2"
+    if drive_folder(p) is not None:
+        return "kitti-raw"
+    if sequence_folder(p) is not None:
+        return "semantickitti"
     if (p / "velodyne").is_dir() or (p / "training" / "velodyne").is_dir():
         return "kitti"
+    if p.name == "velodyne" and any(n.endswith(".bin") for n in names):
+        return "kitti"
+    drives = sorted(n for n in names if (p / n / "velodyne_points").is_dir())
+    if drives:
+        raise RecordingError(f"{p} is a folder of {len(drives)} KITTI raw drive(s); open one drive folder, "
+                             f"e.g. {p / drives[0]}")
+    seqs = sorted(n for n in names if sequence_folder(p / n) is not None)
+    if seqs:
+        raise RecordingError(f"{p} is a folder of {len(seqs)} SemanticKITTI sequence(s); open one, "
+                             f"e.g. {p / seqs[0]}")
     if any(n.lower().endswith(".pcd") for n in names):
         return "pcd"
     if any(n.endswith(".npz") for n in names):
@@ -64,7 +87,13 @@ def sniff(path: str | os.PathLike[str]) -> str:
         raise RecordingError(f"{p} is a folder of Cyber records; open one .record file (each is a recording)")
     if any(n.endswith(".bag") for n in names):
         raise RecordingError(f"{p} is a folder of ROS1 bags; open one .bag file")
-    raise RecordingError(f"{p}: folder holds no recording (no bag, metadata.yaml, .pcd, .npz or KITTI velodyne/)")
+    pcd_dirs = sorted(n for n in names if (p / n).is_dir() and any(c.suffix.lower() == ".pcd"
+                                                                  for c in (p / n).iterdir()))
+    if pcd_dirs:
+        raise RecordingError(f"{p} holds no .pcd file itself but {len(pcd_dirs)} sub-folder(s) of them; open one "
+                             f"folder, e.g. {p / pcd_dirs[0]}")
+    raise RecordingError(f"{p}: folder holds no recording (no bag, metadata.yaml, .pcd, .npz, KITTI velodyne/, "
+                         f"KITTI raw velodyne_points/ or SemanticKITTI sequence)")
 
 
 def open_recording(
@@ -112,6 +141,14 @@ def open_recording(
         from lidarmt.io.kitti import KittiRecording
 
         return KittiRecording(p, require_pose=require_pose, allow_empty=allow_empty)
+    if fmt == "kitti-raw":
+        from lidarmt.io.kitti_raw import KittiRawRecording
+
+        return KittiRawRecording(p, require_pose=require_pose, allow_empty=allow_empty)
+    if fmt == "semantickitti":
+        from lidarmt.io.semantickitti import SemanticKittiRecording
+
+        return SemanticKittiRecording(p, require_pose=require_pose, allow_empty=allow_empty)
     from lidarmt.io.npzdir import NpzRecording
 
     return NpzRecording(p, require_pose=require_pose, allow_empty=allow_empty)

@@ -11,8 +11,12 @@
 * ``road_label/<id>.label``: one uint32 per point, SemanticKITTI class id in the low 16 bits →
   ``Labels.point_semantic`` (aligned with the points after non-finite ones are dropped).
 
-KITTI object frames have no world pose: ``frame.pose`` is None and ``describe()`` says
-"none (identity assumed)"; stamps are 0.
+KITTI object frames have no world pose: ``frame.pose`` is None and ``describe()`` says so in the words every
+command uses (:data:`lidarmt.io.errors.NO_POSE`); stamps are 0. The path may be the folder that holds
+``velodyne/`` (or its ``training/`` parent), the ``velodyne/`` folder itself, or one ``.bin`` file anywhere.
+
+The helpers :func:`read_velodyne_bin`, :func:`velodyne_points` and :func:`read_point_labels` are shared with the
+KITTI raw (:mod:`lidarmt.io.kitti_raw`) and SemanticKITTI (:mod:`lidarmt.io.semantickitti`) readers.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt.io.base import Recording, RecordingInfo
-from lidarmt.io.errors import FormatError, NoPointCloudError, RecordingError
+from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, RecordingError
 from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, finite_mask, make_points
 
 KITTI_META: dict[str, MetaType | None] = {
@@ -48,6 +52,8 @@ def read_calib(path: Path) -> dict[str, np.ndarray]:
         if ":" not in line:
             continue
         key, _, rest = line.partition(":")
+        if key.strip() == "calib_time":  # KITTI raw calibration files: "calib_time: 25-May-2012 16:30:16"
+            continue
         try:
             out[key.strip()] = np.array([float(v) for v in rest.split()], dtype=np.float64)
         except ValueError as err:
@@ -102,6 +108,7 @@ def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
 
 
 def read_velodyne_bin(path: Path) -> np.ndarray:
+    """The (N, 4) float32 rows x, y, z, reflectance of a KITTI velodyne ``.bin`` scan."""
     try:
         raw = np.fromfile(path, dtype="<f4")
     except OSError as err:
@@ -109,6 +116,35 @@ def read_velodyne_bin(path: Path) -> np.ndarray:
     if raw.size % 4:
         raise FormatError(f"{path}: size {raw.size * 4} bytes is not a whole number of 16-byte points (truncated?)")
     return raw.reshape(-1, 4)
+
+
+def velodyne_points(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(points, finite)`` of (N, 4) velodyne rows: every finite point (intensity = reflectance x 255), and the
+    mask of the kept rows (None when all are kept) to align per-point labels with."""
+    with np.errstate(over="ignore"):  # a reflectance beyond 1.3e36 becomes an infinite intensity: dropped
+        pts = make_points(raw[:, :3], raw[:, 3] * np.float32(255.0))
+    finite = finite_mask(pts)
+    if finite.all():
+        return pts, None
+    return pts[finite], finite
+
+
+def read_point_labels(path: Path, n_points: int, scan: str) -> np.ndarray:
+    """The uint32 per-point labels of a ``.label`` file (SemanticKITTI: class id in the low 16 bits, instance in
+    the high 16), checked to hold one label per point of ``scan``."""
+    try:
+        size = path.stat().st_size
+        if size != 4 * n_points:
+            raise FormatError(f"{path}: {size // 4} labels{' (and a partial one)' if size % 4 else ''} for "
+                              f"{n_points} points in {scan}; the label file does not belong to this scan")
+        return np.fromfile(path, dtype="<u4")
+    except OSError as err:
+        raise RecordingError(f"{path}: unreadable labels ({err.strerror or err})") from err
+
+
+def semantic_of(labels: np.ndarray) -> np.ndarray:
+    """SemanticKITTI class ids (int32) of uint32 labels: their low 16 bits."""
+    return (labels & 0xFFFF).astype(np.int32)
 
 
 class KittiRecording(Recording):
@@ -122,10 +158,10 @@ class KittiRecording(Recording):
         if not p.exists():
             raise RecordingError(f"{p}: no such file or folder")
         if p.is_file():
-            self.root = p.parent.parent
+            self.root = p.parent.parent if p.parent.name == "velodyne" else p.parent
             self.files = [p]
         else:
-            self.root = p if (p / "velodyne").is_dir() else p / "training"
+            self.root = p if (p / "velodyne").is_dir() else p.parent if p.name == "velodyne" else p / "training"
             vdir = self.root / "velodyne"
             if not vdir.is_dir():
                 raise RecordingError(f"{p}: not a KITTI folder (no velodyne/ or training/velodyne/)")
@@ -139,20 +175,13 @@ class KittiRecording(Recording):
     def _read(self, i: int) -> Frame:
         f = self.files[i]
         raw = read_velodyne_bin(f)
-        with np.errstate(over="ignore"):  # a reflectance beyond 1.3e36 becomes an infinite intensity: dropped
-            pts = make_points(raw[:, :3], raw[:, 3] * np.float32(255.0))
-        finite = finite_mask(pts)
-        dropped = int(len(raw) - finite.sum())
+        pts, finite = velodyne_points(raw)
+        dropped = len(raw) - len(pts)
         sem = None
         lab_path = self.root / "road_label" / (f.stem + ".label")
         if lab_path.is_file():
-            lab = np.fromfile(lab_path, dtype="<u4")
-            if len(lab) != len(raw):
-                raise FormatError(f"{lab_path}: {len(lab)} labels for {len(raw)} points in {f.name}")
-            sem = (lab & 0xFFFF).astype(np.int32)
-        if dropped:
-            pts = pts[finite]
-            sem = None if sem is None else sem[finite]
+            sem = semantic_of(read_point_labels(lab_path, len(raw), f.name))
+            sem = sem if finite is None else sem[finite]
         boxes = np.zeros(0, dtype=BOX_DTYPE)
         have_labels = False
         label_path = self.root / "label_2" / (f.stem + ".txt")
@@ -167,11 +196,12 @@ class KittiRecording(Recording):
 
     @property
     def pose_source(self) -> str:
-        return "none (identity assumed)"
+        return f"none: {NO_POSE} in KITTI object frames"
 
     def _describe_extra(self, info: RecordingInfo) -> None:
         n_lab = sum((self.root / "label_2" / (f.stem + ".txt")).is_file() for f in self.files)
         n_road = sum((self.root / "road_label" / (f.stem + ".label")).is_file() for f in self.files)
         info.extra["frames_with_boxes"] = n_lab
         info.extra["frames_with_road_labels"] = n_road
-        info.notes.append("pose: none (identity assumed): KITTI object frames have no world pose")
+        info.notes.append(f"{NO_POSE}: KITTI object frames have none, so an HD map in world coordinates cannot "
+                          f"be placed; use a map drawn in sensor coordinates (GeoJSON \"frame\": \"sensor\")")
