@@ -26,7 +26,9 @@ def _range(r: dict[str, list[float]] | None, fmt: str = "{:.2f}") -> str:
 
 def info(
     path: Annotated[Path, typer.Argument(help="A ROS1 .bag, ROS2 bag folder, Apollo .record, .pcd file or folder, "
-                                         "KITTI folder, or folder of lidarmt .npz frames.")],
+                                         "KITTI object folder or .bin scan, KITTI raw drive (…_sync folder), "
+                                         "SemanticKITTI sequence (sequences/NN), or folder of lidarmt .npz "
+                                         "frames.")],
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Point-cloud topic or channel to read "
                                               "(default: Apollo's velodyne64 compensator topic, or the only "
                                               "point-cloud topic).")] = None,
@@ -38,7 +40,12 @@ def info(
     recover: Annotated[bool, typer.Option("--recover", help="Read a ROS1 bag without a usable index (truncated "
                                           "or still being recorded) by scanning its complete chunks.")] = False,
 ) -> None:
-    """Topics and message counts, frame count, duration, points per frame, pose source and coordinate ranges.
+    """Topics and message counts, frame count, duration, points per frame, pose source, poses and coordinate
+    ranges.
+
+    Poses are printed as found (a few frames, evenly spaced: position and heading of world <- sensor); a frame
+    without one is reported in the same words `roi` and `perceive` use. A KITTI raw drive's poses come from its
+    OXTS packets (UTM) and calib_imu_to_velo.txt; a SemanticKITTI sequence's from poses.txt and calib.txt.
 
     Exits with status 2 and one line on stderr when the path is not a readable recording or the topic does not
     exist. A valid recording without point clouds (e.g. a Cyber record of planning and localization only) is
@@ -50,23 +57,49 @@ def info(
 
     `lidarmt info ../shared/data/kitti/training --json`
 
+    `lidarmt info 2011_09_26/2011_09_26_drive_0005_sync`
+
+    `lidarmt info dataset/sequences/08 --sample 20`
+
     `lidarmt info huge.bag --sample 50 --topic /apollo/sensor/velodyne64/PointCloud2`
     """
     import json
     import sys
 
+    import numpy as np
+
     from lidarmt.io import open_recording
+    from lidarmt.io.errors import NO_POSE
+
+    poses: list[dict] = []
+
+    def keep_poses(frames):
+        for f in frames:
+            if f.pose is not None:
+                poses.append(_pose_row(f))
+            yield f
 
     with open_recording(path, topic=topic, allow_empty=True, recover=recover) as rec:
         n = len(rec)
-        progress = None
-        if not json_out and err_console.is_terminal and n > 50 and (sample is None or sample > 50):
-            from lidarmt.cli._common import track
+        bar = not json_out and err_console.is_terminal and n > 50 and (sample is None or sample > 50)
 
-            def progress(frames, total):
-                return track(frames, total=total, description="reading frames")
+        def progress(frames, total):
+            if bar:
+                from lidarmt.cli._common import track
+
+                frames = track(frames, total=total, description="reading frames")
+            return keep_poses(frames)
 
         summary = rec.describe(sample=sample, progress=progress)
+    if poses:
+        pick = np.unique(np.linspace(0, len(poses) - 1, min(len(poses), POSE_ROWS)).round().astype(int))
+        summary.extra["poses"] = [poses[int(k)] for k in pick]
+    nested = _nested_pcd_folders(path) if summary.format == "pcd" else []
+    if nested:
+        shown = ", ".join(f"{d.name}/" for d in nested[:3]) + (", …" if len(nested) > 3 else "")
+        summary.notes.append(f"read only the {summary.frame_count} .pcd file(s) at the top level of {path}; "
+                             f"{len(nested)} sub-folder(s) also hold .pcd files and were not read ({shown}): "
+                             f"open each as its own recording")
 
     note = None
     if summary.frame_count == 0:  # a valid recording, just not one to perceive: say so, it is no error
@@ -85,13 +118,38 @@ def info(
         from lidarmt.io.errors import PoseError
 
         missing = summary.frames_scanned - summary.frames_with_pose
-        raise PoseError(f"{path}: {missing} of {summary.frames_scanned} frame(s) have no pose world <- sensor "
-                        f"(pose source: {summary.pose_source}); record /tf and /tf_static (or .pose files) "
-                        f"with the clouds")
+        raise PoseError(f"{path}: {missing} of {summary.frames_scanned} frame(s) have {NO_POSE} "
+                        f"(pose source: {summary.pose_source}); record /tf and /tf_static (or .pose files, or "
+                        f"OXTS packets) with the clouds")
+
+
+POSE_ROWS = 5  # poses printed by `lidarmt info` (evenly spaced over the frames read)
+
+
+def _pose_row(frame) -> dict:
+    """One frame's pose world <- sensor as printed: position and heading (yaw of the sensor's x axis)."""
+    import math
+
+    p = frame.pose
+    return {"frame": int(frame.index), "stamp": float(frame.stamp), "x": float(p[0, 3]), "y": float(p[1, 3]),
+            "z": float(p[2, 3]), "heading": math.atan2(float(p[1, 0]), float(p[0, 0]))}
+
+
+def _nested_pcd_folders(path: Path) -> list[Path]:
+    """Sub-folders of a PCD folder that hold .pcd files themselves (the reader reads only the top level)."""
+    if not path.is_dir():
+        return []
+    try:
+        return sorted(d for d in path.iterdir() if d.is_dir() and any(c.suffix.lower() == ".pcd" and c.is_file()
+                                                                    for c in d.iterdir()))
+    except OSError:
+        return []
 
 
 def _print(s) -> None:
     from rich.table import Table
+
+    from lidarmt.io.errors import NO_POSE
 
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold", no_wrap=True)
@@ -108,13 +166,16 @@ def _print(s) -> None:
         head.add_row("points / frame", f"min {s.points_min:,}  median {s.points_median:,.0f}  max {s.points_max:,}")
     if s.dropped_points:
         head.add_row("dropped", f"{s.dropped_points:,} non-finite points")
-    head.add_row("pose", s.pose_source + (f"  ({s.frames_with_pose}/{s.frames_scanned} frames posed)"
-                                          if s.frames_scanned and s.frames_with_pose else ""))
+    posed = ""
+    if s.frames_scanned:
+        posed = (f"  ({s.frames_with_pose}/{s.frames_scanned} frames posed)" if s.frames_with_pose
+                 else f"  ({NO_POSE} in the {s.frames_scanned} frame(s) read)")
+    head.add_row("pose", s.pose_source + posed)
     head.add_row("sensor range (m)", _range(s.sensor_range))
     if s.position_range:
         head.add_row("sensor position (world)", _range(s.position_range))
     for k, v in s.extra.items():
-        if k == "localization":
+        if k in ("localization", "poses"):
             continue
         if k == "localization_range":
             head.add_row("localization (world)", _range(v, "{:.3f}"))
@@ -139,6 +200,16 @@ def _print(s) -> None:
         for p in loc["poses"]:
             t.add_row(f"{p['time']:.6f}", f"{p['x']:.3f}", f"{p['y']:.3f}", f"{p['z']:.3f}",
                       _num(p.get("heading"), "{:.4f}"))
+        console.print(t)
+    rows = s.extra.get("poses")
+    if rows:
+        t = Table(title=f"poses world ← sensor ({s.frames_with_pose} of {s.frames_scanned} frames read; "
+                        f"{len(rows)} shown)", title_justify="left")
+        for col in ("frame", "time (s)", "x", "y", "z", "heading (rad)"):
+            t.add_column(col, justify="right")
+        for p in rows:
+            t.add_row(str(p["frame"]), f"{p['stamp']:.3f}", f"{p['x']:.3f}", f"{p['y']:.3f}", f"{p['z']:.3f}",
+                      f"{p['heading']:.4f}")
         console.print(t)
     for note in s.notes:
         console.print(f"[yellow]note:[/] {note}")

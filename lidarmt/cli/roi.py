@@ -62,11 +62,14 @@ def roi(
         if frame_index >= n:
             raise ArgumentError(f"--frame {frame_index}: {recording} has {n} frame(s) (0..{n - 1})")
         frame = rec[frame_index]
+        pose_source = rec.pose_source
     if hd.frame != "sensor" and frame.pose is None:
+        from lidarmt.io.errors import NO_POSE
+
         raise ArgumentError(
-            f"{recording}: frame {frame_index} has no pose (world <- sensor), so the map cannot be placed; "
-            "record /tf or localization with the cloud, or draw the map in sensor coordinates (GeoJSON "
-            '"frame": "sensor")'
+            f"{recording}: frame {frame_index} has {NO_POSE}, so the map cannot be placed (pose source: "
+            f"{pose_source}); record /tf or localization with the cloud, or draw the map in sensor coordinates "
+            '(GeoJSON "frame": "sensor")'
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", MapProjectionWarning)

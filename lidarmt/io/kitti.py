@@ -196,12 +196,12 @@ class KittiRecording(Recording):
 
     @property
     def pose_source(self) -> str:
-        return f"none: {NO_POSE} in KITTI object frames"
+        return "none (KITTI object frames carry no pose)"
 
     def _describe_extra(self, info: RecordingInfo) -> None:
         n_lab = sum((self.root / "label_2" / (f.stem + ".txt")).is_file() for f in self.files)
         n_road = sum((self.root / "road_label" / (f.stem + ".label")).is_file() for f in self.files)
         info.extra["frames_with_boxes"] = n_lab
         info.extra["frames_with_road_labels"] = n_road
-        info.notes.append(f"{NO_POSE}: KITTI object frames have none, so an HD map in world coordinates cannot "
+        info.notes.append(f"{NO_POSE}: KITTI object frames carry none, so an HD map in world coordinates cannot "
                           f"be placed; use a map drawn in sensor coordinates (GeoJSON \"frame\": \"sensor\")")

@@ -233,7 +233,7 @@ class KittiRawRecording(Recording):
     @property
     def pose_source(self) -> str:
         if self.zone is None:
-            return f"none: {NO_POSE} (no OXTS packets in {self.oxts_dir / 'data'})"
+            return f"none (no OXTS packets in {self.oxts_dir / 'data'})"
         ext = IMU_TO_VELO if self.imu_to_velo_path is not None else "identity-extrinsic"
         return f"OXTS (UTM zone {self.zone.name}, matched {self.matching}) · imu <- velodyne from {ext}"
 

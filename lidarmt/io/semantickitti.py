@@ -170,8 +170,8 @@ class SemanticKittiRecording(Recording):
             return ("SemanticKITTI poses.txt with calib.txt's Tr: inv(Tr) · pose · Tr (world = the velodyne frame "
                     "of scan 0, not a map frame)")
         if self.cam_poses is not None:
-            return f"none: {NO_POSE} (poses.txt needs calib.txt's Tr, and {self.sequence} has no calib.txt)"
-        return f"none: {NO_POSE} (no poses.txt in {self.sequence})"
+            return f"none (poses.txt needs calib.txt's Tr, and {self.sequence} has no calib.txt)"
+        return f"none (no poses.txt in {self.sequence})"
 
     def _describe_extra(self, info: RecordingInfo) -> None:
         n_lab = sum((self.sequence / "labels" / (f.stem + ".label")).is_file() for f in self.files)
