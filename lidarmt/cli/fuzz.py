@@ -15,13 +15,29 @@ def register(app: typer.Typer) -> None:
     app.command(name="fuzz", help=FUZZ_HELP)(fuzz)
 
 
-FUZZ_HELP = """Check MR1 on a recording: adding n random points outside the HD-map ROI must not make obstacles vanish.
+FUZZ_HELP = """Check MR1 on a recording: adding n random points outside the ROI must not make obstacles vanish.
 
 For each sampled source frame t (perceived once), each n and each trial, the follow-up t' adds n points
-uniform in the region (disk about the sensor, or the CNN's grid) and outside the ROI, with z and intensity
-uniform between t's minimum and maximum. Verdicts go to an append-only journal (resumable with --resume);
-the run folder gets summary.json, junit.xml, report.md, charts, and a bug bundle per violation (up to
---bundles per n), each with a 1-minimal subset of the added points (delta debugging).
+uniform in the region and outside the ROI, with z and intensity uniform between t's minimum and maximum.
+Verdicts go to an append-only journal (resumable with --resume); the run folder gets summary.json, junit.xml,
+report.md, charts, and a bug bundle per violation (up to --bundles per n), each with a 1-minimal subset of the
+added points (delta debugging).
+
+The ROI is an HD map placed by each frame's pose (--map), a GeoJSON drawn in the sensor frame, or, for frames
+with SemanticKITTI ground labels and no map, --roi labels: the area the labelled road, parking, sidewalk and
+other-ground cover, and every point above it (built once per source frame; --map labels is the same).
+
+Region: --region disk (default) draws the points in the 120 m disk of the HDL-64E's range: most of them fall
+outside the CNN's ±60 m grid or its -5..5 m height band and never reach the network (about 1 in 4 do). --region
+grid draws them in the CNN's ±60 m square, so all reach it but those outside the height band; violation rates
+are then higher. The tables give the mean number of added points per pair that reached the network
+("reached"). --preset study is the study's setting as best reconstructed (Apollo 2.0's 512 network, the 2.x
+120 m ROI, the grid region, n = 10,100,1000, 1,000 frames or all there are); its table's "study" column holds
+the published rates.
+
+--min-points / --min-size count only violations whose lost obstacles have at least that many points / that
+box volume (m³); the journal keeps every verdict, so a run can be resumed or reported with other filters. The
+reports break the lost obstacles down by size (<1, 1-10, >10 m³) and distance (0-20, 20-40, 40+ m).
 
 Exit status: 0 when the campaign ran (whatever it found); 1 with --fail-on-violation when a pair violated
 MR1 or the perception module crashed or timed out; 2 on bad input.
@@ -35,7 +51,14 @@ Examples:
 `lidarmt fuzz --bag drive.bag --map maps/sunnyvale --n 100 --sut mypkg.perception:make --fail-on-violation`
 
 `lidarmt fuzz --bag drive.bag --map maps/sunnyvale --out runs/study --resume`  (continue an interrupted run)
+
+`lidarmt fuzz --bag kitti/2011_09_26_drive_0005_sync --roi labels --preset study`  (labels as the ROI)
+
+`lidarmt fuzz --bag drive.bag --map maps/sunnyvale --min-points 10 --min-size 1`  (count cars, not junk)
 """
+
+#: ``--preset study``: the study's setting as best reconstructed (docs/fuzz-region.md says why).
+STUDY_PRESET = {"sut": "apollo-512", "roi_range": 120.0, "region": "grid", "n": "10,100,1000", "frames": 1000}
 
 
 
@@ -56,20 +79,20 @@ def _parse_options(items: list[str]) -> dict:
 
 def fuzz(
     bag: Annotated[str, typer.Option("--bag", help="Recording: ROS1/ROS2 bag, Cyber record, PCD/KITTI/.npz folder.")],
-    map: Annotated[str, typer.Option("--map", help="HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder.")],
-    n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated (the study: 10,100,1000).")] = "10,100,1000",
-    frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all).")] = None,
+    map: Annotated[str | None, typer.Option("--map", "--roi", help="The ROI: an HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder, or 'labels' (the area each frame's ground labels cover; for SemanticKITTI frames without a map).")] = None,
+    n: Annotated[str | None, typer.Option("--n", help="Points to add, comma-separated (default and the study: 10,100,1000).")] = None,
+    frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all; --preset study: 1000 or all there are).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every follow-up is reproducible from (seed, frame, n, trial).")] = 0,
-    sut: Annotated[str, typer.Option("--sut", help="Perception under test: a registered name or package.module:callable.")] = "apollo",
+    sut: Annotated[str | None, typer.Option("--sut", help="Perception under test: a registered name or package.module:callable (default apollo; --preset study: apollo-512).")] = None,
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="KEY=VALUE passed to the SUT's constructor (repeatable).")] = [],  # noqa: B006
     mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
     trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to the CPU cores, the frames and the memory available (about 0.9 GiB per Apollo worker), with a note.")] = 1,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/<recording name>).")] = None,
-    region: Annotated[str, typer.Option("--region", help="disk (sensor range) or grid (the CNN's ±60 m square).")] = "disk",
+    region: Annotated[str | None, typer.Option("--region", help="Where the points are drawn: disk (the HDL-64E's 120 m range; most points miss the CNN's grid and height band) or grid (the CNN's ±60 m square, all reach the grid). Default disk; --preset study: grid.")] = None,
     radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic (default: Apollo's velodyne64 compensator topic or the only one).")] = None,
-    roi_range: Annotated[float, typer.Option("--roi-range", help="ROI bitmap half-size in metres (Apollo 3.0: 70, 2.x: 120).")] = 70.0,
+    roi_range: Annotated[float | None, typer.Option("--roi-range", help="ROI bitmap half-size in metres (Apollo 3.0: 70, the default; 2.x and --preset study: 120).")] = None,
     map_frame: Annotated[str, typer.Option("--map-frame", help="auto (as the map declares: GeoJSON \"frame\": \"sensor\"), world (place the map by each frame's pose) or sensor (the map is drawn in the sensor frame; for recordings without poses).")] = "auto",
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take; longer is a 'timeout' finding. Default: automatic, 900 s for a process's first call (JIT warm-up), then 30x that first call's time, at least 60 s.")] = None,
     bundles: Annotated[str, typer.Option("--bundles", help="Bug bundles per n (each costs up to --ddmin-budget perception calls): a number, or 'all'.")] = "3",
@@ -78,6 +101,9 @@ def fuzz(
     force: Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")] = False,
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when any pair violates MR1 or the SUT crashed/timed out (for CI).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", help="study: the study's setting (Apollo 2.0 --sut apollo-512, --roi-range 120, --region grid, --n 10,100,1000, --frames 1000 or all); options given explicitly win.")] = None,
+    min_points: Annotated[int, typer.Option("--min-points", help="Count a violation only when a lost obstacle has at least this many points (reports only; the journal keeps all).")] = 0,
+    min_size: Annotated[float, typer.Option("--min-size", help="Count a violation only when a lost obstacle's box is at least this many m³ (l×w×h; reports only).")] = 0.0,
 ) -> None:
     from lidarmt.cli._common import err_console
     from lidarmt.fuzz.campaign import (
@@ -96,7 +122,20 @@ def fuzz(
         is_callable_spec,
         open_source,
     )
+    from lidarmt.fuzz.tally import LostFilter
 
+    if preset not in (None, "study"):
+        raise FuzzArgumentError(f"--preset {preset!r}: the only preset is 'study'")
+    defaults = STUDY_PRESET if preset == "study" else {"sut": "apollo", "roi_range": 70.0, "region": "disk",
+                                                       "n": "10,100,1000", "frames": None}
+    sut = sut if sut is not None else str(defaults["sut"])
+    roi_range = roi_range if roi_range is not None else float(defaults["roi_range"])  # type: ignore[arg-type]
+    region = region if region is not None else str(defaults["region"])
+    n = n if n is not None else str(defaults["n"])
+    if map is None:
+        raise FuzzArgumentError("no ROI: give --map MAP (an Apollo map or a GeoJSON), or --roi labels for frames "
+                                "with SemanticKITTI ground labels")
+    lost_filter = LostFilter(min_points, min_size)
     ns = parse_ns(n)
     if region not in ("disk", "grid"):
         raise FuzzArgumentError(f"--region {region!r}: use disk or grid")
@@ -119,7 +158,9 @@ def fuzz(
         raise FuzzArgumentError(f"--workers {workers}: use at least 1")
     if roi_range <= 0:
         raise FuzzArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
-    if not is_callable_spec(map) and not Path(map).exists():
+    from lidarmt.fuzz.plugins import LABELS
+
+    if map != LABELS and not is_callable_spec(map) and not Path(map).exists():
         raise FuzzInputError(f"--map {map}: no such file or folder")
     options = _parse_options(sut_option)
     if mode is not None:
@@ -128,6 +169,8 @@ def fuzz(
 
     source = SourceSpec(bag, topic)
     rec = open_source(source)
+    if preset == "study" and frames is None:  # the study's 1,000 frames, or all there are
+        frames = min(int(STUDY_PRESET["frames"]), len(rec))  # type: ignore[call-overload]
     chosen = select_frames(len(rec), frames, seed)
     roi_spec = RoiSpec(map, roi_range, map_frame)
     build_roi_provider(roi_spec).roi_for(rec[chosen[0]])  # fails early: unreadable map, no pose, ...
@@ -135,7 +178,7 @@ def fuzz(
     if callable(with_close):
         with_close()
     config = CampaignConfig(source, roi_spec, SutSpec(sut, options), ns, chosen,
-                            seed=seed, trials=trials, region=reg, timeout=timeout)
+                            seed=seed, trials=trials, region=reg, timeout=timeout, lost_filter=lost_filter)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
 
     from lidarmt.cli._common import CampaignProgress
@@ -217,10 +260,9 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
                 "bundles": bundle_infos}
     paths = write_reports(out, summary, records=iter_records(out / JOURNAL_NAME), run=run_info,
                           bundles=bundle_infos, findings=findings)
-    main, per = rich_tables(summary)
     out_console = wide_console()  # piped or logged: do not squeeze the tables
-    out_console.print(main)
-    out_console.print(per)
+    for table in rich_tables(summary):
+        out_console.print(table)
     if run_info["throughput"]:
         console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
                       f"{workers} worker(s)); {len(viol)} violating pairs, {len(bundle_infos)} bundles")
@@ -232,8 +274,9 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
         mini = (f"; {dd.get('size')} added point(s) suffice"
                 f"{' (1-minimal)' if dd.get('one_minimal') else ' (not minimised further: ' + str(dd.get('stopped')) + ')'}"
                 ) if dd else ""
+        what = f" ({b['lost_details']})" if b.get("lost_details") else ""
         console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} obstacles, "
-                      f"{b.get('lost')}{mini}")
+                      f"{b.get('lost')}{what}{mini}")
     if len(bundle_infos) > 12:
         console.print(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
     console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
@@ -250,7 +293,7 @@ def _complete_infos(out: Path, infos: list[dict]) -> list[dict]:
         if b.get("existing"):
             try:
                 j = json.loads((out / "violations" / b["id"] / "bundle.json").read_text(encoding="utf-8"))
-                b = {k: j.get(k) for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost",
+                b = {k: j.get(k) for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost", "lost_details",
                                            "ddmin")} | {"has_bev": True}
             except (OSError, ValueError):
                 pass

@@ -5,6 +5,10 @@ the run folder, the journal and resume, worker processes, time limits and bundle
 is one source frame, whose obstacles O are computed once and reused for every n and trial; a key is
 ``(frame, n, trial)``. The engine's public functions are re-exported here for the callers that know this module.
 
+Each ok record also says how many of the added points reached the network (``added_reached``: inside the
+CNN's grid and height band, :class:`~lidarmt.fuzz.inject.NetworkReach` of the SUT's configuration), so that a
+campaign shows how much of its region the perception module could see at all.
+
 ROI shortcut (documented, and honest): the ROI mask of a frame depends only on its pose, which t and t′
 share, so the campaign builds the :class:`~lidarmt.types.Roi` once per source frame and hands the same object
 to the SUT for t and every t′; the SUT still computes ``roi.indices(t′)`` itself, over all points of t′.
@@ -38,7 +42,7 @@ from lidarmt.fuzz.engine import (  # noqa: F401 - re-exported: the engine's API,
     select_items,
 )
 from lidarmt.fuzz.errors import FuzzArgumentError
-from lidarmt.fuzz.inject import MAX_POINTS, Bounds, Region, make_follow_up
+from lidarmt.fuzz.inject import MAX_POINTS, Bounds, NetworkReach, Region, make_follow_up
 from lidarmt.fuzz.journal import JOURNAL_NAME, Key, iter_records, record_key
 from lidarmt.fuzz.oracle import Verdict, judge
 from lidarmt.fuzz.plugins import (
@@ -49,7 +53,7 @@ from lidarmt.fuzz.plugins import (
     build_sut,
     open_source,
 )
-from lidarmt.fuzz.tally import Tally
+from lidarmt.fuzz.tally import LostFilter, Tally
 from lidarmt.perception.guard import guarded_detect
 from lidarmt.types import Frame, Obstacles, Roi
 
@@ -101,6 +105,9 @@ class CampaignConfig:
     trials: int = 1
     region: Region = field(default_factory=Region)
     timeout: float | None = None
+    #: which lost obstacles the totals and reports count (--min-points, --min-size): not part of the verdicts,
+    #: so not in :meth:`to_dict` (the journal header), and a campaign may be resumed or reported with another
+    lost_filter: LostFilter = field(default_factory=LostFilter, compare=False)
 
     kind: ClassVar[str] = "lidar-mr1"
     owned: ClassVar[tuple[str, ...]] = OWNED
@@ -132,7 +139,7 @@ class CampaignConfig:
         return bundle_id(key)
 
     def new_tally(self) -> Tally:
-        return Tally(self.ns)
+        return Tally(self.ns, lost_filter=self.lost_filter)
 
     def evaluator(self, *, enforce_timeout: bool = True) -> Evaluator:
         return Evaluator(self, enforce_timeout=enforce_timeout)
@@ -172,6 +179,7 @@ class Evaluator(EvaluatorBase):
         self.sut = build_sut(config.sut)
         self.rois = build_roi_provider(config.roi)
         self.source = open_source(config.source)
+        self.reach = NetworkReach.of(self.sut)
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]
@@ -232,7 +240,7 @@ class Evaluator(EvaluatorBase):
                 timing |= {"cnn_s": round(cnn, 6), "source_cnn_s": round(cnn_source, 6)}
             verdict = judge(source, follow)
             emit("pair", pair_record(self.config, key, "ok", "follow", verdict=verdict.to_dict(matches=False),
-                                     points=len(frame), **timing))
+                                     points=len(frame), added_reached=self.reach.count(fu.extra), **timing))
 
     def judge_key(self, key: Key) -> tuple[Frame, Roi, Any, Obstacles, Obstacles, Verdict]:
         """Recompute one pair from scratch (for bundles): source, ROI, follow-up, O, O′ and the verdict."""

@@ -11,6 +11,13 @@ minimum and maximum z of t's points, and whose intensity is uniform between t's 
   ``numpy.random.Generator(PCG64(SeedSequence([seed, frame, n, trial])))``.
 * The added points are appended after the source points (:meth:`Frame.with_extra_points`), so the source
   points keep their indices in t′ and ``range(len(t), len(t′))`` are the injected ones.
+
+**Which added points can matter.** Apollo's CNN sees only points inside its grid (±60 m square, x and y) and
+strictly between its height bounds (−5 m < z < 5 m in the sensor frame); every other point is skipped by the
+feature generator and Cluster2D, so it cannot change any obstacle. In the 120 m disk most added points fall
+outside that box (about 1 in 4 reach the network on the demo), whereas ``grid`` sends them all into the grid
+(the z band still applies). :class:`NetworkReach` counts, per follow-up, the added points that reach the
+network; the campaign journals it and the reports give its mean per n.
 """
 
 from __future__ import annotations
@@ -66,6 +73,45 @@ class Region:
 
     def describe(self) -> str:
         return f"disk r={self.size:g} m" if self.shape == "disk" else f"square ±{self.size:g} m"
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkReach:
+    """The box of sensor-frame space a grid-based perception module (Apollo's cnnseg) reads points from:
+    the ``grid`` x ``grid`` cells over ``[-range, range)`` in x and y (Apollo's cell mapping,
+    :func:`lidarmt.perception.apollo.features.point_cells`) and ``min_height < z < max_height``. With
+    ``full_cloud=False`` (Apollo's ``use_full_cloud`` off) the CNN reads ROI points only, and no added point
+    (all outside the ROI) reaches it."""
+
+    grid: int = 640
+    range: float = CNN_HALF_RANGE_M
+    min_height: float = -5.0
+    max_height: float = 5.0
+    full_cloud: bool = True
+
+    @classmethod
+    def of(cls, sut: object) -> NetworkReach:
+        """The reach of a SUT with an Apollo-like ``config`` (grid, range, min/max_height, use_full_cloud);
+        Apollo 2.5/3.0's defaults for any other SUT."""
+        cfg = getattr(sut, "config", None)
+        d = cls()
+        try:
+            return cls(int(getattr(cfg, "grid", d.grid)), float(getattr(cfg, "range", d.range)),
+                       float(getattr(cfg, "min_height", d.min_height)), float(getattr(cfg, "max_height", d.max_height)),
+                       bool(getattr(cfg, "use_full_cloud", d.full_cloud)))
+        except (TypeError, ValueError):
+            return d
+
+    def count(self, points: np.ndarray) -> int:
+        """How many of ``points`` (structured x/y/z) the network reads."""
+        if not self.full_cloud or not len(points):
+            return 0
+        from lidarmt.perception.apollo.features import point_cells
+
+        z = np.asarray(points["z"], dtype=np.float32)
+        inside = (point_cells(points, grid=self.grid, range=self.range) >= 0)
+        inside &= (z > np.float32(self.min_height)) & (z < np.float32(self.max_height))
+        return int(inside.sum())
 
 
 def seed_sequence(seed: int, frame: int, n: int, trial: int) -> np.random.SeedSequence:

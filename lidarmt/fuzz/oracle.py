@@ -20,6 +20,10 @@ obstacle that holds most of them:
 * ``merged``: j* is matched to another source obstacle (its points were absorbed into that one's obstacle);
 * ``reclassified``: j* is not matched and has another class;
 * ``degraded``: j* has the same class but too little overlap (split, shrunk or shifted beyond the thresholds).
+
+Each finding also records what was lost, so that a perception engineer can tell a car from junk: the source
+obstacle's number of points, its size (length × width × height of its box, metres) and its distance from the
+sensor (of its centre, in x/y). The reports break violations down by these (:mod:`lidarmt.fuzz.tally`).
 """
 
 from __future__ import annotations
@@ -46,10 +50,28 @@ class Missing:
     partner: int | None = None  # for merged: the source obstacle matched to ``into``
     to_cls: ObstacleClass | None = None  # for reclassified
     shared: float = 0.0  # fraction of its points held by ``into``
+    points: int | None = None  # the lost obstacle's number of points
+    size: tuple[float, float, float] | None = None  # its box: length, width, height (m)
+    distance: float | None = None  # of its centre from the sensor, in x/y (m)
+
+    @property
+    def volume(self) -> float | None:
+        """l × w × h of the lost obstacle's box (m³), None when unknown (a journal written before it was kept)."""
+        return None if self.size is None else float(self.size[0] * self.size[1] * self.size[2])
+
+    def what(self) -> str:
+        """``"42 pts, 4.1×1.8×1.5 m, 12.3 m away"`` (what is known of the lost obstacle)."""
+        return describe_lost(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"source": self.source, "class": self.cls.value, "kind": self.kind,
                              "shared": round(self.shared, 4)}
+        if self.points is not None:
+            d["points"] = int(self.points)
+        if self.size is not None:
+            d["size"] = [round(float(v), 3) for v in self.size]
+        if self.distance is not None:
+            d["distance"] = round(float(self.distance), 3)
         if self.into is not None:
             d["into"] = self.into
         if self.partner is not None:
@@ -60,11 +82,16 @@ class Missing:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Missing:
+        size = d.get("size")
         return cls(d["source"], ObstacleClass(d["class"]), d["kind"], d.get("into"), d.get("partner"),
-                   ObstacleClass(d["to_class"]) if d.get("to_class") else None, float(d.get("shared", 0.0)))
+                   ObstacleClass(d["to_class"]) if d.get("to_class") else None, float(d.get("shared", 0.0)),
+                   int(d["points"]) if d.get("points") is not None else None,
+                   (float(size[0]), float(size[1]), float(size[2])) if size is not None else None,
+                   float(d["distance"]) if d.get("distance") is not None else None)
 
     def describe(self) -> str:
-        base = f"source obstacle #{self.source} ({self.cls.value})"
+        what = self.what()
+        base = f"source obstacle #{self.source} ({self.cls.value}{', ' + what if what else ''})"
         if self.kind == "vanished":
             return f"{base} vanished: no follow-up obstacle holds any of its points"
         if self.kind == "merged":
@@ -130,6 +157,25 @@ class Verdict:
             [(int(i), int(j), float(s)) for i, j, s in d.get("matches", [])],
             [Missing.from_dict(m) for m in d.get("missing", [])],
         )
+
+
+def describe_lost(m: dict[str, Any]) -> str:
+    """What a journal's lost-obstacle record says about the obstacle: ``"42 pts, 4.1×1.8×1.5 m, 12.3 m away"``
+    (only what is known; an empty string for records written before points, size and distance were kept)."""
+    parts = []
+    if m.get("points") is not None:
+        parts.append(f"{m['points']} pts")
+    if m.get("size") is not None:
+        parts.append("×".join(f"{v:.1f}" for v in m["size"]) + " m")
+    if m.get("distance") is not None:
+        parts.append(f"{m['distance']:.1f} m away")
+    return ", ".join(parts)
+
+
+def _lost(o, i: int, cls: ObstacleClass, kind: str, **kw: Any) -> Missing:
+    c = np.asarray(o.center, dtype=np.float64)
+    return Missing(i, cls, kind, points=len(o.point_indices), size=(float(o.length), float(o.width), float(o.height)),
+                   distance=float(np.hypot(c[0], c[1])), **kw)
 
 
 def _owner(obstacles: Obstacles, size: int) -> np.ndarray:
@@ -231,15 +277,16 @@ def judge(source: Obstacles, follow: Obstacles, *, jaccard_min: float = JACCARD_
         if i in matched_s:
             continue
         cls = source[i].cls
+        o = source[i]
         if k == 0 or shared[i].max() == 0:
-            missing.append(Missing(i, cls, "vanished"))
+            missing.append(_lost(o, i, cls, "vanished"))
             continue
         j = int(np.argmax(shared[i]))
         frac = float(shared[i, j] / size_s[i]) if size_s[i] else 0.0
         if j in partner_of:
-            missing.append(Missing(i, cls, "merged", into=j, partner=partner_of[j], shared=frac))
+            missing.append(_lost(o, i, cls, "merged", into=j, partner=partner_of[j], shared=frac))
         elif follow[j].cls != cls:
-            missing.append(Missing(i, cls, "reclassified", into=j, to_cls=follow[j].cls, shared=frac))
+            missing.append(_lost(o, i, cls, "reclassified", into=j, to_cls=follow[j].cls, shared=frac))
         else:
-            missing.append(Missing(i, cls, "degraded", into=j, shared=frac))
+            missing.append(_lost(o, i, cls, "degraded", into=j, shared=frac))
     return Verdict(source.counts(), follow.counts(), matches, missing)

@@ -4,7 +4,8 @@
   :func:`lidarmt.perception.registry.get_perception`, or ``package.module:callable`` returning an object with
   ``name`` and ``detect(frame, roi)``.
 * **ROI**: an HD-map path (any format :func:`lidarmt.roi.load_map` reads) turned into a per-frame mask by
-  ``HDMapRoi(map, range=...).mask(pose)``; or ``package.module:callable`` returning an object with
+  ``HDMapRoi(map, range=...).mask(pose)``; or ``"labels"`` (:data:`LABELS`): the area each source frame's own
+  ground labels cover (:class:`lidarmt.roi.query.LabelRoi`, for frames with SemanticKITTI labels and no map); or ``package.module:callable`` returning an object with
   ``roi_for(frame) -> Roi`` (or ``mask(pose) -> Roi``). With ``map_frame="sensor"`` the map is drawn in the
   sensor frame and the identity pose is used, for recordings without poses.
 * **Recording**: a path opened with :func:`lidarmt.io.open_recording` (random access ``rec[i]``, ``len``), or
@@ -241,6 +242,31 @@ class _HDMapProvider:
         return self._roi.mask(frame.pose)
 
 
+#: The ROI spec that means "the area of each frame's ground labels" (``--roi labels``) instead of a map path.
+LABELS = "labels"
+
+
+class _LabelProvider:
+    """The label ROI of each source frame (:class:`lidarmt.roi.query.LabelRoi`): a function of that frame's
+    labelled ground only, shared by its follow-ups, which therefore are judged against the source's ROI and
+    whose added points are classified by their position alone."""
+
+    def __init__(self, spec: RoiSpec) -> None:
+        from lidarmt.roi.query import LabelRoi
+
+        self._roi = LabelRoi(range=spec.range)
+
+    def roi_for(self, frame: Frame) -> Roi:
+        if not self._roi.has_labels(frame):
+            src = frame.provenance.source if frame.provenance else "the recording"
+            raise FuzzInputError(
+                f"{src}: frame {frame.index} has no per-point ground labels (SemanticKITTI labels/, KITTI "
+                "road_label/), so --roi labels cannot build its ROI; give a map with --map (Apollo map, or a GeoJSON "
+                "drawn in the sensor frame)"
+            )
+        return self._roi.mask(frame)
+
+
 class _CallableProvider:
     def __init__(self, obj: Any, spec: RoiSpec) -> None:
         self._obj, self._sensor = obj, spec.map_frame == "sensor"
@@ -264,10 +290,13 @@ def no_pose_message(frame: Frame, map_path: str) -> str:
 
 def build_roi_provider(spec: RoiSpec, *, origin: str | os.PathLike[str] | None = None,
                        trust_code: bool = False) -> RoiProvider:
-    """The ROI provider of ``spec``; ``origin``/``trust_code`` as for :func:`build_sut`."""
+    """The ROI provider of ``spec``; ``origin``/``trust_code`` as for :func:`build_sut`. ``spec.map`` is a map
+    path, ``module:callable``, or ``"labels"`` (the label ROI; a file of that name is read as ``./labels``)."""
     if spec.map_frame not in ("auto", "world", "sensor"):
         raise FuzzInputError(f"--map-frame must be auto, world or sensor, got {spec.map_frame!r}")
     check_trust(code_in_roi(spec), origin=origin, trust_code=trust_code)
+    if spec.map == LABELS:
+        return _LabelProvider(spec)
     if is_callable_spec(spec.map):
         return _CallableProvider(_load_callable(spec.map, "ROI")(), spec)
     if not os.path.exists(spec.map):

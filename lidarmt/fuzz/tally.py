@@ -1,17 +1,91 @@
-"""Totals of a campaign, folded from its journal records (order-independent, so resumes add up exactly)."""
+"""Totals of a campaign, folded from its journal records (order-independent, so resumes add up exactly).
+
+**Filters** (``--min-points``, ``--min-size``; :class:`LostFilter`) are applied here, when the journal is folded
+into totals, never when it is written: the journal keeps every verdict, so a campaign can be reported again with
+other filters, and resumed with any. A lost obstacle passes the filter when it has at least ``min_points`` points
+and a box of at least ``min_size`` m³ (l × w × h); with a filter set, a pair counts as a count-relation,
+per-class or subset violation only when at least one lost obstacle (of that class) passes it, so that pairs that
+lost only junk (a 3-point "car" on a scan-line arc) are not counted. The per-class decreased / stayed / increased
+shares (the study's Figure 3) are counts of obstacles and are not filtered. Lost obstacles recorded by an older
+lidarmt without points or size pass every filter.
+
+**Breakdown.** Every lost obstacle that passes the filter is counted by its size class (box volume: < 1 m³,
+1–10 m³, > 10 m³) and distance band (centre to sensor in x/y: 0–20 m, 20–40 m, 40+ m).
+
+**Reach.** The mean number of added points that reached the network per pair (``added_reached`` of the
+records, :class:`lidarmt.fuzz.inject.NetworkReach`).
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lidarmt.fuzz.errors import FuzzArgumentError
 from lidarmt.types import CLASS_ORDER
 
 MISSING_KINDS = ("vanished", "merged", "reclassified", "degraded")
 
 # Zhou & Sun, CACM 62(3) 2019: |O| > |O'| over 1,000 frame pairs per n
 STUDY_RATES = {10: 0.027, 100: 0.121, 1000: 0.335}
+
+#: Size classes of a lost obstacle by its box volume (m³): (label, upper bound).
+SIZE_CLASSES: tuple[tuple[str, float], ...] = (("<1 m³", 1.0), ("1–10 m³", 10.0), (">10 m³", math.inf))
+#: Distance bands of a lost obstacle's centre from the sensor (m): (label, upper bound).
+DISTANCE_BANDS: tuple[tuple[str, float], ...] = (("0–20 m", 20.0), ("20–40 m", 40.0), ("40+ m", math.inf))
+UNKNOWN = "unknown"
+
+
+def size_class(m: dict[str, Any]) -> str:
+    """The size class of a journal's lost-obstacle record (:data:`SIZE_CLASSES`), ``"unknown"`` without a size."""
+    size = m.get("size")
+    if size is None:
+        return UNKNOWN
+    vol = float(size[0]) * float(size[1]) * float(size[2])
+    return next(label for label, hi in SIZE_CLASSES if vol < hi)
+
+
+def distance_band(m: dict[str, Any]) -> str:
+    """The distance band of a lost-obstacle record (:data:`DISTANCE_BANDS`), ``"unknown"`` without a distance."""
+    d = m.get("distance")
+    if d is None:
+        return UNKNOWN
+    return next(label for label, hi in DISTANCE_BANDS if float(d) < hi)
+
+
+@dataclass(frozen=True, slots=True)
+class LostFilter:
+    """Which lost obstacles count (``--min-points``, ``--min-size`` in m³); the default counts all."""
+
+    min_points: int = 0
+    min_size: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.min_points < 0:
+            raise FuzzArgumentError(f"--min-points {self.min_points}: give 0 or more points")
+        if not (math.isfinite(self.min_size) and self.min_size >= 0):
+            raise FuzzArgumentError(f"--min-size {self.min_size}: give 0 or more cubic metres")
+
+    @property
+    def active(self) -> bool:
+        return self.min_points > 0 or self.min_size > 0
+
+    def keeps(self, m: dict[str, Any]) -> bool:
+        """Whether a lost-obstacle record passes (records without points or size always do)."""
+        if m.get("points") is not None and int(m["points"]) < self.min_points:
+            return False
+        size = m.get("size")
+        return not (size is not None and float(size[0]) * float(size[1]) * float(size[2]) < self.min_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"min_points": self.min_points, "min_size_m3": self.min_size}
+
+    def describe(self) -> str:
+        parts = ([f"≥ {self.min_points} points"] if self.min_points else []) + (
+            [f"≥ {self.min_size:g} m³"] if self.min_size else [])
+        return "lost obstacles counted: " + (" and ".join(parts) if parts else "all")
 
 
 @dataclass(slots=True)
@@ -39,20 +113,42 @@ class NTally:
     source_obstacles: int = 0
     missing: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MISSING_KINDS, 0))
     classes: dict[str, ClassTally] = field(default_factory=lambda: {c.value: ClassTally() for c in CLASS_ORDER})
+    lost_filtered_out: int = 0  # lost obstacles the filter left out
+    breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # size class -> distance band -> lost
+    reached_sum: int = 0  # added points that reached the network, over the pairs that recorded it
+    reached_pairs: int = 0
+    added_sum: int = 0  # added points in those pairs
+
+    @property
+    def reached_mean(self) -> float | None:
+        """Mean added points per pair that reached the network (None when no record says)."""
+        return self.reached_sum / self.reached_pairs if self.reached_pairs else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"pairs": self.pairs, "count_violations": self.count_violations,
                 "any_class_violations": self.any_class_violations, "subset_violations": self.subset_violations,
                 "crashes": self.crashes, "timeouts": self.timeouts, "source_obstacles": self.source_obstacles,
-                "missing": dict(self.missing), "classes": {k: v.to_dict() for k, v in self.classes.items()}}
+                "missing": dict(self.missing), "classes": {k: v.to_dict() for k, v in self.classes.items()},
+                "lost_filtered_out": self.lost_filtered_out, "breakdown": breakdown_dict(self.breakdown),
+                "reached_mean": None if self.reached_mean is None else round(self.reached_mean, 3),
+                "reached_pairs": self.reached_pairs}
+
+
+def breakdown_dict(b: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Size class -> distance band -> lost obstacles, every class and band present (0 when none), in order;
+    an ``unknown`` row/column only when a record lacked the size or distance."""
+    sizes = [lb for lb, _ in SIZE_CLASSES] + ([UNKNOWN] if UNKNOWN in b else [])
+    bands = [lb for lb, _ in DISTANCE_BANDS] + ([UNKNOWN] if any(UNKNOWN in row for row in b.values()) else [])
+    return {s: {d: int(b.get(s, {}).get(d, 0)) for d in bands} for s in sizes}
 
 
 class Tally:
     """Per-n totals; :meth:`add` each journal record once (duplicates of a key are ignored)."""
 
-    def __init__(self, ns: Iterable[int]) -> None:
+    def __init__(self, ns: Iterable[int], *, lost_filter: LostFilter | None = None) -> None:
         self.by_n: dict[int, NTally] = {int(n): NTally() for n in ns}
         self._seen: set[tuple[int, int, int]] = set()
+        self.lost_filter = lost_filter or LostFilter()
 
     def add(self, rec: dict[str, Any]) -> None:
         key = (int(rec["frame"]), int(rec["n"]), int(rec["trial"]))
@@ -69,13 +165,29 @@ class Tally:
             return
         v = rec["verdict"]
         t.pairs += 1
-        t.count_violations += bool(v["count_violation"])
-        t.any_class_violations += bool(v["class_violations"])
-        t.subset_violations += bool(v["subset_violation"])
+        flt = self.lost_filter
+        kept = [m for m in v["missing"] if flt.keeps(m)]
+        t.lost_filtered_out += len(v["missing"]) - len(kept)
+        if flt.active:  # a pair counts only when it lost an obstacle that passes the filter (of that class)
+            kept_cls = {m["class"] for m in kept}
+            t.count_violations += bool(v["count_violation"] and kept)
+            t.any_class_violations += any(c in kept_cls for c in v["class_violations"])
+            t.subset_violations += bool(kept)
+        else:
+            t.count_violations += bool(v["count_violation"])
+            t.any_class_violations += bool(v["class_violations"])
+            t.subset_violations += bool(v["subset_violation"])
         t.source_obstacles += sum(v["counts_source"].values())
-        for m in v["missing"]:
+        for m in kept:
             t.missing[m["kind"]] = t.missing.get(m["kind"], 0) + 1
             t.classes[m["class"]].missing += 1
+            row = t.breakdown.setdefault(size_class(m), {})
+            band = distance_band(m)
+            row[band] = row.get(band, 0) + 1
+        if rec.get("added_reached") is not None:
+            t.reached_pairs += 1
+            t.reached_sum += int(rec["added_reached"])
+            t.added_sum += int(rec["n"])
         for c in CLASS_ORDER:
             a, b = v["counts_source"][c.value], v["counts_follow"][c.value]
             ct = t.classes[c.value]

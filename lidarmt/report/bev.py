@@ -45,6 +45,38 @@ def _to_view(xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return -xy[..., 1], xy[..., 0]
 
 
+def roi_outline(ax, roi: object, *, extent: float, color: str = "#2a7fd4", label: str | None = "ROI outline") -> bool:
+    """Draw the outline of an ROI bitmap (anything with ``grid()``, ``range``, ``cell`` and ``rotation``, as
+    :class:`~lidarmt.roi.bitmap.RoiMask`) on a view axis (forward up, left to the left); False when the ROI is
+    not a bitmap or is empty. The cells are in Apollo's local frame (world axes at the sensor), so they are
+    rotated back into the sensor frame first."""
+    grid_of = getattr(roi, "grid", None)
+    if grid_of is None or getattr(roi, "empty", False):
+        return False
+    try:
+        grid = np.asarray(grid_of(), dtype=bool)
+        rng, cell = float(roi.range), float(roi.cell)
+        rot = np.asarray(getattr(roi, "rotation", np.eye(3)), dtype=np.float64)[:2, :2]
+    except (AttributeError, TypeError, ValueError):
+        return False
+    if not grid.any():
+        return False
+    step = max(1, int(round(0.5 / cell)))  # about 0.5 m resolution is plenty for an outline
+    g = grid[::step, ::step].astype(np.float32)
+    c = -rng + (np.arange(g.shape[0]) * step + 0.5 * step) * cell
+    lx, ly = np.meshgrid(c, c, indexing="ij")
+    # local = R_xy @ sensor_xy (rotation only) -> sensor_xy = R_xy^T @ local (exact for a level sensor)
+    sx = rot[0, 0] * lx + rot[1, 0] * ly
+    sy = rot[0, 1] * lx + rot[1, 1] * ly
+    near = (np.abs(sx) <= extent * 1.5) & (np.abs(sy) <= extent * 1.5)
+    if not (near & (g > 0)).any():
+        return False
+    ax.contour(-sy, sx, g, levels=[0.5], colors=color, linewidths=1.0, zorder=2)
+    if label:
+        ax.plot([], [], color=color, lw=1.0, label=label)
+    return True
+
+
 def draw_bev(
     frame: Frame,
     obstacles: Sequence[Obstacle] | Iterable[Obstacle],
@@ -55,11 +87,17 @@ def draw_bev(
     title: str | None = None,
     dpi: int = 130,
     size_in: float = 9.0,
+    roi: object | None = None,
+    added_from: int | None = None,
+    highlight: np.ndarray | None = None,
 ) -> Path:
     """Write the bird's-eye PNG of ``frame`` with ``obstacles`` to ``out`` (atomically); returns the path.
 
     ``extent`` is the half-size of the view in metres (default: enough for the obstacles and the ROI points,
-    at least 20 m, at most 80 m).
+    at least 20 m, at most 80 m). ``roi``: an ROI bitmap (:class:`~lidarmt.roi.bitmap.RoiMask`) whose outline is
+    drawn. ``added_from``: points from this index on were added by a mutation (drawn orange); ``highlight``:
+    indices of points to mark (large red stars, e.g. the minimal subset of the added points that still breaks
+    MR1). The axis labels and title are always inside the picture.
     """
     import matplotlib
 
@@ -91,6 +129,22 @@ def draw_bev(
         ax.scatter(h, v, s=0.15, c="#c8c8c8", linewidths=0, rasterized=True, zorder=1)
         h, v = _to_view(xy[in_view & roi_mask])
         ax.scatter(h, v, s=0.35, c="#505050", linewidths=0, rasterized=True, zorder=2)
+        extra_handles = []
+        if roi is not None and roi_outline(ax, roi, extent=extent, label=None):
+            extra_handles.append(Line2D([], [], color="#2a7fd4", lw=1.0, label="ROI outline"))
+        if added_from is not None and added_from < len(pts):
+            added = np.zeros(len(pts), dtype=bool)
+            added[added_from:] = True
+            h, v = _to_view(xy[in_view & added])
+            ax.scatter(h, v, s=5, c="#ff7f0e", linewidths=0, rasterized=True, zorder=2)
+            extra_handles.append(Line2D([], [], ls="", marker="o", ms=4, color="#ff7f0e",
+                                        label=f"added points ({len(pts) - added_from})"))
+        if highlight is not None and len(highlight):
+            hl = np.asarray(highlight, dtype=np.int64)
+            h, v = _to_view(xy[hl])
+            ax.scatter(h, v, s=140, marker="*", c="#d62728", edgecolors="black", linewidths=0.6, zorder=7)
+            extra_handles.append(Line2D([], [], ls="", marker="*", ms=10, color="#d62728", mec="black",
+                                        label=f"minimal subset ({len(hl)})"))
         counts = dict.fromkeys(CLASS_ORDER, 0)
         for o in obstacles:
             color = CLASS_COLORS.get(o.cls, CLASS_COLORS[ObstacleClass.UNKNOWN])
@@ -136,6 +190,7 @@ def draw_bev(
                 label=f"other points ({int((~roi_mask).sum())})",
             ),
             Line2D([], [], ls="", marker="^", ms=7, color="#d62728", mec="black", label="sensor (x forward)"),
+            *extra_handles,
         ]
         ax.legend(handles=handles, loc="upper right", fontsize=8, framealpha=0.9)
         ax.set_xlim(-extent, extent)
@@ -153,7 +208,7 @@ def draw_bev(
         target = Path(out)
         try:
             with atomic_path(target) as tmp:
-                fig.savefig(tmp, format="png")
+                fig.savefig(tmp, format="png", bbox_inches="tight", pad_inches=0.15)
         except OSError as err:  # e.g. the folder cannot be made: one clear line, not a traceback
             raise OutputError(f"cannot write {target}: {err.strerror or err}") from err
     finally:

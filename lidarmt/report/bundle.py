@@ -69,10 +69,19 @@ def violates(verdict: Verdict, relation: str) -> bool:
 
 
 def lost_text(verdict: Verdict) -> str:
+    """``"1 merged, 2 vanished"``: how many source obstacles were lost, and how."""
     kinds: dict[str, int] = {}
     for m in verdict.missing:
         kinds[m.kind] = kinds.get(m.kind, 0) + 1
     return ", ".join(f"{v} {k}" for k, v in kinds.items()) or "none unmatched"
+
+
+def lost_details(verdict: Verdict, *, limit: int = 3) -> str:
+    """What was lost, per obstacle: ``"#4 car merged (812 pts, 4.2×1.8×1.5 m, 13.0 m away)"``, ``limit`` at most."""
+    items = [f"#{m.source} {m.cls.value} {m.kind}" + (f" ({m.what()})" if m.what() else "")
+             for m in verdict.missing]
+    more = f"; … {len(items) - limit} more" if len(items) > limit else ""
+    return "; ".join(items[:limit]) + more
 
 
 def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 200, command: str = "") -> dict:
@@ -119,6 +128,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "n_source": len(source),
         "n_follow": len(follow),
         "lost": lost_text(verdict),
+        "lost_details": lost_details(verdict),
         "ddmin": dd.to_dict() if dd else None,
         "minimal_indices": [int(i) for i in minimal],  # minimal.npy == added.npy[minimal_indices]
         "minimal_verdict": judge(source, minimal_obs).to_dict() if minimal_obs is not None else None,
@@ -129,14 +139,14 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
-                  np.asarray(roi.indices(frame), dtype=np.int64))
-    return {k: info[k] for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost", "ddmin")} | {
-        "has_bev": True}
+                  np.asarray(roi.indices(frame), dtype=np.int64), roi=roi)
+    return {k: info[k] for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost",
+                                 "lost_details", "ddmin")} | {"has_bev": True}
 
 
 def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray,
                   minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
-                  verdict: Verdict, roi_indices: np.ndarray | None = None) -> None:
+                  verdict: Verdict, roi_indices: np.ndarray | None = None, *, roi: Any = None) -> None:
     from lidarmt.io import Ros1BagWriter, save_frame_npz, write_pcd
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +164,8 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
         bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
-                    title=f"{info['id']}: {info['lost']}", roi_indices=roi_indices)
+                    title=f"{info['id']}: {lost_text(verdict)}", roi_indices=roi_indices, roi=roi,
+                    minimal=minimal if info.get("ddmin") else None)
         try:
             from lidarmt.report.bev import draw_bev
         except ImportError:  # pragma: no cover
@@ -163,10 +174,12 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
             xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
             ext = view_extent(xy, [*source, *follow], roi_indices)
             draw_bev(frame, source, roi_indices=roi_indices, out=tmp / "bev_source.png", extent=ext,
-                     title=f"source t: {len(source)} obstacles")
+                     title=f"source t: {len(source)} obstacles", roi=roi)
             fu_roi = None if roi_indices is None else roi_indices  # added points lie outside the ROI
+            hi = (len(frame) + np.asarray(minimal, dtype=np.int64)) if info.get("ddmin") else None
             draw_bev(follow_frame, follow, roi_indices=fu_roi, out=tmp / "bev_followup.png", extent=ext,
-                     title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles")
+                     title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles", roi=roi,
+                     added_from=len(frame), highlight=hi)
         topic = info.get("topic")
         kw = {"topic": topic} if topic else {}
         fu2 = follow_frame.with_points(follow_frame.points)
@@ -231,11 +244,28 @@ def view_extent(xy: np.ndarray, obstacles: list, roi_indices: np.ndarray | None)
     return float(min(max(far), 80.0))
 
 
+def _place_labels(ax, items: list[tuple[float, float, str, dict]], *, extent: float) -> None:
+    """Write obstacle labels without piling them up: items in priority order (lost obstacles first); a label
+    that would land within a few percent of the view of one already written is left out (its obstacle is still
+    drawn), and none is written on the sensor."""
+    placed: list[tuple[float, float]] = [(0.0, 0.0)]
+    gap = extent / 14.0
+    for h, v, text, style in items:
+        if not style.get("always") and any(abs(h - ph) < gap * 1.6 and abs(v - pv) < gap * 0.6 for ph, pv in placed):
+            continue
+        kw = {k: val for k, val in style.items() if k != "always"}
+        ax.text(h, v, text, zorder=8, clip_on=True, **kw)
+        placed.append((h, v))
+
+
 def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Obstacles, follow: Obstacles,
-                verdict: Verdict, *, base: int, title: str = "", roi_indices: np.ndarray | None = None) -> None:
+                verdict: Verdict, *, base: int, title: str = "", roi_indices: np.ndarray | None = None,
+                roi: Any = None, minimal: np.ndarray | None = None) -> None:
     """Source and follow-up from above, side by side (forward up, left to the left; Apollo's class colours):
-    ROI points dark, other points light, added points orange; source obstacles lost in t′ outlined in thick
-    red with what happened to them."""
+    the ROI's outline (``roi``, when it is a bitmap), ROI points dark, other points light, added points orange
+    and the minimal subset of them (``minimal``: indices among the added points) as large red stars; source
+    obstacles lost in t′ outlined in thick red with what happened to them and what they were (points, size,
+    distance). Labels of other obstacles are written only where they do not pile up."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -249,7 +279,7 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
     roi_mask = np.zeros(base, dtype=bool)
     if roi_indices is not None and len(roi_indices):
         roi_mask[roi_indices[roi_indices < base]] = True
-    fig, axes = plt.subplots(1, 2, figsize=(14, 7.4), sharex=True, sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 7.6), sharex=True, sharey=True)
     try:
         for ax, obs, label, added in ((axes[0], source, "source t", False), (axes[1], follow, "follow-up t′", True)):
             src = xy[:base]
@@ -258,10 +288,19 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
             ax.scatter(h, v, s=0.15, c="#c8c8c8", linewidths=0, rasterized=True)
             h, v = _view(src[ok & roi_mask])
             ax.scatter(h, v, s=0.3, c="#505050", linewidths=0, rasterized=True, label="ROI points")
+            if roi is not None:
+                from lidarmt.report.bev import roi_outline
+
+                roi_outline(ax, roi, extent=extent)
             if added and len(xy) > base:
                 h, v = _view(xy[base:])
                 ax.scatter(h, v, s=5, c="#ff7f0e", linewidths=0, rasterized=True,
                            label=f"added points ({len(xy) - base})")
+                if minimal is not None and len(minimal) and len(minimal) < len(xy) - base:
+                    h, v = _view(xy[base + np.asarray(minimal, dtype=np.int64)])
+                    ax.scatter(h, v, s=140, marker="*", c="#d62728", edgecolors="black", linewidths=0.6, zorder=7,
+                               label=f"minimal subset ({len(minimal)} point{'s' if len(minimal) != 1 else ''})")
+            labels: list[tuple[float, float, str, dict]] = []
             for k, o in enumerate(obs):
                 lost = not added and k in missing
                 col = colors.get(o.cls, "#9932cc")
@@ -274,14 +313,21 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
                     ax.add_patch(MplPolygon(np.c_[ph, pv], closed=True, fill=False, ec="#d62728" if lost else col,
                                             lw=3.0 if lost else 1.2, ls="--" if lost else "-"))
                 ch, cv = _view(np.asarray(o.center[:2]))
-                text = f"#{k} {o.cls.value}" + (f" LOST ({missing[k].kind})" if lost else "")
-                ax.text(float(ch), float(cv) + 1.0, text, fontsize=7 if not lost else 8,
-                        color="#d62728" if lost else col, fontweight="bold" if lost else "normal")
-            ax.plot([0], [0], marker="^", ms=8, color="#d62728", mec="black", mew=0.6)
+                if lost:
+                    m = missing[k]
+                    text = f"#{k} {o.cls.value} LOST ({m.kind})" + (f"\n{m.what()}" if m.what() else "")
+                    labels.insert(sum(1 for it in labels if it[3].get("always")),
+                                  (float(ch), float(cv) + 1.0, text,
+                                   {"fontsize": 8, "color": "#d62728", "fontweight": "bold", "always": True,
+                                    "bbox": {"fc": "white", "ec": "none", "alpha": 0.7, "pad": 1}}))
+                elif abs(float(ch)) <= extent and abs(float(cv)) <= extent:
+                    labels.append((float(ch), float(cv) + 1.0, f"#{k} {o.cls.value}", {"fontsize": 6.5, "color": col}))
+            _place_labels(ax, labels, extent=extent)
+            ax.plot([0], [0], marker="^", ms=8, color="#d62728", mec="black", mew=0.6, zorder=8)
             ax.set_title(f"{label}: {len(obs)} obstacles", fontsize=10)
             ax.set_aspect("equal")
             ax.set_xlabel("← y (left)   [m]    right →")
-            ax.legend(loc="upper right", fontsize=7, markerscale=5)
+            ax.legend(loc="upper right", fontsize=7, markerscale=1.5)
             ax.grid(True, lw=0.3, color="#e0e0e0")
         from matplotlib.ticker import FuncFormatter
 
@@ -292,7 +338,8 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
         fig.suptitle(title + "  (red dashed: source obstacles lost in t′)", fontsize=10)
         fig.tight_layout()
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            fig.savefig(fh, format="png", dpi=100)
+            # bbox "tight": the axis labels and the title are never cut off
+            fig.savefig(fh, format="png", dpi=100, bbox_inches="tight", pad_inches=0.15)
     finally:
         plt.close(fig)
 
@@ -338,7 +385,8 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "**Environment.**",
         "",
         f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}",
-        f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)",
+        (f"- ROI: the area the source frame's ground labels cover (`--roi labels`, range {cfg['roi']['range']:g} m)"
+         if cfg["roi"]["map"] == "labels" else f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)"),
         f"- lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
         f"numba {env.get('numba', '–')}, Python {env.get('python')}; SUT mode: {env.get('mode', 'default')}",
         f"- CPU: {env.get('cpu')} ({env.get('cpus')} CPUs), {env.get('platform')}",
@@ -356,10 +404,19 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "Files: `source.pcd` / `followup.pcd` (the added points follow the source points), `added.npy`, "
         "`obstacles_source.json`, `obstacles_followup.json`, `replay.bag` (ROS1: both frames on "
-        f"`{info.get('topic') or 'the original topic'}` with /tf; the follow-up 0.1 s after the source).",
+        f"`{_bag_topic(info)}` with /tf; the follow-up 0.1 s after the source).",
         "",
     ]
     return "\n".join(lines)
+
+
+def _bag_topic(info: dict) -> str:
+    """The topic ``replay.bag`` holds its clouds on: the recording's, else the bag writer's default (Apollo's)."""
+    if info.get("topic"):
+        return str(info["topic"])
+    from lidarmt.io.ros1 import APOLLO_POINTCLOUD_TOPIC
+
+    return APOLLO_POINTCLOUD_TOPIC
 
 
 def _counts(counts) -> str:

@@ -20,7 +20,8 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from lidarmt._atomic import atomic_write_text
-from lidarmt.fuzz.tally import STUDY_RATES, Tally
+from lidarmt.fuzz.oracle import describe_lost
+from lidarmt.fuzz.tally import STUDY_RATES, Tally, breakdown_dict
 from lidarmt.report.common import savefig, write_report_set
 from lidarmt.report.stats import fmt_rate, rate
 from lidarmt.types import CLASS_ORDER
@@ -46,10 +47,52 @@ def summary_dict(config: Mapping[str, Any], tally: Tally) -> dict[str, Any]:
             "missing": t.missing,
             "classes": {c: ct.to_dict() | {"class_violation": rate(ct.decreased, t.pairs)}
                         for c, ct in t.classes.items()},
+            # mean added points per pair inside the CNN's grid and height band (None: not recorded)
+            "reached_mean": None if t.reached_mean is None else round(t.reached_mean, 3),
+            "reached_pairs": t.reached_pairs,
+            "lost_filtered_out": t.lost_filtered_out,
+            # lost obstacles (that pass the filter) by size class and distance band
+            "breakdown": breakdown_dict(t.breakdown),
         })
+    flt = getattr(tally, "lost_filter", None)
     return {"relation": "MR1: obstacles inside the ROI survive n random points added outside it",
             "config": dict(config), "pairs_expected": _expected(config), "pairs_done": tally.done,
-            "complete": tally.done >= _expected(config), "by_n": rows}
+            "complete": tally.done >= _expected(config),
+            "filter": flt.to_dict() if flt is not None else {"min_points": 0, "min_size_m3": 0.0},
+            "by_n": rows}
+
+
+def _reach(r: Mapping[str, Any]) -> str:
+    """Mean added points per pair that reached the network, ``"234 (23 %)"``; ``–`` when not recorded."""
+    m = r.get("reached_mean")
+    if m is None:
+        return "–"
+    return f"{m:.0f} ({100 * m / r['n']:.0f} %)" if r["n"] else f"{m:.0f}"
+
+
+def _filter_note(summary: Mapping[str, Any]) -> str:
+    f = summary.get("filter") or {}
+    parts = ([f"≥ {f['min_points']} points"] if f.get("min_points") else []) + (
+        [f"≥ {f['min_size_m3']:g} m³"] if f.get("min_size_m3") else [])
+    if not parts:
+        return ""
+    out = sum(r.get("lost_filtered_out", 0) for r in summary["by_n"])
+    return (f"filter: only lost obstacles with {' and '.join(parts)} count ({out} lost obstacle(s) left out; "
+            "the journal keeps them)")
+
+
+def breakdown_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, str, list[int]]]]:
+    """The size × distance breakdown as (distance bands, [(n, size class, counts per band)])."""
+    bands: list[str] = []
+    rows: list[tuple[int, str, list[int]]] = []
+    for r in summary["by_n"]:
+        b = r.get("breakdown") or {}
+        for size, per in b.items():
+            for d in per:
+                if d not in bands:
+                    bands.append(d)
+            rows.append((r["n"], size, [int(per.get(d, 0)) for d in bands]))
+    return bands, [(n, s, (c + [0] * len(bands))[: len(bands)]) for n, s, c in rows]
 
 
 def _expected(config: Mapping[str, Any]) -> int:
@@ -63,15 +106,18 @@ def rich_tables(summary: Mapping[str, Any]):
     """The study's table and the per-class table as rich Tables."""
     from rich.table import Table
 
-    main = Table(title="MR1 violations per n (rate with 95 % Wilson interval)",
-                 caption=f"study: the rates {STUDY_REF} published for |O| > |O′|")
-    for col in ("n", "pairs", "|O|>|O′|", "rate", "study", "O⊄O′", "rate", "crash", "t/o"):
+    caption = (f"study: the rates {STUDY_REF} published for |O| > |O′|; reached: mean added points per pair "
+               "inside the CNN's grid and height band")
+    if _filter_note(summary):
+        caption += "\n" + _filter_note(summary)
+    main = Table(title="MR1 violations per n (rate with 95 % Wilson interval)", caption=caption)
+    for col in ("n", "pairs", "reached", "|O|>|O′|", "rate", "study", "O⊄O′", "rate", "crash", "t/o"):
         main.add_column(col, justify="right", no_wrap=True)
     for r in summary["by_n"]:
         c, s = r["count_relation"], r["subset_relation"]
         study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
-        main.add_row(str(r["n"]), str(r["pairs"]), str(c["k"]), fmt_rate(c["k"], c["n"]), study, str(s["k"]),
-                     fmt_rate(s["k"], s["n"]), str(r["crashes"]), str(r["timeouts"]))
+        main.add_row(str(r["n"]), str(r["pairs"]), _reach(r), str(c["k"]), fmt_rate(c["k"], c["n"]), study,
+                     str(s["k"]), fmt_rate(s["k"], s["n"]), str(r["crashes"]), str(r["timeouts"]))
     per = Table(title="Per class: pairs where the count decreased / stayed / increased (rate of |O_c|>|O′_c|)")
     per.add_column("n", justify="right")
     for c in CLASS_ORDER:
@@ -83,17 +129,27 @@ def rich_tables(summary: Mapping[str, Any]):
             pct = f"{100 * ct['decreased'] / r['pairs']:.1f}%" if r["pairs"] else "–"
             cells.append(f"{ct['decreased']}/{ct['same']}/{ct['increased']} ({pct})")
         per.add_row(str(r["n"]), *cells)
-    return main, per
+    bands, rows = breakdown_rows(summary)
+    size = Table(title="Lost obstacles (O ⊄ O′) by size (box volume) and distance from the sensor")
+    for col in ("n", "size", *bands, "all"):
+        size.add_column(col, justify="right", no_wrap=True)
+    for n, s_, counts in rows:
+        size.add_row(str(n), s_, *map(str, counts), str(sum(counts)))
+    return main, per, size
 
 
 def text_table(summary: Mapping[str, Any]) -> str:
-    lines = [f"{'n':>8} {'pairs':>6} {'|O|>|O′|':>9} {'rate (95% CI)':>24} {'study':>7} {'O⊄O′':>6} "
-             f"{'rate (95% CI)':>24} {'crash':>6} {'t/o':>4}"]
+    lines = [f"{'n':>8} {'pairs':>6} {'reached':>11} {'|O|>|O′|':>9} {'rate (95% CI)':>24} {'study':>7} "
+             f"{'O⊄O′':>6} {'rate (95% CI)':>24} {'crash':>6} {'t/o':>4}"]
     for r in summary["by_n"]:
         c, s = r["count_relation"], r["subset_relation"]
         study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
-        lines.append(f"{r['n']:>8} {r['pairs']:>6} {c['k']:>9} {fmt_rate(c['k'], c['n']):>24} {study:>7} "
-                     f"{s['k']:>6} {fmt_rate(s['k'], s['n']):>24} {r['crashes']:>6} {r['timeouts']:>4}")
+        lines.append(f"{r['n']:>8} {r['pairs']:>6} {_reach(r):>11} {c['k']:>9} {fmt_rate(c['k'], c['n']):>24} "
+                     f"{study:>7} {s['k']:>6} {fmt_rate(s['k'], s['n']):>24} {r['crashes']:>6} {r['timeouts']:>4}")
+    lines.append("reached: mean added points per pair inside the CNN's grid and height band; study: the rates "
+                 f"{STUDY_REF} published for |O| > |O′|")
+    if _filter_note(summary):
+        lines.append(_filter_note(summary))
     lines.append("")
     lines.append("per class, pairs decreased/stayed/increased:")
     lines.append(f"{'n':>8} " + " ".join(f"{c.value:>18}" for c in CLASS_ORDER))
@@ -101,17 +157,26 @@ def text_table(summary: Mapping[str, Any]) -> str:
         lines.append(f"{r['n']:>8} " + " ".join(
             f"{'/'.join(str(r['classes'][c.value][k]) for k in ('decreased', 'same', 'increased')):>18}"
             for c in CLASS_ORDER))
+    bands, rows = breakdown_rows(summary)
+    lines += ["", "lost obstacles (O ⊄ O′) by size (box volume) and distance from the sensor:",
+              f"{'n':>8} {'size':>9} " + " ".join(f"{b:>8}" for b in bands) + f" {'all':>6}"]
+    for n, size, counts in rows:
+        lines.append(f"{n:>8} {size:>9} " + " ".join(f"{c:>8}" for c in counts) + f" {sum(counts):>6}")
     return "\n".join(lines) + "\n"
 
 
 def markdown_tables(summary: Mapping[str, Any]) -> str:
-    out = ["| n | pairs | \\|O\\| > \\|O′\\| | rate (95 % CI) | study | O ⊄ O′ | rate (95 % CI) | crashes | timeouts |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| n | pairs | reached | \\|O\\| > \\|O′\\| | rate (95 % CI) | study | O ⊄ O′ | rate (95 % CI) | crashes | "
+           "timeouts |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in summary["by_n"]:
         c, s = r["count_relation"], r["subset_relation"]
         study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
-        out.append(f"| {r['n']} | {r['pairs']} | {c['k']} | {fmt_rate(c['k'], c['n'])} | {study} | {s['k']} | "
-                   f"{fmt_rate(s['k'], s['n'])} | {r['crashes']} | {r['timeouts']} |")
+        out.append(f"| {r['n']} | {r['pairs']} | {_reach(r)} | {c['k']} | {fmt_rate(c['k'], c['n'])} | {study} | "
+                   f"{s['k']} | {fmt_rate(s['k'], s['n'])} | {r['crashes']} | {r['timeouts']} |")
+    out += ["", "*reached*: mean added points per pair that fell inside the CNN's grid and height band (the others "
+            f"cannot change any obstacle); *study*: the rates {STUDY_REF} published for \\|O\\| > \\|O′\\|."]
+    if _filter_note(summary):
+        out += ["", f"*{_filter_note(summary)}*"]
     out += ["", "Per class: pairs where the count of the class decreased / stayed / increased "
             "(rate of |O_c| > |O′_c|):", "",
             "| n | " + " | ".join(c.value for c in CLASS_ORDER) + " |", "|---:|" + "---:|" * len(CLASS_ORDER)]
@@ -127,6 +192,12 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
         m = r["missing"]
         out.append(f"| {r['n']} | {r['source_obstacles']} | {m.get('vanished', 0)} | {m.get('merged', 0)} | "
                    f"{m.get('reclassified', 0)} | {m.get('degraded', 0)} |")
+    bands, rows = breakdown_rows(summary)
+    out += ["", "Lost obstacles by size (box volume l × w × h) and distance of their centre from the sensor "
+            "(junk is small; cars are 5–15 m³):", "",
+            "| n | size | " + " | ".join(bands) + " | all |", "|---:|---|" + "---:|" * (len(bands) + 1)]
+    for n, size, counts in rows:
+        out.append(f"| {n} | {size} | " + " | ".join(map(str, counts)) + f" | {sum(counts)} |")
     return "\n".join(out) + "\n"
 
 
@@ -223,7 +294,11 @@ def write_junit(path: str | os.PathLike[str], records: Iterable[dict[str, Any]],
                 ns_, nf = sum(v["counts_source"].values()), sum(v["counts_follow"].values())
                 what = "|O| > |O′|" if v["count_violation"] else "O ⊄ O′"
                 msg = f"{what}: {ns_} obstacles in t, {nf} in t′; {len(v['missing'])} source obstacle(s) unmatched"
-                detail = "\n".join(f"#{m['source']} {m['class']}: {m['kind']}" for m in v["missing"])
+                lost = [f"#{m['source']} {m['class']} {m['kind']}"
+                        + (f" ({describe_lost(m)})" if describe_lost(m) else "") for m in v["missing"]]
+                if lost:
+                    msg += ": " + "; ".join(lost[:3]) + (f"; … {len(lost) - 3} more" if len(lost) > 3 else "")
+                detail = "\n".join(lost)
                 body = f"<failure type={quoteattr('MR1')} message={quoteattr(msg)}>{escape(detail)}</failure>"
         suites.setdefault(n, []).append(((int(rec["frame"]), int(rec["trial"])),
             f'    <testcase classname={quoteattr(f"{name}.n{n}")} name={quoteattr(case)}>{body}</testcase>'))
@@ -255,7 +330,9 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         f"({STUDY_REF}: 2.7 %, 12.1 %, 33.5 % violations for n = 10, 100, 1000).",
         "",
         f"- recording: `{cfg['source']['path']}`" + (f" (topic `{cfg['source']['topic']}`)" if cfg['source'].get('topic') else ""),
-        f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})",
+        (f"- ROI: the area each source frame's ground labels cover (`--roi labels`, range {cfg['roi']['range']:g} m)"
+         if cfg['roi']['map'] == "labels" else
+         f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})"),
         f"- system under test: `{cfg['sut']['name']}` {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}",
         f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: {cfg['trials']}, "
         f"seed: {cfg['seed']}, region: {cfg['region']['shape']} {cfg['region']['size']:g} m"
@@ -292,7 +369,8 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
                   if mini else "–")
             pic = f"![bev](violations/{b['id']}/bev.png)" if b.get("has_bev") else ""
             lines.append(f"| [{b['id']}](violations/{b['id']}/report.md) | {k[1]} | {k[0]} | {k[2]} | "
-                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')} | {ms} | {pic} |")
+                         f"{b.get('n_source', '?')} → {b.get('n_follow', '?')} | {b.get('lost', '')}"
+                         f"{': ' + b['lost_details'] if b.get('lost_details') else ''} | {ms} | {pic} |")
         lines.append("")
     return "\n".join(lines)
 
