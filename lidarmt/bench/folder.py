@@ -1,0 +1,319 @@
+"""The bench run folder: one ordinary campaign per module, all on the same inputs, and the file that says so.
+
+::
+
+    runs/bench-X/
+      bench.json            what was compared: the kind of campaign and each module's full configuration
+      <baseline>/           an ordinary engine run folder (journal.jsonl, its lock; resumable on its own)
+      <candidate>/ ...      one per further module
+      summary.json, run.json, table.txt, junit.xml, report.md, charts   (the comparison's reports)
+
+Every module's campaign has the same frames, seed, n, trials and region (LiDAR), or images, transformations and
+trials (camera), so the same follow-ups: their configurations differ only in the module-specific fields
+(:data:`MODULE_FIELDS`). The first module is the baseline. A baseline can also be *reused* from an earlier bench
+folder (its first module) or from a plain ``lidarmt fuzz`` / ``lidarmt camera fuzz`` run folder: its journal is
+copied into this bench folder (so the comparison stays reproducible when the old folder goes), after checking
+that it was run on the same inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt.bench.errors import BenchArgumentError, BenchInputError, BenchOutputError
+
+BENCH_FILE = "bench.json"
+FORMAT = "lidarmt-bench/1"
+#: the comparison's report files (charts are matched by :data:`CHART_GLOBS`)
+REPORT_FILES = ("summary.json", "run.json", "table.txt", "junit.xml", "report.md")
+CHART_GLOBS = ("class-*.png", "relations.png", "transforms.png", "speed.png")
+#: per campaign kind, the configuration fields that may differ between the modules of a bench
+MODULE_FIELDS: dict[str, tuple[str, ...]] = {
+    "lidar-mr1": ("sut", "timeout"),
+    "camera": ("models", "timeout", "batch_size"),
+}
+#: files of a module folder that a reused baseline brings along
+REUSED_FILES = ("journal.jsonl", "detection.json")
+
+
+def shared_fields(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The part of a campaign configuration (``to_dict`` form) that every module of a bench must share."""
+    return {k: v for k, v in config.items() if k not in MODULE_FIELDS[kind]}
+
+
+def differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Names of the keys whose values differ between two mappings."""
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
+
+
+def module_label(name: str, options: Mapping[str, Any]) -> str:
+    """A readable label of a module: its name, then its options (a path option by its file name), e.g.
+    ``apollo-mode=fast`` or ``apollo-512-weights=new.pt``."""
+    parts = [name.replace(":", "-")]
+    for k, v in options.items():
+        text = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+        if isinstance(v, str) and ("/" in v or os.sep in v):
+            text = Path(v).name
+        parts.append(f"{k}={text}")
+    return "-".join(parts)
+
+
+def folder_names(labels: Iterable[str]) -> list[str]:
+    """Folder names for module labels: unsafe characters replaced by '-', repeats numbered (-2, -3, ...)."""
+    out: list[str] = []
+    for label in labels:
+        base = _UNSAFE.sub("-", label).strip("-.")[:80] or "module"
+        name, k = base, 2
+        while name in out or name in ("violations",):
+            name, k = f"{base}-{k}", k + 1
+        out.append(name)
+    return out
+
+
+@dataclass(slots=True)
+class Module:
+    """One module of a bench: its folder name, its campaign configuration, and where a reused journal came from."""
+
+    name: str
+    config: Any
+    origin: str | None = None  # the run folder a reused baseline's journal was copied from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "config": self.config.to_dict(), "origin": self.origin}
+
+
+@dataclass(slots=True)
+class BenchPlan:
+    """A bench: the kind of campaign, its folder and its modules (the first is the baseline)."""
+
+    out: Path
+    kind: str
+    modules: list[Module] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.kind not in MODULE_FIELDS:
+            raise BenchArgumentError(f"unknown bench kind {self.kind!r}")
+        if not self.modules:
+            raise BenchArgumentError("a bench needs at least two modules (or one with --baseline)")
+        if len(self.modules) < 2:
+            raise BenchArgumentError("a bench compares modules: give at least two (the first is the baseline), or "
+                                     "one with --baseline FOLDER")
+        names = [m.name for m in self.modules]
+        if len(set(names)) != len(names):
+            raise BenchArgumentError(f"module names repeat: {', '.join(names)}")
+        ref = shared_fields(self.modules[0].config.to_dict(), self.kind)
+        for m in self.modules[1:]:
+            diff = differing(ref, shared_fields(m.config.to_dict(), self.kind))
+            if diff:
+                raise BenchArgumentError(f"module {m.name} was configured with other {', '.join(diff)} than the "
+                                         f"baseline {self.modules[0].name}; a bench compares modules on the same inputs")
+
+    @property
+    def baseline(self) -> Module:
+        return self.modules[0]
+
+    def folder(self, m: Module | str) -> Path:
+        return self.out / (m if isinstance(m, str) else m.name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "kind": self.kind, "modules": [m.to_dict() for m in self.modules]}
+
+
+# ----------------------------------------------------------------------------------------------- baseline
+
+
+def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``bench.json`` of a bench folder (one-line errors for a missing or foreign file)."""
+    path = Path(folder) / BENCH_FILE
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as err:
+        raise BenchInputError(f"{folder}: not a bench folder (no {BENCH_FILE}); give the folder of a `lidarmt "
+                              "bench` run or of a single campaign") from err
+    except (OSError, ValueError) as err:
+        raise BenchInputError(f"{path}: unreadable ({err}); run the bench again with --force") from err
+    if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("modules"), list) \
+            or not d["modules"]:
+        raise BenchInputError(f"{path}: not a {FORMAT} file; run the bench again with --force")
+    return d
+
+
+def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Path]:
+    """The baseline module of an earlier bench folder (its first module), or the campaign of a plain run folder,
+    and the folder holding its journal. The module's configuration is read from the journal's header."""
+    from lidarmt.fuzz.engine import config_from_dict
+    from lidarmt.fuzz.journal import JOURNAL_NAME, read_header
+
+    folder = Path(path)
+    if not folder.is_dir():
+        raise BenchInputError(f"--baseline {path}: no such folder; give an earlier bench folder (runs/bench-v1) "
+                              "or a campaign's run folder")
+    if (folder / BENCH_FILE).is_file():
+        first = read_bench(folder)["modules"][0]
+        name = str(first.get("name", "baseline"))
+        src = folder / name
+        origin = str(first.get("origin") or src)
+    else:
+        name, src, origin = "", folder, str(folder)
+    if not (src / JOURNAL_NAME).is_file():
+        raise BenchInputError(f"--baseline {path}: {src} holds no campaign journal ({JOURNAL_NAME}); run that bench "
+                              "or campaign first")
+    header = read_header(src / JOURNAL_NAME)
+    try:
+        config = config_from_dict(header["config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise BenchInputError(f"--baseline {path}: the journal header of {src} is not a campaign configuration "
+                              f"({err})") from err
+    got = getattr(config, "kind", "lidar-mr1")
+    if got != kind:
+        raise BenchArgumentError(f"--baseline {path}: a {got} campaign cannot be the baseline of a {kind} bench")
+    if not name:
+        name = baseline_label(config, kind)
+    return Module(name, config, origin), src
+
+
+def baseline_label(config: Any, kind: str) -> str:
+    if kind == "lidar-mr1":
+        return module_label(config.sut.name, config.sut.options)
+    m = config.models[0]
+    return module_label(Path(m.name).stem if m.name.endswith((".h5", ".hdf5", ".keras")) else m.name, m.options)
+
+
+def check_baseline(plan_modules: list[Module], kind: str, path: str | os.PathLike[str]) -> None:
+    """Refuse (one line) a reused baseline whose campaign ran on other inputs than the new modules."""
+    base = shared_fields(plan_modules[0].config.to_dict(), kind)
+    for m in plan_modules[1:]:
+        diff = differing(base, shared_fields(m.config.to_dict(), kind))
+        if diff:
+            vals = "; ".join(f"{k}: {_short(base.get(k))}" for k in diff[:4])
+            raise BenchArgumentError(
+                f"--baseline {path}: its baseline ran with other {', '.join(diff)} ({vals}); a paired comparison "
+                "needs the same frames, seed and injection: repeat those options, or run both modules afresh")
+
+
+def _short(v: Any) -> str:
+    text = json.dumps(v, sort_keys=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ----------------------------------------------------------------------------------------------- the folder
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
+def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | None = None) -> bool:
+    """Check and set up the bench folder; returns True when resuming. Writes ``bench.json`` and copies a reused
+    baseline's journal into its module folder. Call it holding the folder's :class:`RunLock`."""
+    out = plan.out
+    if out.exists() and not out.is_dir():
+        raise BenchOutputError(f"--out {out}: exists and is not a folder")
+    if resume and force:
+        raise BenchArgumentError("--resume and --force contradict each other: resume keeps the journals, force "
+                                 "discards them")
+    from lidarmt.fuzz.engine import LOCK_NAME
+
+    have = (out / BENCH_FILE).is_file()
+    if resume:
+        if not have:
+            raise BenchInputError(f"--resume: {out} holds no bench ({BENCH_FILE}); run without --resume")
+        old = read_bench(out)
+        want = plan.to_dict()
+        if old.get("kind") != want["kind"] or [m.get("name") for m in old["modules"]] != \
+                [m["name"] for m in want["modules"]]:
+            raise BenchArgumentError(
+                f"--resume: the bench in {out} compared {', '.join(str(m.get('name')) for m in old['modules'])}; "
+                "repeat its modules in the same order, or use --force to start over")
+        for o, w in zip(old["modules"], want["modules"], strict=True):
+            if o.get("config") != w["config"]:
+                diff = differing(o.get("config") or {}, w["config"])
+                raise BenchArgumentError(
+                    f"--resume: module {w['name']} of the bench in {out} was started with other settings "
+                    f"({', '.join(diff)} differ); repeat its original options, or use --force to start over")
+    elif out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()):
+        if not force:
+            raise BenchOutputError(f"--out {out}: the folder exists; pass --resume to continue its bench or --force "
+                                   "to start over")
+        _clear(plan, out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = plan.baseline
+    if base.origin is not None and reused_from is not None:
+        dst = plan.folder(base)
+        dst.mkdir(parents=True, exist_ok=True)
+        for name in REUSED_FILES:
+            src = reused_from / name
+            if src.is_file() and not (resume and (dst / name).is_file()):
+                _copy_atomic(src, dst / name)
+    atomic_write_text(out / BENCH_FILE, json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n")
+    return resume
+
+
+def _clear(plan: BenchPlan, out: Path) -> None:
+    """--force: remove what a bench owns in ``out`` (its module folders, old and new, and its reports)."""
+    names = {m.name for m in plan.modules}
+    if (out / BENCH_FILE).is_file():
+        with contextlib.suppress(BenchInputError):
+            names |= {str(m.get("name")) for m in read_bench(out)["modules"]}
+    for name in names:
+        p = out / name
+        if name and p.parent == out and p.is_dir():
+            shutil.rmtree(p)
+    for name in (*REPORT_FILES, BENCH_FILE):
+        (out / name).unlink(missing_ok=True)
+    for pattern in CHART_GLOBS:
+        for p in out.glob(pattern):
+            p.unlink(missing_ok=True)
+
+
+def run_modules(plan: BenchPlan, *, workers: int = 1, header_extra: Mapping[str, Any] | None = None,
+                on_module: Callable[[Module, bool], Any] | None = None) -> dict[str, Any]:
+    """Run (or resume) every module's campaign in its folder, one after the other; returns the engine's
+    :class:`~lidarmt.fuzz.engine.CampaignResult` by module name (None for a reused baseline).
+
+    ``on_module(module, resuming)`` is called before each campaign and may return ``(on_start, on_pair)``
+    callbacks for the engine (progress bars), or None."""
+    from lidarmt.fuzz.engine import LOCK_NAME, run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    results: dict[str, Any] = {}
+    for i, m in enumerate(plan.modules):
+        if m.origin is not None:
+            results[m.name] = None
+            continue
+        folder = plan.folder(m)
+        resuming = (folder / JOURNAL_NAME).is_file()
+        stale = folder.is_dir() and any(p.name != LOCK_NAME for p in folder.iterdir())
+        cbs = on_module(m, resuming) if on_module else None
+        on_start, on_pair = cbs if cbs else (None, None)
+        extra = {**dict(header_extra or {}), "bench": {"module": m.name, "role": "baseline" if i == 0 else "candidate"}}
+        results[m.name] = run_campaign(m.config, folder, workers=workers, resume=resuming,
+                                       force=stale and not resuming, on_start=on_start, on_pair=on_pair,
+                                       header_extra=extra)
+    return results
+
+
+def module_records(folder: str | os.PathLike[str], config: Any) -> dict[tuple[int, ...], dict[str, Any]]:
+    """A module's journal records by key (the first record of a key wins, as the tallies count them)."""
+    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+
+    path = Path(folder) / JOURNAL_NAME
+    if not path.is_file():
+        raise BenchInputError(f"{folder}: no campaign journal ({JOURNAL_NAME}); run the bench with --resume")
+    out: dict[tuple[int, ...], dict[str, Any]] = {}
+    for rec in iter_records(path):
+        out.setdefault(tuple(config.record_key(rec)), rec)
+    return out

@@ -1,0 +1,272 @@
+"""``lidarmt bench``: the same MR1 follow-ups through two or more perception modules, compared pair by pair."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="bench", help=BENCH_HELP)(bench)
+
+
+BENCH_HELP = """Regression benchmark: run the same frames and injected points through several perception modules.
+
+Each --sut gets an ordinary MR1 campaign in its own folder under --out (journal, --resume), all with the same
+frames, seed, n, trials and region, so every module judges exactly the same follow-ups. The first --sut is
+the baseline (or --baseline FOLDER: the baseline module of an earlier bench, or a `lidarmt fuzz` run folder,
+run on the same frames, seed and injection). The journals are then paired key by key: per relation (|O| > |O′|,
+O ⊄ O′, per class, crash/timeout) and n, both violation rates with Wilson intervals and the exact McNemar test
+on the discordant pairs (effect: difference in proportions, odds ratio c/b). Where the frames carry ground
+truth (a simulated bag's .labels.npz, KITTI), precision/recall per class on the source frames and a sign test
+on recall. Speed: median perception call from the journals. A regression is a worse row whose p-value,
+Holm-adjusted over the candidate's rows, is below --alpha.
+
+--out gets bench.json, summary.json, report.md, table.txt, junit.xml (a regression is a failure),
+relations.png and class-<class>.png.
+
+Exit status: 0 when the bench ran; 1 with --fail-on-regression when a candidate regressed; 2 on bad input.
+
+Examples:
+
+`lidarmt bench --bag bags/demo.bag --map hdmaps/demo --sut apollo --sut apollo --sut-option 1:mode=exact --sut-option 2:mode=fast`
+
+`lidarmt bench --bag drive.bag --map maps/town --sut apollo --sut apollo-512 --sut-option 2:weights=new.pt --n 10,100,1000 --frames 200 --out runs/bench-v2`
+
+`lidarmt bench --bag drive.bag --map maps/town --baseline runs/bench-v1 --sut mypkg.perception:make --frames 200 --out runs/bench-v3 --fail-on-regression`
+"""
+
+
+_INDEXED = re.compile(r"^(\d+):(.*)$", re.S)
+
+
+def parse_module_options(items: list[str], count: int, *, flag: str, error: type[Exception]) -> list[dict[str, Any]]:
+    """``[I:]KEY=VALUE`` items -> options per module (I is 1-based; without I, for every module). VALUE is JSON
+    when it parses as JSON."""
+    out: list[dict[str, Any]] = [{} for _ in range(count)]
+    for item in items:
+        m = _INDEXED.match(item)
+        targets = range(count)
+        body = item
+        if m:
+            i = int(m.group(1))
+            if not 1 <= i <= count:
+                raise error(f"{flag} {item!r}: module {i} does not exist; number the modules 1..{count} in the order "
+                            "given")
+            targets, body = range(i - 1, i), m.group(2)
+        key, sep, value = body.partition("=")
+        if not sep or not key:
+            raise error(f"{flag} {item!r}: use [I:]KEY=VALUE (I: the module's number, 1-based; VALUE is JSON when it "
+                        "parses as JSON)")
+        try:
+            val = json.loads(value)
+        except ValueError:
+            val = value
+        for t in targets:
+            out[t][key] = val
+    return out
+
+
+def check_stats_options(alpha: float, correction: str, error: type[Exception]) -> None:
+    from lidarmt.bench.stats import CORRECTIONS
+
+    if not 0 < alpha < 1:
+        raise error(f"--alpha {alpha}: give a significance level between 0 and 1 (e.g. 0.05)")
+    if correction not in CORRECTIONS:
+        raise error(f"--correction {correction!r}: use {' or '.join(CORRECTIONS)}")
+
+
+def command_line() -> str:
+    return "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+
+
+def bench(
+    bag: Annotated[str, typer.Option("--bag", help="Recording: ROS1/ROS2 bag, Cyber record, PCD/KITTI/.npz folder.")],
+    map: Annotated[str, typer.Option("--map", help="HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder.")],
+    sut: Annotated[list[str], typer.Option("--sut", help="A perception module (repeat: the first is the baseline): a registered name or package.module:callable.")] = [],  # noqa: B006
+    sut_option: Annotated[list[str], typer.Option("--sut-option", help="[I:]KEY=VALUE for module I (1-based, in --sut order; without I: every module), repeatable.")] = [],  # noqa: B006
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier bench folder (or a `lidarmt fuzz` run folder) instead of running one; every --sut is then a candidate.")] = None,
+    n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated.")] = "10,100,1000",
+    frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Campaign seed (the same follow-ups for every module).")] = 0,
+    trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
+    region: Annotated[str, typer.Option("--region", help="disk (sensor range) or grid (the CNN's ±60 m square).")] = "disk",
+    radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic.")] = None,
+    roi_range: Annotated[float, typer.Option("--roi-range", help="ROI bitmap half-size in metres.")] = 70.0,
+    map_frame: Annotated[str, typer.Option("--map-frame", help="auto, world or sensor (as for lidarmt fuzz).")] = "auto",
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take (default automatic).")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes per module's campaign (modules run one after the other).")] = 1,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the regression tests.")] = 0.05,
+    correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction over a candidate's rows: holm or none.")] = "holm",
+    min_points: Annotated[int, typer.Option("--min-points", help="Ground truth with fewer ROI points than this is ignored (precision/recall).")] = 5,
+    out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/bench-<recording name>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the bench in --out (every module's journal).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")] = False,
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    from lidarmt.bench.errors import BenchArgumentError
+    from lidarmt.bench.folder import (
+        BenchPlan,
+        Module,
+        check_baseline,
+        folder_names,
+        module_label,
+        reuse_baseline,
+    )
+    from lidarmt.fuzz.campaign import CampaignConfig, parse_ns, select_frames
+    from lidarmt.fuzz.engine import RunLock
+    from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
+    from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
+    from lidarmt.fuzz.plugins import (
+        RoiSpec,
+        SourceSpec,
+        SutSpec,
+        build_roi_provider,
+        is_callable_spec,
+        open_source,
+    )
+
+    check_stats_options(alpha, correction, BenchArgumentError)
+    if not sut:
+        raise BenchArgumentError("--sut: give the perception modules to compare (the first is the baseline), e.g. "
+                                 "--sut apollo --sut apollo-512")
+    if len(sut) < 2 and baseline is None:
+        raise BenchArgumentError(f"--sut {sut[0]}: a bench compares modules; give a second --sut, or --baseline FOLDER "
+                                 "with the baseline of an earlier bench")
+    if min_points < 0:
+        raise BenchArgumentError(f"--min-points {min_points}: give 0 or more")
+    ns = parse_ns(n)
+    if region not in ("disk", "grid"):
+        raise FuzzArgumentError(f"--region {region!r}: use disk or grid")
+    size = radius if radius is not None else (HDL64E_RANGE_M if region == "disk" else CNN_HALF_RANGE_M)
+    reg = Region(region, float(size))  # type: ignore[arg-type]
+    if workers < 1:
+        raise FuzzArgumentError(f"--workers {workers}: use at least 1")
+    if roi_range <= 0:
+        raise FuzzArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
+    if not is_callable_spec(map) and not Path(map).exists():
+        raise FuzzInputError(f"--map {map}: no such file or folder")
+    options = parse_module_options(sut_option, len(sut), flag="--sut-option", error=BenchArgumentError)
+    out = out or Path("runs") / ("bench-" + Path(bag.rstrip("/")).name.split(".")[0])
+
+    source = SourceSpec(bag, topic)
+    rec = open_source(source)
+    chosen = select_frames(len(rec), frames, seed)
+    roi_spec = RoiSpec(map, roi_range, map_frame)
+    build_roi_provider(roi_spec).roi_for(rec[chosen[0]])  # fails early: unreadable map, no pose, ...
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    configs = [CampaignConfig(source, roi_spec, SutSpec(s, o), ns, chosen, seed=seed, trials=trials, region=reg,
+                              timeout=timeout) for s, o in zip(sut, options, strict=True)]
+    reused_from = None
+    modules: list[Module] = []
+    if baseline is not None:
+        base, reused_from = reuse_baseline(baseline, "lidar-mr1")
+        modules.append(base)
+    labels = [m.name for m in modules] + [module_label(c.sut.name, c.sut.options) for c in configs]
+    names = folder_names(labels)
+    modules += [Module(nm, c) for nm, c in zip(names[len(modules):], configs, strict=True)]
+    if baseline is not None:
+        check_baseline(modules, "lidar-mr1", baseline)
+    plan = BenchPlan(out, "lidar-mr1", modules)
+    _check_suts(plan)
+    with RunLock(out) as lock:
+        lock.acquire()
+        _run(plan, reused_from=reused_from, workers=workers, resume=resume, force=force, alpha=alpha,
+             correction=correction, min_points=min_points, quiet=quiet, fail_on_regression=fail_on_regression)
+
+
+def _check_suts(plan) -> None:
+    """Build every module that still has pairs to judge once, before any campaign starts: a typo in the last
+    --sut is reported at once, not after the first modules ran."""
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.fuzz.plugins import build_sut
+
+    for m in plan.modules:
+        if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
+            build_sut(m.config.sut)
+
+
+def run_plan(plan, *, reused_from, workers: int, resume: bool, force: bool, quiet: bool, is_violation) -> dict:
+    """Prepare the bench folder and run every module's campaign with a progress bar; returns run.json's facts."""
+    from lidarmt.bench.folder import prepare, run_modules
+    from lidarmt.cli._common import CampaignProgress, err_console
+    from lidarmt.fuzz.engine import clamp_workers, environment
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    command = command_line()
+    prepare(plan, resume=resume, force=force, reused_from=reused_from)
+    used, note = clamp_workers(workers, items=len(plan.baseline.config.items),
+                               per_worker=plan.baseline.config.worker_memory())
+    if note:
+        err_console.print(note)
+    bars: list[Any] = []
+
+    def on_module(m, resuming: bool):
+        bar = CampaignProgress(quiet=quiet, is_violation=is_violation, description=m.name)
+        bars.append(bar)
+        return bar.on_start, bar.on_pair
+
+    try:
+        results = run_modules(plan, workers=used, on_module=on_module,
+                              header_extra={"command": command, "environment": environment()})
+    except KeyboardInterrupt:
+        for b in bars:
+            b.stop()
+        err_console.print(f"interrupted: every verdict so far is in the modules' {JOURNAL_NAME}; continue with the "
+                          "same command plus --resume")
+        raise
+    finally:
+        for b in bars:
+            b.stop()
+    per = {}
+    for name, r in results.items():
+        if r is None:
+            per[name] = {"reused": True}
+        else:
+            per[name] = {"ran": r.ran, "resumed_from": r.resumed, "elapsed_s": round(r.elapsed, 3),
+                         "throughput": (r.ran / r.elapsed) if r.elapsed > 0 and r.ran else None}
+    return {"command": command, "workers": used, "environment": environment(), "modules": per}
+
+
+def _run(plan, *, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
+         min_points: int, quiet: bool, fail_on_regression: bool) -> None:
+    from lidarmt.bench.lidar import evaluate_module, labelled_frames, summarize
+    from lidarmt.cli._common import err_console
+
+    run = run_plan(plan, reused_from=reused_from, workers=workers, resume=resume, force=force, quiet=quiet,
+                   is_violation=lambda r: r["verdict"]["count_violation"] or r["verdict"]["subset_violation"])
+    frame_at, gt_note = labelled_frames(plan.baseline.config.source)
+    detection: dict[str, Any] = {}
+    if frame_at is not None:
+        for m in plan.modules:
+            if not quiet:
+                err_console.print(f"detection quality of {m.name} on {len(m.config.frames)} source frames ...")
+            detection[m.name] = evaluate_module(m.config, plan.folder(m), frame_at, min_points=min_points,
+                                                name=m.name)
+    summary = summarize(plan, alpha=alpha, correction=correction, detection=detection, ground_truth=gt_note)
+    report(plan.out, summary, run)
+    if fail_on_regression and summary["verdict"] == "regression":
+        raise typer.Exit(1)
+
+
+def report(out: Path, summary: dict, run: dict) -> None:
+    """Write the bench's reports and print its tables and verdict."""
+    from lidarmt.cli._common import console, wide_console
+    from lidarmt.report.bench import rich_tables, verdict_line, write_reports
+
+    paths = write_reports(out, summary, run=run)
+    wide = wide_console()
+    for t in rich_tables(summary):
+        wide.print(t)
+    console.print(verdict_line(summary), highlight=False, soft_wrap=True)
+    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}", soft_wrap=True)
