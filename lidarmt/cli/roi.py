@@ -17,9 +17,11 @@ def register(app: typer.Typer) -> None:
 def roi(
     recording: Annotated[Path, typer.Argument(help="A recording (ROS1/ROS2 bag, Apollo .record, PCD/KITTI/npz "
                                               "folder) whose frames have poses.")],
-    map_path: Annotated[Path, typer.Option("--map", "-m", help="HD map: an Apollo map folder (base_map.bin / "
-                                           "base_map.txt / sim_map.txt / base_map.xml) or one map file, or a "
-                                           ".geojson drawn in world or sensor coordinates.")],
+    map_path: Annotated[str | None, typer.Option("--map", "--roi", "-m", help="HD map: an Apollo map folder "
+                                                 "(base_map.bin / base_map.txt / sim_map.txt / base_map.xml) or one map "
+                                                 "file, or a .geojson drawn in world or sensor coordinates; or 'labels': "
+                                                 "the area the frame's ground labels cover (SemanticKITTI). Default: "
+                                                 "labels when the frame has them.")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Picture to write (.png; .pdf/.svg also work).")] = Path(
         "roi.png"),
     frame_index: Annotated[int, typer.Option("--frame", "-f", min=0, help="Frame index (0-based).")] = 0,
@@ -42,6 +44,9 @@ def roi(
     `lidarmt roi bags/demo.bag --map hdmaps/demo --frame 5 --out roi.png`
 
     `lidarmt roi bags/demo.bag --map hdmaps/demo/base_map.txt --range 120 --out roi120.png`
+
+    `lidarmt roi sequences/08 --roi labels --out roi.png`  (the label ROI: the area the road, parking, sidewalk
+    and other-ground labels cover, and every point above it)
     """
     import warnings
 
@@ -55,14 +60,17 @@ def roi(
         raise OutputError(f"{out}: already exists; pass --force to overwrite it")
     if out.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
         raise ArgumentError(f"--out {out}: use a .png (or .pdf/.svg/.jpg) file name")
-    hd = load_map(map_path)
-    hroi = HDMapRoi(hd, range=range_, cell=cell, map_radius=map_radius)
     with open_recording(recording, topic=topic) as rec:
         n = len(rec)
         if frame_index >= n:
             raise ArgumentError(f"--frame {frame_index}: {recording} has {n} frame(s) (0..{n - 1})")
         frame = rec[frame_index]
         pose_source = rec.pose_source
+    if map_path is None or map_path == "labels":
+        _label_roi_png(recording, frame, frame_index, out, range_=range_, cell=cell, explicit=map_path is not None)
+        return
+    hd = load_map(Path(map_path))
+    hroi = HDMapRoi(hd, range=range_, cell=cell, map_radius=map_radius)
     if hd.frame != "sensor" and frame.pose is None:
         from lidarmt.io.errors import NO_POSE
 
@@ -81,6 +89,32 @@ def roi(
     console.print(
         f"points in ROI: {counts.in_roi:,} / {counts.points:,} ({100 * counts.fraction:.1f} %)   "
         f"polygons: {counts.polygons} (roads {counts.roads}, junctions {counts.junctions})   "
+        f"ROI area: {counts.area_m2:,.0f} m²",
+        soft_wrap=True,
+    )
+    if mask.empty:
+        console.print(f"[yellow]empty ROI:[/] {mask.note}")
+    console.print(f"wrote {out}")
+
+
+def _label_roi_png(recording: Path, frame, frame_index: int, out: Path, *, range_: float, cell: float,
+                   explicit: bool) -> None:
+    """``lidarmt roi --roi labels``: the label ROI (:class:`lidarmt.roi.query.LabelRoi`) of one frame."""
+    from lidarmt.errors import ArgumentError
+    from lidarmt.roi.plot import draw_roi_png
+    from lidarmt.roi.query import LabelRoi
+
+    if not LabelRoi.has_labels(frame):
+        raise ArgumentError(
+            f"{recording}: frame {frame_index} has no per-point ground labels (SemanticKITTI labels/, KITTI "
+            "road_label/)" + ("" if explicit else " and no --map was given")
+            + "; give the ROI with --map (an Apollo map, or a GeoJSON drawn in the sensor frame)"
+        )
+    mask = LabelRoi(range=range_, cell=cell).mask(frame)
+    counts = draw_roi_png(frame, mask, out, title=f"{recording.name} frame {frame_index}  ·  ROI from ground labels")
+    console.print(
+        f"points in ROI: {counts.in_roi:,} / {counts.points:,} ({100 * counts.fraction:.1f} %)   "
+        f"ROI: the area the ground labels cover (road, parking, sidewalk, other-ground)   "
         f"ROI area: {counts.area_m2:,.0f} m²",
         soft_wrap=True,
     )
