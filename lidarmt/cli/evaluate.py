@@ -149,6 +149,9 @@ def evaluate(
                              "view); UNKNOWN detections never count as false positives (KITTI labels no poles or signs)")
             results.append(res)
 
+    from lidarmt.cli._common import wide_console
+
+    out_console = wide_console()  # piped or logged: do not squeeze the tables
     for res in results:
         t = Table(title=f"{res.name}: {res.frames} frames, {res.detections} detections, {res.seconds:.0f} s")
         for col in ("class", "IoU≥", "GT", "det", "TP", "FP", "FN", "precision", "recall", "found (any class, IoU≥0.1)"):
@@ -157,7 +160,7 @@ def evaluate(
             k = res.counts[c]
             t.add_row(c.value, f"{IOU_THRESHOLD[c]:g}", str(k.gt), str(k.det), str(k.tp), str(k.fp), str(k.fn),
                       _fmt(k.precision), _fmt(k.recall), _fmt(k.found_recall))
-        console.print(t)
+        out_console.print(t)
         for note in res.notes:
             err_console.print(f"  {note}", highlight=False)
     if out is not None:
