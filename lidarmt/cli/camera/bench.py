@@ -1,0 +1,141 @@
+"""``lidarmt camera bench``: the same transformed images through two or more steering models, compared pairwise."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="bench", help=BENCH_HELP)(bench)
+
+
+BENCH_HELP = """Regression benchmark of steering models: the same seed images and transformations through every model.
+
+Each --model gets an ordinary camera campaign in its own folder under --out (journal, --resume), all with the
+same images, transformations, seed and trials, so every model sees exactly the same transformed images. The
+first --model is the baseline (or --baseline FOLDER: the baseline of an earlier camera bench, or a `lidarmt
+camera fuzz` run of one model on the same images and transformations). The journals are paired per (image,
+transformation, parameter, trial): with labels, DeepTest's Eq. 2 at --lambda (Eq. 3's filter at --epsilon), and
+always DeepRoad's |Δθ| > --tolerance; per transformation and over all, both violation rates with Wilson
+intervals and the exact McNemar test on the discordant pairs. With labels, RMSE on the seed images per model and
+a sign test on the per-seed errors. Speed: median model time per image. A regression is a worse row whose
+p-value, Holm-adjusted over the candidate's rows, is below --alpha.
+
+Exit status: 0 when the bench ran; 1 with --fail-on-regression when a candidate regressed; 2 on bad input.
+
+Examples:
+
+`lidarmt camera bench --images ../shared/data/udacity --model dave-orig --model epoch --transforms simple --frames 50`
+
+`lidarmt camera bench --images drive/ --baseline runs/camera-bench-v1 --model new.h5 --transforms all --fail-on-regression`
+"""
+
+
+def bench(
+    images: Annotated[str, typer.Option("--images", help="Image source: Udacity folder, image folder, or a bag / Cyber record with a camera topic.")],
+    model: Annotated[list[str], typer.Option("--model", help="A steering model (repeat; the first is the baseline): zoo name, Keras .h5 path, package.module:callable.")] = [],  # noqa: B006
+    model_option: Annotated[list[str], typer.Option("--model-option", help="[I:]KEY=VALUE for model I (1-based, in --model order; without I: every model), repeatable.")] = [],  # noqa: B006
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier camera bench (or a one-model `lidarmt camera fuzz` run folder); every --model is then a candidate.")] = None,
+    transforms: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror, or comma-separated names.")] = "all",
+    frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
+    lam: Annotated[float, typer.Option("--lambda", help="DeepTest Eq. 2's λ.")] = 5.0,
+    epsilon: Annotated[float, typer.Option("--epsilon", help="DeepTest Eq. 3's ε (simple transformations).")] = 0.03,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="DeepRoad's ε in degrees.")] = 10.0,
+    seed: Annotated[int, typer.Option("--seed", help="Campaign seed (the same transformed images for every model).")] = 0,
+    trials: Annotated[int, typer.Option("--trials", help="Transformed images per frame and setting.")] = 1,
+    topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording.")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes per model's campaign (models run one after the other).")] = 1,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 64,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call (a batch) may take (default automatic).")] = None,
+    alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the regression tests.")] = 0.05,
+    correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction over a candidate's rows: holm or none.")] = "holm",
+    out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/camera-bench-<source name>).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the bench in --out.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")] = False,
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    from lidarmt.bench.errors import BenchArgumentError
+    from lidarmt.bench.folder import (
+        BenchPlan,
+        Module,
+        baseline_label,
+        check_baseline,
+        folder_names,
+        reuse_baseline,
+    )
+    from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
+    from lidarmt.camera.relations import Criteria
+    from lidarmt.camera.sources.factory import open_images
+    from lidarmt.camera.transforms.registry import select
+    from lidarmt.cli.bench import check_stats_options, parse_module_options
+    from lidarmt.fuzz.engine import RunLock, select_items
+
+    check_stats_options(alpha, correction, BenchArgumentError)
+    for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
+        if not (value > 0 and math.isfinite(value)):
+            raise BenchArgumentError(f"{name} {value}: give a positive number")
+    names = [m.strip() for item in model for m in item.split(",") if m.strip()]
+    if not names:
+        raise BenchArgumentError("--model: give the steering models to compare (the first is the baseline), e.g. "
+                                 "--model dave-orig --model epoch (see lidarmt camera models)")
+    if len(names) < 2 and baseline is None:
+        raise BenchArgumentError(f"--model {names[0]}: a bench compares models; give a second --model, or --baseline "
+                                 "FOLDER with the baseline of an earlier camera bench")
+    options = parse_module_options(model_option, len(names), flag="--model-option", error=BenchArgumentError)
+    chosen_t = select(transforms)
+    with open_images(images, topic=topic) as src:
+        chosen = select_items(len(src), frames, seed, what="images", source=images)
+    out = out or Path("runs") / ("camera-bench-" + Path(images.rstrip("/")).name.split(".")[0])
+    configs = [CameraCampaignConfig(images, (ModelRef(nm, o),), transform_refs(chosen_t), chosen, seed=seed,
+                                    trials=trials, topic=topic, timeout=timeout, batch_size=batch_size)
+               for nm, o in zip(names, options, strict=True)]
+    modules: list[Module] = []
+    reused_from = None
+    if baseline is not None:
+        base, reused_from = reuse_baseline(baseline, "camera")
+        if len(base.config.models) != 1:
+            raise BenchArgumentError(f"--baseline {baseline}: its campaign judged {len(base.config.models)} models "
+                                     "at once; a baseline is a one-model campaign (a camera bench's module folder)")
+        modules.append(base)
+    labels = [m.name for m in modules] + [baseline_label(c, "camera") for c in configs]
+    names_f = folder_names(labels)
+    modules += [Module(nm, c) for nm, c in zip(names_f[len(modules):], configs, strict=True)]
+    if baseline is not None:
+        check_baseline(modules, "camera", baseline)
+    plan = BenchPlan(out, "camera", modules)
+    _check_models(plan)
+    criteria = Criteria(lam, epsilon, tolerance)
+    with RunLock(out) as lock:
+        lock.acquire()
+        _run(plan, criteria, reused_from=reused_from, workers=workers, resume=resume, force=force, alpha=alpha,
+             correction=correction, quiet=quiet, fail_on_regression=fail_on_regression)
+
+
+def _check_models(plan) -> None:
+    """Build every model that still has pairs to judge once, before any campaign starts (a typo in the last
+    --model is reported at once)."""
+    from lidarmt.camera.models.registry import get_model
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    for m in plan.modules:
+        if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
+            ref = m.config.models[0]
+            get_model(ref.name, trust_code=True, **dict(ref.options))
+
+
+def _run(plan, criteria, *, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
+         quiet: bool, fail_on_regression: bool) -> None:
+    from lidarmt.bench.camera import summarize
+    from lidarmt.cli.bench import report, run_plan
+
+    run = run_plan(plan, reused_from=reused_from, workers=workers, resume=resume, force=force, quiet=quiet,
+                   is_violation=lambda r: False)
+    summary = summarize(plan, criteria=criteria, alpha=alpha, correction=correction)
+    report(plan.out, summary, run)
+    if fail_on_regression and summary["verdict"] == "regression":
+        raise typer.Exit(1)
