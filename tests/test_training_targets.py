@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.perception.apollo.augment import AugmentConfig, augment_frame, flip_y, rotate_z
+from lidarmt.perception.apollo.augment import AugmentConfig, augment_frame, flip_y, rotate_z, warp_z
 from lidarmt.perception.apollo.targets import build_targets, decode_centers, point_cells
 from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, make_points
 
@@ -145,6 +145,23 @@ def test_rotation_moves_points_with_their_boxes():
         u = dx * np.cos(b["yaw"]) + dy * np.sin(b["yaw"])
         v = -dx * np.sin(b["yaw"]) + dy * np.cos(b["yaw"])
         assert np.all(np.abs(u) <= b["length"] / 2 + 1e-4) and np.all(np.abs(v) <= b["width"] / 2 + 1e-4)
+
+
+def test_terrain_warp_moves_points_with_their_boxes_and_bends_the_ground():
+    frame = _frame()
+    w = warp_z(frame, 0.03, -0.02, 1 / 500, -1 / 800)
+    lb = w.labels
+    for b in lb.boxes:  # each object keeps its points inside its (raised) box: the shear is local
+        m = lb.point_instance == b["instance"]
+        assert np.all(np.abs(w.points["z"][m] - b["cz"]) <= b["height"] / 2 + 0.1)
+    g = lb.point_instance < 0
+    x, y = frame.points["x"][g].astype(float), frame.points["y"][g].astype(float)
+    want = -1.7 + 0.03 * x - 0.02 * y + 0.5 * (x * x / 500 - y * y / 800)
+    assert np.allclose(w.points["z"][g], want, atol=1e-5)
+    assert np.array_equal(w.points["x"], frame.points["x"]) and np.array_equal(frame.points["z"][g], np.full(g.sum(), -1.7, np.float32))
+    # a warped sample still decodes every object to its centre cell
+    t = build_targets(w, grid=GRID, range_=R)
+    assert all(len(np.argwhere(t.obj_id == i)) > 0 for i in range(len(lb.boxes)))
 
 
 def test_perfect_heads_cluster_into_one_obstacle_per_object():

@@ -8,7 +8,8 @@ The simulator's sweeps are cleaner than a real HDL-64E's: every ray returns, int
 and the sensor sits at exactly one height. The default :class:`AugmentConfig` therefore rotates the scene about
 z, mirrors it left/right, scales and jitters intensities, drops points at random and more of them far away
 (real returns thin out with range and on dark surfaces), jitters the points slightly and moves the whole scene
-up or down a little (sensor mounting height differs between vehicles: KITTI's HDL-64E is at 1.73 m).
+up or down a little (sensor mounting height differs between vehicles: KITTI's HDL-64E is at 1.73 m), and warps
+the terrain (grades and vertical curves, see :func:`warp_z`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ class AugmentConfig:
     range_dropout_max: float = 0.6  # drop probability reached at 60 m (grows with (r/60)^2)
     xyz_jitter: float = 0.01  # per-point Gaussian sigma, metres
     z_shift: float = 0.2  # whole-scene z offset, uniform in [-z_shift, z_shift] metres
+    # terrain warp (vertical shear, objects stay upright): z += gx x + gy y + (kx x^2 + ky y^2) / 2 with the
+    # grades uniform in +-warp_grade and the curvatures in +-warp_curvature (1/m); applied with warp_prob.
+    # Real roads rise and dip ahead of the car (KITTI's road at 20-40 m lies anywhere from -2.2 to -1.6 m in the
+    # sensor frame): without this the network learns "ground is at z = -1.7" and calls rising asphalt a car
+    warp_prob: float = 0.7
+    warp_grade: float = 0.035
+    warp_curvature: float = 1.0 / 1500.0
 
 
 def _subset(frame: Frame, keep: np.ndarray) -> Frame:
@@ -84,6 +92,24 @@ def shift_z(frame: Frame, dz: float) -> Frame:
     return replace(frame, points=pts, labels=labels)
 
 
+def warp_z(frame: Frame, gx: float, gy: float, kx: float, ky: float) -> Frame:
+    """The frame on warped terrain: every point (and box centre) moved up by
+    ``gx x + gy y + (kx x² + ky y²) / 2`` at its own (x, y); objects stay upright and keep their shape."""
+
+    def dz(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        return gx * x + gy * y + 0.5 * (kx * x * x + ky * y * y)
+
+    pts = frame.points.copy()
+    pts["z"] = (pts["z"] + dz(pts["x"], pts["y"])).astype(np.float32)
+    labels = frame.labels
+    if labels is not None:
+        b = labels.boxes.copy()
+        b["cz"] = b["cz"] + dz(b["cx"], b["cy"])
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+    return replace(frame, points=pts, labels=labels)
+
+
 def augment_frame(frame: Frame, rng: np.random.Generator, config: AugmentConfig | None = None) -> Frame:
     """A randomly transformed copy of a labelled frame (see :class:`AugmentConfig`)."""
     cfg = config or AugmentConfig()
@@ -94,6 +120,9 @@ def augment_frame(frame: Frame, rng: np.random.Generator, config: AugmentConfig 
         out = flip_y(out)
     if cfg.z_shift > 0:
         out = shift_z(out, float(rng.uniform(-cfg.z_shift, cfg.z_shift)))
+    if cfg.warp_prob > 0 and rng.random() < cfg.warp_prob:
+        g, k = cfg.warp_grade, cfg.warp_curvature
+        out = warp_z(out, *(float(v) for v in rng.uniform(-g, g, 2)), *(float(v) for v in rng.uniform(-k, k, 2)))
 
     n = len(out.points)
     keep = np.ones(n, dtype=bool)
