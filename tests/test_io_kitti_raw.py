@@ -375,3 +375,45 @@ def test_damaged_drive_reads_or_is_a_user_error(which, data):
         raw = target.read_bytes()
         target.write_bytes(apply_damage(raw, data.draw(damage(len(raw)))))
         user_error_or_reads(d, lambda: exercise(drive))
+
+
+# ----------------------------------------------------------------------------------------------- info wording
+# (issue 11's `info` bullets; they sit here beside the reader that needs them, not in test_io_info.py)
+
+
+def test_info_says_no_pose_as_roi_does(tmp_path, capsys):
+    from lidarmt.io.kitti import KittiRecording
+
+    (tmp_path / "velodyne").mkdir()
+    np.zeros((5, 4), dtype="<f4").tofile(tmp_path / "velodyne" / "000000.bin")
+    with KittiRecording(tmp_path) as rec:
+        info = rec.describe()
+    assert "identity" not in info.pose_source and info.pose_source.startswith("none")
+    assert any(n.startswith("no pose (world <- sensor)") for n in info.notes)
+    assert main(["info", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "no pose (world <- sensor)" in out and "identity" not in out
+    (tmp_path / "map.geojson").write_text(json.dumps({"type": "FeatureCollection", "frame": "world", "features": [
+        {"type": "Feature", "properties": {"kind": "road"},
+         "geometry": {"type": "Polygon", "coordinates": [[[0, -5], [50, -5], [50, 5], [0, 5], [0, -5]]]}}]}))
+    rc = main(["roi", str(tmp_path), "--map", str(tmp_path / "map.geojson"), "--out", str(tmp_path / "r.png")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "frame 0 has no pose (world <- sensor)" in err and "identity" not in err
+
+
+def test_info_on_a_pcd_parent_folder_says_what_it_did_not_read(tmp_path, capsys):
+    from lidarmt.io import write_pcd_folder
+    from lidarmt.io._synthetic import synthetic_frames
+
+    write_pcd_folder(tmp_path / "pcd", synthetic_frames(2, 20))
+    write_pcd_folder(tmp_path / "pcd" / "drive_b", synthetic_frames(1, 20))
+    assert main(["info", str(tmp_path / "pcd")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "read only the 2 .pcd file(s) at the top level" in out and "1 sub-folder(s)" in out and "drive_b/" in out
+    assert main(["info", str(tmp_path / "pcd" / "drive_b")]) == 0
+    assert "sub-folder" not in capsys.readouterr().out
+    (tmp_path / "only").mkdir()
+    (tmp_path / "pcd" / "drive_b").rename(tmp_path / "only" / "drive_b")
+    assert main(["info", str(tmp_path / "only")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no .pcd file itself but 1 sub-folder(s)" in err and "only/drive_b" in err
