@@ -1,0 +1,101 @@
+"""``lidarmt camera coverage``: DeepTest's coverage studies of one steering model (coverage per transformation and
+parameter, baseline vs cumulative coverage, Jaccard distances between transformations, coverage vs steering)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lidarmt.cli._common import console
+
+
+def register(app: typer.Typer) -> None:
+    app.command("coverage")(coverage)
+
+
+def coverage(
+    model: Annotated[str, typer.Option("--model", "-m", help="Steering model: a zoo name, a Keras .h5 file or an "
+                                       "installed plug-in.")],
+    images: Annotated[Path, typer.Option("--images", "-i", help="Image source (Udacity folder, image folder, "
+                                         "camera topic of a bag or record).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder for the reports (refused if it holds "
+                                      "files, unless --force).")],
+    transforms: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror or names, "
+                                            "comma-separated (see 'lidarmt camera transforms').")] = "simple",
+    frames: Annotated[int | None, typer.Option("--frames", min=1, help="Seed frames, drawn as 'lidarmt camera "
+                                               "fuzz' draws them with the same --seed (default 100, as DeepTest; "
+                                               "all when the source has fewer).")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="Campaign seed: the same frames and transformed images as "
+                                      "'lidarmt camera fuzz --seed'.")] = 0,
+    profile: Annotated[str, typer.Option("--profile", help="Neuron profile for KMNC/NBC/SNAC: 'auto' (the "
+                                         "model's own, when it has one), a .profile.npz path, or 'none'.")] = "auto",
+    nc_threshold: Annotated[float, typer.Option("--nc-threshold", help="NC activation threshold on the "
+                                                "layer-scaled values (DeepTest's paper: 0.2).")] = 0.2,
+    kmnc_k: Annotated[int, typer.Option("--kmnc-k", help="KMNC sections per neuron.")] = 1000,
+    tknc_k: Annotated[int, typer.Option("--tknc-k", help="TKNC: top neurons per layer.")] = 2,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", help="Image topic of a recording.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the reports in an existing run folder.")] = False,
+) -> None:
+    """Measure how transformations move a model's neuron coverage (DeepTest §5, RQ1-RQ3).
+
+    Each seed frame and each of its transformed images (every parameter of every transformation, made exactly as
+    'lidarmt camera fuzz' makes them) goes through the model once with forward hooks on. Reports: coverage per
+    transformation and parameter for NC, KMNC, NBC, SNAC and TKNC, with the per-image increase over the seed
+    (Wilcoxon test); the seeds' own coverage vs cumulative coverage over the transformations (DeepTest's Table
+    6); the median Jaccard distance between the neurons that pairs of transformations activate (Figure 4,
+    jaccard.png); Spearman's correlation between an image's coverage and its steering angle (RQ1). Writes
+    report.md, summary.json, table.txt, charts and junit.xml into --out.
+
+    Examples:
+
+    `lidarmt camera coverage --model dave-orig --images ../shared/data/udacity --out runs/coverage-dave-orig`
+
+    `lidarmt camera coverage --model dave2 --images ../shared/data/udacity --transforms simple,fog,rain --frames 50
+    --out runs/cov-dave2`
+    """
+    import sys
+
+    from lidarmt import __version__
+    from lidarmt.camera.errors import CameraOutputError
+    from lidarmt.camera.sources.factory import open_images
+    from lidarmt.camera.transforms.registry import select
+    from lidarmt.cli._common import progress, wide_console
+    from lidarmt.coverage import CoverageConfig
+    from lidarmt.coverage.camera import load_profile_for, tracker_for
+    from lidarmt.coverage.study import analyse, collect, make_evaluator, seeds_for
+    from lidarmt.report.coverage import rich_tables, write_reports
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise CameraOutputError(f"{out}: exists and is not empty; pass --force to overwrite its reports or "
+                                f"choose another --out")
+    config = CoverageConfig(nc_threshold=nc_threshold, kmnc_k=kmnc_k, tknc_k=tknc_k)
+    prof = load_profile_for(model, None if profile == "none" else profile)
+    chosen_t = select(transforms)
+    with open_images(images, topic=topic) as src:
+        n = len(src)
+    chosen = seeds_for(n, None if frames is None or frames >= n else frames, seed)
+    t0 = time.perf_counter()
+    ev = make_evaluator(str(images), model, chosen_t, chosen, seed=seed, topic=topic)
+    tracker = tracker_for(ev.models[0], profile=prof, config=config)
+    with progress() as bar:
+        task = bar.add_task("coverage", total=len(chosen), rate="")
+        data = collect(ev, tracker, progress=lambda k: bar.update(task, advance=k))
+    forward_s = time.perf_counter() - t0
+    summary = analyse(tracker, data)
+    prof_note = None if prof is None else f"{prof.meta.get('path')} ({prof.count} frames)"
+    run = {"command": "lidarmt " + " ".join(sys.argv[1:]) if sys.argv[1:] else "", "images": str(images),
+           "profile": prof_note, "seconds": round(time.perf_counter() - t0, 2), "forward_seconds": round(forward_s, 2),
+           "lidarmt": __version__}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise CameraOutputError(f"{out}: cannot create the run folder ({err.strerror or err})") from err
+    write_reports(out, summary, run=run)
+    wide = wide_console()
+    for t in rich_tables(summary):
+        wide.print(t)
+    console.print(f"{summary['images']} images in {run['seconds']:.1f} s; reports in {out}/ (report.md, "
+                  f"summary.json, jaccard.png)")
