@@ -28,6 +28,11 @@ CLASS_COLORS: dict[ObstacleClass, str] = {
 }
 
 
+def _star_size(k: int) -> float:
+    """Marker area of the highlighted (minimal) points: large for a few, smaller when there are many."""
+    return 140.0 if k <= 20 else 60.0 if k <= 100 else 25.0
+
+
 def box_corners(o: Obstacle) -> np.ndarray:
     """(4, 2) x/y corners of an obstacle's box, counter-clockwise."""
     d = np.asarray(o.direction[:2], dtype=np.float64)
@@ -142,7 +147,8 @@ def draw_bev(
         if highlight is not None and len(highlight):
             hl = np.asarray(highlight, dtype=np.int64)
             h, v = _to_view(xy[hl])
-            ax.scatter(h, v, s=140, marker="*", c="#d62728", edgecolors="black", linewidths=0.6, zorder=7)
+            ax.scatter(h, v, s=_star_size(len(h)), marker="*", c="#d62728", edgecolors="black",
+                           linewidths=0.6, zorder=7)
             extra_handles.append(Line2D([], [], ls="", marker="*", ms=10, color="#d62728", mec="black",
                                         label=f"minimal subset ({len(hl)})"))
         counts = dict.fromkeys(CLASS_ORDER, 0)

@@ -45,6 +45,11 @@ from lidarmt.types import Frame, Obstacles
 BUNDLE_VERSION = 2
 
 
+def _star_size(k: int) -> float:
+    """Marker area of the highlighted (minimal) points: large for a few, smaller when there are many."""
+    return 140.0 if k <= 20 else 60.0 if k <= 100 else 25.0
+
+
 def _torch_threads() -> int | None:
     """Threads torch used (replay uses as many: a CNN's sums may depend on how work is split)."""
     import sys
@@ -298,7 +303,8 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
                            label=f"added points ({len(xy) - base})")
                 if minimal is not None and len(minimal) and len(minimal) < len(xy) - base:
                     h, v = _view(xy[base + np.asarray(minimal, dtype=np.int64)])
-                    ax.scatter(h, v, s=140, marker="*", c="#d62728", edgecolors="black", linewidths=0.6, zorder=7,
+                    ax.scatter(h, v, s=_star_size(len(h)), marker="*", c="#d62728", edgecolors="black",
+                           linewidths=0.6, zorder=7,
                                label=f"minimal subset ({len(minimal)} point{'s' if len(minimal) != 1 else ''})")
             labels: list[tuple[float, float, str, dict]] = []
             for k, o in enumerate(obs):
