@@ -92,3 +92,18 @@ def test_evaluate_uses_the_same_roi():
     frame, _ = street()
     assert np.array_equal(kitti_roi(frame).bitmap, LabelRoi().mask(frame).bitmap)
     assert np.array_equal(labelled_area(frame), LabelRoi().mask(frame).contains(frame.points))
+
+
+def test_the_shipped_example_geojson_roi_is_a_sensor_frame_map():
+    from pathlib import Path
+
+    from lidarmt.roi import load_map
+    from lidarmt.roi.query import SensorPolygonRoi
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "roi-sensor.geojson"
+    hd = load_map(path)
+    assert hd.frame == "sensor" and len(hd.roads) == 4 and len(hd.junctions) == 1
+    mask = SensorPolygonRoi(hd).mask()
+    # the street ahead and behind, the junction and the cross street are in; the corner lots are not
+    pts = np.array([[0.0, 0.0], [-50.0, 3.0], [25.0, 0.0], [25.0, 40.0], [10.0, 10.0], [40.0, -20.0]])
+    assert mask.contains(pts).tolist() == [True, True, True, True, False, False]
