@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import os
 import signal
 import tempfile
@@ -201,6 +202,45 @@ def test_known_hostile_vectors(argv):
         assert rc != 0 or not argv or argv == ["camera"], f"{argv}: a bad vector must not succeed"
 
 
+@pytest.fixture(scope="module")
+def tiny_inputs(tmp_path_factory) -> tuple[Path, Path]:
+    """A 2-frame ROS1 bag with poses and a one-road HD map around them (absolute paths)."""
+    import numpy as np
+
+    from lidarmt.io import write_ros1_bag
+    from lidarmt.roi import BoundaryEdge, EdgeType, HDMap, Lane, Road, RoadSection, write_map
+    from lidarmt.types import Frame, make_points, make_pose
+
+    root = tmp_path_factory.mktemp("tiny")
+    rng = np.random.default_rng(3)
+    frames = [Frame(make_points(rng.uniform(-30, 30, (200, 3)).astype(np.float32), 7.0),
+                    make_pose([300000.0 + k, 4e6, 10.0], [0, 0, 0, 1]), 1.5e9 + 0.1 * k) for k in range(2)]
+    write_ros1_bag(root / "tiny.bag", frames)
+    sq = np.array([[299900.0, 3999990.0], [300100.0, 3999990.0], [300100.0, 4000010.0], [299900.0, 4000010.0]])
+    lane = Lane("l", np.array([[299950.0, 4e6], [300050.0, 4e6]]))
+    write_map(HDMap(lanes=[lane], roads=[Road("r", [RoadSection("1", ["l"], [BoundaryEdge(EdgeType.LEFT_BOUNDARY,
+                                                                                          sq)])])]),
+              root / "map", formats=("bin",))
+    return root / "tiny.bag", root / "map"
+
+
+@pytest.mark.parametrize("bad", [
+    ["--seed", "-1"], ["--frames", "0"], ["--trials", "0"], ["--radius", "nan"], ["--roi-range", "inf"],
+    ["--timeout", "nan"], ["--map-frame", "bogus"], ["--mode", "slow"], ["--sut-option", "=1"],
+    ["--bundles", "x"], ["--ddmin-budget", "-1"], ["--workers", "0"], ["--region", "cube"], ["--n", "0"],
+    ["--sut", "no_such_sut"], ["--topic", "/no/such/topic"],
+], ids=lambda v: " ".join(v))
+def test_fuzz_on_a_real_recording_refuses_one_bad_option_before_starting(tiny_inputs, bad):
+    """With a readable recording and map, one bad option still ends in one line and exit 2, before any run
+    folder is created (a campaign that starts and then fails would leave a journal and a lock behind)."""
+    bag, hdmap = tiny_inputs
+    argv = ["fuzz", "--bag", str(bag), "--map", str(hdmap), "--n", "1", "--out", "run", "--quiet", *bad]
+    with scratch_cwd() as cwd:
+        rc, out, err = run_cli(argv)
+        check_outcome(argv, rc, out, err, set(), cwd)
+        assert rc == 2, f"{argv}: accepted ({rc}); stderr {err[-300:]!r}"
+
+
 # ----------------------------------------------------------------------------------------------- pure parsers
 
 
@@ -259,10 +299,15 @@ def test_sut_options_parse_to_a_dict_or_one_line_error(pairs):
         assert opts[key] == want or (opts[key] != opts[key] and want != want)  # NaN compares unequal
 
 
-@SETTINGS
-@given(items=st.lists(st.tuples(st.sampled_from(["objectness_thresh", "use_all_grids", "min_pts", "grid", "range",
-                                                  "height", "mode", "no_such_key", "", " "]),
-                                st.sampled_from(["=", ""]), VALUES), max_size=4))
+def _apollo_keys() -> list[str]:
+    from lidarmt.perception.apollo.config import ApolloConfig
+
+    return sorted(ApolloConfig().to_dict()) + ["min_pts", "height", "point_cloud_range", "no_such_key", "", " "]
+
+
+@settings(SETTINGS, max_examples=150)
+@given(items=st.lists(st.tuples(st.sampled_from(_apollo_keys()), st.sampled_from(["=", "=", "=", ""]),
+                                NUMBERS | NUMBERS | VALUES), max_size=3))
 def test_apollo_set_overrides_parse_or_one_line_error(items):
     from lidarmt.perception.apollo.config import ApolloConfig
 
@@ -272,3 +317,24 @@ def test_apollo_set_overrides_parse_or_one_line_error(items):
         _one_line(err)
         return
     assert isinstance(cfg, ApolloConfig)
+    for name, value in cfg.to_dict().items():  # what --set accepts is usable: no NaN/inf threshold or size
+        if isinstance(value, float):
+            assert math.isfinite(value), f"--set accepted {name}={value}"
+
+
+def _apollo_float_keys() -> list[str]:
+    from lidarmt.perception.apollo.config import ApolloConfig
+
+    return sorted(k for k, v in ApolloConfig().to_dict().items() if isinstance(v, float))
+
+
+@settings(SETTINGS, max_examples=30)
+@given(key=st.sampled_from(_apollo_float_keys()),
+       value=st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-1e309"]))
+def test_apollo_set_refuses_non_finite_numbers(key, value):
+    """``--set objectness_thresh=nan`` must be a one-line error, not a run where every comparison is false."""
+    from lidarmt.perception.apollo.config import ApolloConfig
+
+    with pytest.raises(UserError) as info:
+        ApolloConfig().with_overrides([f"{key}={value}"])
+    _one_line(info.value)

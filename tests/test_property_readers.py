@@ -211,7 +211,7 @@ def exercise(path: Path, **kw) -> None:
         n = len(rec)
         for f in rec:
             check_frame(f)
-        json.dumps(rec.describe().to_dict())
+        json.dumps(rec.describe().to_dict(), allow_nan=False)  # what `lidarmt info --json` prints: strict JSON
         if n:
             check_frame(rec[n - 1])
             check_frame(rec[0])
