@@ -196,6 +196,11 @@ def test_nearest_packet_in_time_and_by_index(tmp_path):
         info = rec.describe()
     assert "by index" in info.pose_source and "oxts/timestamps.txt" in info.extra["oxts_matching"]
     assert "identity-extrinsic" in info.pose_source and any("identity-extrinsic" in n for n in info.notes)
+    # no scan times: the stamp is the packet's time
+    drive, _ = write_drive(tmp_path / "d", packets[:3], velo_times=False)
+    with open_recording(drive) as rec:
+        assert [f.stamp for f in rec] == pytest.approx([T0, T0 + 0.1, T0 + 0.2], abs=1e-6)
+        assert "by index (no velodyne_points/timestamps.txt)" in rec.describe().extra["oxts_matching"]
 
 
 def test_paths_a_drive_can_be_given_as(tmp_path):

@@ -25,7 +25,7 @@ packet with the scan's own number is taken, and ``describe()`` says "by index". 
 more than ``max_oxts_gap`` seconds away has no pose. All poses of a drive are in the UTM zone of its first packet
 (or ``utm_zone``), so that they do not jump at a zone border.
 
-``frame.stamp`` is the scan's ``timestamps.txt`` time (0 without the file); the sweep's start and end times are
+``frame.stamp`` is the scan's ``timestamps.txt`` time (without the file: its packet's time, else 0); the sweep's start and end times are
 kept in :attr:`KittiRawRecording.sweep_start` / :attr:`KittiRawRecording.sweep_end` (NaN when absent).
 Scans carry no labels (KITTI raw's tracklets are not read).
 """
@@ -218,6 +218,8 @@ class KittiRawRecording(Recording):
         stamp = 0.0
         if self.scan_times is not None and np.isfinite(self.scan_times[num]):
             stamp = float(self.scan_times[num])
+        elif self.oxts_times is not None and 0 <= self._oxts_of[i] < len(self.oxts_times):
+            stamp = float(np.nan_to_num(self.oxts_times[self._oxts_of[i]]))  # by index: the packet's time
         return Frame(pts, self.pose_of(i), stamp, "velodyne64",
                      Provenance(str(self.path), self.format, i, None, f.name), dropped=len(raw) - len(pts))
 
