@@ -289,6 +289,22 @@ def test_pcd_round_trip(encoding, pts):
     assert got.stamp == (float(want["time"].max()) if "time" in names and len(want) else 0.0)
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "binary", "binary_compressed"])
+@pytest.mark.parametrize("n", [4, 1500])  # below and above the size where to_points switches to numba kernels
+def test_pcd_with_plus_and_minus_inf_reads_without_runtime_warning(tmp_path, encoding, n):
+    """issue 9: +inf + -inf in one point made drop_non_finite's sum NaN, and NumPy warned on stderr."""
+    xyz = np.tile(np.array([[1, 2, 3], [np.inf, 0, 0], [-np.inf, np.inf, 0], [1, 1, -np.inf]], np.float32),
+                  (n // 4, 1))
+    inten = np.tile(np.array([1, 2, 3, np.inf], np.float32), n // 4)
+    write_pcd(tmp_path / "inf.pcd", Frame(make_points(xyz, inten), None, 0.0), encoding=encoding)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with open_recording(tmp_path / "inf.pcd") as rec:
+            (f,) = list(rec)
+            info = rec.describe()
+    assert len(f) == n // 4 and f.dropped == 3 * n // 4 and info.dropped_points == 3 * n // 4
+
+
 @ROUND
 @given(fs=frames(count=(1, 3)), encoding=st.sampled_from(["ascii", "binary", "binary_compressed"]))
 def test_pcd_folder_with_pose_files_round_trip(fs, encoding):
