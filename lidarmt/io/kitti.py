@@ -148,7 +148,7 @@ def semantic_of(labels: np.ndarray) -> np.ndarray:
 
 
 class KittiRecording(Recording):
-    """A KITTI object folder (``training/`` or its parent, or a single ``velodyne/<id>.bin``)."""
+    """A KITTI object folder (``training/`` or its parent, its ``velodyne/`` folder, or one ``.bin`` anywhere)."""
 
     format = "kitti"
 
@@ -204,4 +204,5 @@ class KittiRecording(Recording):
         info.extra["frames_with_boxes"] = n_lab
         info.extra["frames_with_road_labels"] = n_road
         info.notes.append(f"{NO_POSE}: KITTI object frames carry none, so an HD map in world coordinates cannot "
-                          f"be placed; use a map drawn in sensor coordinates (GeoJSON \"frame\": \"sensor\")")
+                          f"be placed; use the frames' road labels (--roi labels) or a map drawn in sensor "
+                          f"coordinates (GeoJSON \"frame\": \"sensor\")")
