@@ -624,6 +624,23 @@ def test_damaged_recording_reads_or_raises_user_error(valid, kind, data):
         user_error_or_reads(d / "r", lambda: exercise(p, **kw))
 
 
+@pytest.mark.parametrize("kind,ops", [
+    ("ros1", [("delete", 82, 1)]),  # a record length misread as 64 MB: read(n) allocated n up front
+    ("ros1-recover", [("delete", 82, 1)]),
+    ("ros2-mcap", [("insert", 209, b"\x98l")]),  # an mcap record claiming 67 MB
+    ("npz", [("set", 28, b"\x00")]),  # zlib.error escaped
+    ("kitti-bin", [("insert", 0, b"\x00")]),  # reflectance x 255 overflowed: RuntimeWarning, inf intensity kept
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_known_damage_reads_or_raises_user_error(valid, kind, ops):
+    """Damage that hypothesis once found, kept as plain examples so that they run on every test run."""
+    root, path, target, kw = valid(kind)
+    with scratch() as d:
+        shutil.copytree(root, d / "r")
+        t = d / "r" / target.relative_to(root)
+        t.write_bytes(apply_damage(target.read_bytes(), ops))
+        user_error_or_reads(d / "r", lambda: exercise(d / "r" / path.relative_to(root), **kw))
+
+
 HEADER_VALUES = st.sampled_from(["0", "-1", "1", "3", "10", "4294967295", "4294967296", str(10**12), str(10**30),
                                  "1e3", "nan", "-0", "x", "", "U", "F", "I", "4 4", "1 1 1 1 1 1 1 1 1"])
 

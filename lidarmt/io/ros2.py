@@ -14,12 +14,15 @@ import contextlib
 import os
 from collections import deque
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from rosbags.rosbag2 import Reader, Writer
 from rosbags.rosbag2.enums import StoragePlugin
 from rosbags.rosbag2.errors import ReaderError, WriterError
+from rosbags.rosbag2.reader import DirectoryReader
+from rosbags.rosbag2.storage_mcap import McapReader
 from rosbags.typesys import Stores, get_typestore
 
 from lidarmt.io._output import write_frames
@@ -29,13 +32,30 @@ from lidarmt.io.cloud import FieldLayout
 from lidarmt.io.errors import FormatError, RecordingError
 from lidarmt.io.errors import WriterError as LidarmtWriterError
 from lidarmt.io.pointcloud2 import parse_cdr, serialize_cdr
-from lidarmt.io.ros1 import TFMESSAGE, _RosBagWriter
+from lidarmt.io.ros1 import TFMESSAGE, _BoundedPath, _RosBagWriter
 from lidarmt.types import Frame
 
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
 """rosbags' ROS2 (Humble) typestore, for :meth:`Ros2BagWriter.write_message`."""
 
 _READ_ERRORS = (ReaderError, KeyError, ValueError, IndexError, AssertionError, OSError)
+
+
+class _BoundedMcapReader(McapReader):
+    """rosbags' mcap storage reading through a file whose ``read(n)`` is capped at the bytes left, so that a
+    corrupt record length cannot make a small file allocate gigabytes (see :class:`lidarmt.io.ros1._BoundedReader`)."""
+
+    def __init__(self, path) -> None:
+        super().__init__(path)
+        self.path = _BoundedPath(Path(path))
+
+
+class _DirectoryReader(DirectoryReader):
+    STORAGE_PLUGINS = {**DirectoryReader.STORAGE_PLUGINS, "mcap": _BoundedMcapReader}
+
+
+class _Reader(Reader):
+    STORAGE_PLUGINS = {**Reader.STORAGE_PLUGINS, "dir": _DirectoryReader}
 
 
 class Ros2Recording(BagRecording):
@@ -53,7 +73,7 @@ class Ros2Recording(BagRecording):
         if not (path / "metadata.yaml").is_file():
             raise FormatError(f"{path}: no metadata.yaml; a ROS2 bag folder needs it (recreate it with "
                               f"`ros2 bag reindex`)")
-        self._reader = Reader(path)
+        self._reader = _Reader(path)
         try:
             self._reader.open()
         except Exception as err:  # rosbags raises several unrelated types for damaged bags
