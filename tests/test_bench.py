@@ -267,3 +267,34 @@ def test_recall_regression_on_labelled_frames(labelled, tmp_path):
     det = (out / "test_bench-grid_sut" / "detection.json").read_text()
     assert main([*args, "--resume"]) == 0
     assert (out / "test_bench-grid_sut" / "detection.json").read_text() == det
+
+
+@pytest.mark.slow
+def test_baseline_from_a_fuzz_run_folder(rec, tmp_path):
+    fuzz = tmp_path / "fuzz-run"
+    assert main(["fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--sut", "test_bench:grid_sut",
+                 "--n", "10,300", "--trials", "3", "--radius", "30", "--out", str(fuzz), "--quiet",
+                 "--bundles", "0"]) == 0
+    out = tmp_path / "bench"
+    assert main(_bench(rec, out, "test_bench:drop_sut", extra=("--baseline", str(fuzz)))) == 0
+    s = _summary(out)
+    assert [m["name"] for m in s["modules"]] == ["test_bench-grid_sut", "test_bench-drop_sut"]
+    assert s["modules"][0]["origin"] == str(fuzz) and _row(s, "count", 10)["c"] >= 15
+
+
+def test_module_names_and_options():
+    from lidarmt.bench.errors import BenchArgumentError
+    from lidarmt.bench.folder import folder_names, module_label
+    from lidarmt.cli.bench import parse_module_options
+
+    assert module_label("apollo", {"mode": "fast"}) == "apollo-mode=fast"
+    assert module_label("apollo-512", {"weights": "runs/x/new.pt"}) == "apollo-512-weights=new.pt"
+    assert folder_names(["apollo", "apollo", "pkg.mod-make", "a b/c", "violations"]) == \
+        ["apollo", "apollo-2", "pkg.mod-make", "a-b-c", "violations-2"]
+    opts = parse_module_options(["2:weights=new.pt", "threads=1", "1:mode=\"exact\"", "2:grid=512"], 3,
+                                flag="--sut-option", error=BenchArgumentError)
+    assert opts == [{"threads": 1, "mode": "exact"}, {"weights": "new.pt", "threads": 1, "grid": 512},
+                    {"threads": 1}]
+    for bad in ("4:x=1", "0:x=1", "novalue", "2:=3"):
+        with pytest.raises(BenchArgumentError):
+            parse_module_options([bad], 3, flag="--sut-option", error=BenchArgumentError)
