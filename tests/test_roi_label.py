@@ -107,3 +107,27 @@ def test_the_shipped_example_geojson_roi_is_a_sensor_frame_map():
     # the street ahead and behind, the junction and the cross street are in; the corner lots are not
     pts = np.array([[0.0, 0.0], [-50.0, 3.0], [25.0, 0.0], [25.0, 40.0], [10.0, 10.0], [40.0, -20.0]])
     assert mask.contains(pts).tolist() == [True, True, True, True, False, False]
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+def test_perceive_on_a_real_kitti_frame_builds_obstacles_from_car_points(kitti_dir, capsys):
+    """Issue 11: with the labels as the ROI, perceive built every obstacle from ground points and none from the
+    1,000+ car points. With the label area, the cars on labelled ground are in the ROI and in obstacles (cars
+    parked beyond the labelled ground are not: 67 % of the car points of frame 0 are in it)."""
+    import json
+
+    from lidarmt.cli import main
+    from lidarmt.io import open_recording
+
+    assert main(["perceive", str(kitti_dir), "--roi", "labels", "--json", "--points", "--cold"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    with open_recording(kitti_dir) as rec:
+        frame = rec[0]
+    sem = np.asarray(frame.labels.point_semantic) & 0xFFFF
+    cars = np.flatnonzero(sem == 10)
+    roi = LabelRoi().mask(frame)
+    assert roi.contains(frame.points[cars]).mean() > 0.5 and doc["roi_points"] == len(roi.indices(frame))
+    held = np.concatenate([o["point_indices"] for o in doc["obstacles"]])
+    assert np.isin(cars, held).sum() > 0.3 * len(cars)
+    assert np.isin(sem[held], GROUND_LABELS).mean() < 0.5
