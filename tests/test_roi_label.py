@@ -131,3 +131,22 @@ def test_perceive_on_a_real_kitti_frame_builds_obstacles_from_car_points(kitti_d
     held = np.concatenate([o["point_indices"] for o in doc["obstacles"]])
     assert np.isin(cars, held).sum() > 0.3 * len(cars)
     assert np.isin(sem[held], GROUND_LABELS).mean() < 0.5
+
+
+def test_roi_command_draws_the_label_roi(tmp_path, capsys):
+    from lidarmt.cli import main
+    from lidarmt.io.npzdir import write_npz_folder
+
+    frame, part = street()
+    write_npz_folder(tmp_path / "rec", [frame])
+    for i, extra in enumerate(([], ["--roi", "labels"])):
+        out = tmp_path / f"roi{i}.png"
+        assert main(["roi", str(tmp_path / "rec"), "--out", str(out), *extra]) == 0
+        text = capsys.readouterr().out
+        inside = len(frame) - (part["house"].stop - part["house"].start)
+        assert f"points in ROI: {inside:,} / {len(frame):,}" in text and "ground labels" in text
+        assert out.read_bytes()[:4] == b"\x89PNG"
+    write_npz_folder(tmp_path / "bare", [Frame(make_points(np.zeros((3, 3)), 1.0))])
+    assert main(["roi", str(tmp_path / "bare"), "--out", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert "no per-point ground labels" in err and "--map" in err and len(err.strip().splitlines()) == 1
