@@ -13,7 +13,7 @@
 #   scripts/train_lidar_models.sh all       # all of the above, in order
 #
 # Environment: DATA (default runs/data), RUNS (default runs), LOGS (default /tmp), MINUTES (training wall-time cap
-# per network, default 33), STEPS (schedule length, default 1200), KITTI (default ../shared/data/kitti/training).
+# per network, default 33), STEPS (schedule length, default 400), KITTI (default ../shared/data/kitti/training).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -22,7 +22,7 @@ DATA=${DATA:-runs/data}
 RUNS=${RUNS:-runs}
 LOGS=${LOGS:-/tmp}
 MINUTES=${MINUTES:-33}
-STEPS=${STEPS:-1200}
+STEPS=${STEPS:-400}
 KITTI=${KITTI:-../shared/data/kitti/training}
 # The weights shipped before issue 11 (trained from scratch on the older simulator, see the model card's history):
 # both networks start from them. The 640 and 512 networks share one topology (the grid only sets the input size).
@@ -46,7 +46,7 @@ w('$RUNS/init/cnnseg640_v1.pt', '$RUNS/cnnseg${grid}_v2', grid=$grid, lr=1e-3)"
 
 train_one() {  # grid seed
   nice -n 10 $LIDARMT train --data "$DATA/train3" --out "$RUNS/cnnseg$1_v2" --grid "$1" --seed "$2" \
-    --steps "$STEPS" --crop 256 --batch 4 --lr 1e-3 --warmup 50 --threads 1 --checkpoint-minutes 4 \
+    --steps "$STEPS" --crop 256 --batch 4 --lr 1e-3 --warmup 20 --threads 1 --checkpoint-minutes 4 \
     --max-minutes "$MINUTES" --pos-weight 1.5 --class-weights 1.5,1,0.7,1.5,1.5 --resume \
     > "$LOGS/lidarmt_train$1.log" 2>&1
 }
