@@ -179,9 +179,8 @@ def bench(
         check_baseline(modules, "lidar-mr1", baseline)
     plan = BenchPlan(out, "lidar-mr1", modules)
     _check_suts(plan)
-    with RunLock(out) as lock:
-        lock.acquire()
-        _run(plan, reused_from=reused_from, workers=workers, resume=resume, force=force, alpha=alpha,
+    with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
+        _run(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force, alpha=alpha,
              correction=correction, min_points=min_points, quiet=quiet, fail_on_regression=fail_on_regression)
 
 
@@ -196,7 +195,7 @@ def _check_suts(plan) -> None:
             build_sut(m.config.sut)
 
 
-def run_plan(plan, *, reused_from, workers: int, resume: bool, force: bool, quiet: bool, is_violation) -> dict:
+def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool, is_violation) -> dict:
     """Prepare the bench folder and run every module's campaign with a progress bar; returns run.json's facts."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
@@ -205,6 +204,7 @@ def run_plan(plan, *, reused_from, workers: int, resume: bool, force: bool, quie
 
     command = command_line()
     prepare(plan, resume=resume, force=force, reused_from=reused_from)
+    lock.acquire()
     used, note = clamp_workers(workers, items=len(plan.baseline.config.items),
                                per_worker=plan.baseline.config.worker_memory())
     if note:
@@ -238,12 +238,12 @@ def run_plan(plan, *, reused_from, workers: int, resume: bool, force: bool, quie
     return {"command": command, "workers": used, "environment": environment(), "modules": per}
 
 
-def _run(plan, *, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
+def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
          min_points: int, quiet: bool, fail_on_regression: bool) -> None:
     from lidarmt.bench.lidar import evaluate_module, labelled_frames, summarize
     from lidarmt.cli._common import err_console
 
-    run = run_plan(plan, reused_from=reused_from, workers=workers, resume=resume, force=force, quiet=quiet,
+    run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force, quiet=quiet,
                    is_violation=lambda r: r["verdict"]["count_violation"] or r["verdict"]["subset_violation"])
     frame_at, gt_note = labelled_frames(plan.baseline.config.source)
     detection: dict[str, Any] = {}
