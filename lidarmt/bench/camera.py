@@ -1,14 +1,14 @@
 """The camera bench: camera campaigns of several steering models on the same transformed images, compared
 pairwise per (image, transformation, parameter, trial).
 
-Each model runs its own one-model campaign (so a model's journal can be reused as a later bench's baseline); the
-transformed images are the same for every model, since a transformation's seed depends only on (campaign seed,
-frame, transformation, parameter, trial). A pair violates as ``lidarmt camera fuzz`` decides it
-(:meth:`lidarmt.camera.relations.CameraTally.violations`): DeepTest's Eq. 2 at λ with Eq. 3's filter at ε where
-the seeds have labels (each model against its own MSE on the seeds, as DeepTest defines it), else DeepRoad's
-|θ(i) − θ(τ(i))| > ε; with labels DeepRoad's relation is compared as well. Rows are per transformation and over
-all of them. With labels, the models' errors on the seed images are compared with the sign test (RMSE in the
-table). Speed is the median model time per image from the journals.
+Each model runs its own one-model campaign (so a model's journal can be reused as a later bench's baseline);
+the transformed images are the same for every model, since a transformation's seed depends only on (campaign
+seed, frame, transformation, parameter, trial). A pair violates as ``lidarmt camera fuzz`` decides it
+(:meth:`lidarmt.camera.relations.CameraTally.violations`): DeepTest's Eq. 2 at λ with Eq. 3's filter at ε
+where the seeds have labels (each model against its own MSE on the seeds, as DeepTest defines it), else
+DeepRoad's |θ(i) − θ(τ(i))| > ε; with labels DeepRoad's relation is compared as well. Rows are per
+transformation and over all of them. With labels, the models' errors on the seed images are compared with the sign test (RMSE in
+the table). Speed is the median model time per image from the journals.
 """
 
 from __future__ import annotations

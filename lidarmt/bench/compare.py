@@ -25,7 +25,7 @@ FINDINGS = "crash/timeout"
 
 @dataclass(frozen=True, slots=True)
 class Relation:
-    """A binary outcome of an ok-record: ``name`` (stable id), ``label`` (for tables), ``violated(record)``."""
+    """A binary outcome of an ok-record: ``name`` (an id), ``label`` (for tables), ``violated(record)``."""
 
     name: str
     label: str
@@ -42,8 +42,8 @@ def paired_rows(
     """One row per (relation, group) plus the crash/timeout row per group: pairs, both rates with Wilson
     intervals, b, c, difference, odds ratio and the exact McNemar p-value (not yet adjusted).
 
-    ``groups_of(key)`` names the groups a key counts in (its n; its transformation and "all"); ``groups`` lists
-    the groups in table order."""
+    ``groups_of(key)`` names the groups a key counts in (its n; its transformation and "all"); ``groups``
+    lists the groups in table order."""
     common = sorted(set(base) & set(cand))
     acc: dict[tuple[str, Any], list[int]] = {}  # (relation, group) -> [n, k_a, k_b, b, c]
 

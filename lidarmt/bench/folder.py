@@ -8,12 +8,12 @@
       <candidate>/ ...      one per further module
       summary.json, run.json, table.txt, junit.xml, report.md, charts   (the comparison's reports)
 
-Every module's campaign has the same frames, seed, n, trials and region (LiDAR), or images, transformations and
-trials (camera), so the same follow-ups: their configurations differ only in the module-specific fields
-(:data:`MODULE_FIELDS`). The first module is the baseline. A baseline can also be *reused* from an earlier bench
-folder (its first module) or from a plain ``lidarmt fuzz`` / ``lidarmt camera fuzz`` run folder: its journal is
-copied into this bench folder (so the comparison stays reproducible when the old folder goes), after checking
-that it was run on the same inputs.
+Every module's campaign has the same frames, seed, n, trials and region (LiDAR), or images, transformations
+and trials (camera), so the same follow-ups: their configurations differ only in the module-specific fields
+(:data:`MODULE_FIELDS`). The first module is the baseline. A baseline can also be *reused* from an earlier
+bench folder (its first module) or from a plain ``lidarmt fuzz`` / ``lidarmt camera fuzz`` run folder: its
+journal is copied into this bench folder (so the comparison stays reproducible when the old folder goes),
+after checking that it was run on the same inputs.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def folder_names(labels: Iterable[str]) -> list[str]:
 
 @dataclass(slots=True)
 class Module:
-    """One module of a bench: its folder name, its campaign configuration, and where a reused journal came from."""
+    """One module of a bench: its folder name, its campaign configuration, where a reused journal came from."""
 
     name: str
     config: Any
@@ -151,8 +151,9 @@ def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Path]:
-    """The baseline module of an earlier bench folder (its first module), or the campaign of a plain run folder,
-    and the folder holding its journal. The module's configuration is read from the journal's header."""
+    """The baseline module of an earlier bench folder (its first module), or the campaign of a plain run
+    folder, and the folder holding its journal. The module's configuration is read from the journal's
+    header."""
     from lidarmt.fuzz.engine import config_from_dict
     from lidarmt.fuzz.journal import JOURNAL_NAME, read_header
 
@@ -217,8 +218,8 @@ def _copy_atomic(src: Path, dst: Path) -> None:
 
 
 def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | None = None) -> bool:
-    """Check and set up the bench folder; returns True when resuming. Writes ``bench.json`` and copies a reused
-    baseline's journal into its module folder. Call it holding the folder's :class:`RunLock`."""
+    """Check and set up the bench folder; returns True when resuming. Writes ``bench.json`` and copies a
+    reused baseline's journal into its module folder. Call it holding the folder's :class:`RunLock`."""
     out = plan.out
     if out.exists() and not out.is_dir():
         raise BenchOutputError(f"--out {out}: exists and is not a folder")

@@ -1,4 +1,4 @@
-"""The LiDAR bench: MR1 campaigns of several perception modules on the same injected points, compared pairwise.
+"""The LiDAR bench: MR1 campaigns of several perception modules on the same injected points, compared.
 
 Relations compared per n (each a McNemar row, :mod:`lidarmt.bench.compare`): the study's count relation
 |O| > |O′|, the strict subset relation O ⊄ O′, the count relation per class |O_c| > |O′_c|, and crashes or
@@ -43,7 +43,8 @@ def relations() -> list[Relation]:
 
 def labelled_frames(source: Any) -> tuple[Callable[[int], Frame] | None, str]:
     """``(frame_at, note)``: random access to the recording's frames *with* their ground truth, or
-    ``(None, why not)`` when the recording has none. ``source`` is a :class:`~lidarmt.fuzz.plugins.SourceSpec`.
+    ``(None, why not)`` when the recording has none. ``source`` is a
+    :class:`~lidarmt.fuzz.plugins.SourceSpec`.
 
     A simulated bag keeps its ground truth beside it (``x.labels.npz``, aligned point for point); labelled
     ``.npz`` frames and KITTI folders carry it in the frames."""
@@ -185,8 +186,8 @@ def recall_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[s
 
 def summarize(plan: BenchPlan, *, alpha: float, correction: str,
               detection: Mapping[str, Mapping[str, Any] | None], ground_truth: str = "") -> dict[str, Any]:
-    """The deterministic summary of a LiDAR bench (summary.json): modules, per-candidate paired rows against the
-    baseline (adjusted p-values, regression flags), detection quality, and the verdict."""
+    """The deterministic summary of a LiDAR bench (summary.json): modules, per-candidate paired rows against
+    the baseline (adjusted p-values, regression flags), detection quality, and the verdict."""
     cfg0 = plan.baseline.config
     ns = list(cfg0.ns)
     records = {m.name: module_records(plan.folder(m), m.config) for m in plan.modules}

@@ -1,8 +1,8 @@
-"""Paired comparisons of two modules judged on the same pairs: exact McNemar, the sign test, Holm's correction.
+"""Paired comparisons of two modules judged on the same pairs: exact McNemar, sign test, Holm's correction.
 
 Both modules see exactly the same inputs (same frames, same injected points), so each pair gives two binary
-outcomes (violated or not) and the comparison is *paired*. Of the four kinds of pairs only the *discordant* ones
-say anything about the difference:
+outcomes (violated or not) and the comparison is *paired*. Of the four kinds of pairs only the *discordant*
+ones say anything about the difference:
 
 * ``b``: the baseline violates and the candidate does not;
 * ``c``: the candidate violates and the baseline does not.

@@ -1,4 +1,4 @@
-"""``lidarmt bench``: the same MR1 follow-ups through two or more perception modules, compared pair by pair."""
+"""``lidarmt bench``: the same MR1 follow-ups through two or more perception modules, compared pairwise."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ _INDEXED = re.compile(r"^(\d+):(.*)$", re.S)
 
 
 def parse_module_options(items: list[str], count: int, *, flag: str, error: type[Exception]) -> list[dict[str, Any]]:
-    """``[I:]KEY=VALUE`` items -> options per module (I is 1-based; without I, for every module). VALUE is JSON
-    when it parses as JSON."""
+    """``[I:]KEY=VALUE`` items -> options per module (I is 1-based; without I, for every module). VALUE is
+    JSON when it parses as JSON."""
     out: list[dict[str, Any]] = [{} for _ in range(count)]
     for item in items:
         m = _INDEXED.match(item)
@@ -196,7 +196,7 @@ def _check_suts(plan) -> None:
 
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool, is_violation) -> dict:
-    """Prepare the bench folder and run every module's campaign with a progress bar; returns run.json's facts."""
+    """Prepare the bench folder and run every module's campaign with a progress bar; returns run.json facts."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
     from lidarmt.fuzz.engine import clamp_workers, environment

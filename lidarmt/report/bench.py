@@ -3,12 +3,12 @@
 * ``summary.json``: modules, the paired rows of every candidate against the baseline, the verdict
   (deterministic: a resumed bench writes the same file);
 * ``table.txt`` and the printed tables: the modules (pairs, findings, speed, detection quality), then per
-  candidate one row per relation and n (LiDAR) or transformation (camera): both violation rates with 95 % Wilson
-  intervals, the discordant pairs b (baseline only) and c (candidate only), the difference, the odds ratio c/b
-  with its exact interval, McNemar's exact p-value and the adjusted one, and the verdict;
+  candidate one row per relation and n (LiDAR) or transformation (camera): both violation rates with 95 %
+  Wilson intervals, the discordant pairs b (baseline only) and c (candidate only), the difference, the odds
+  ratio c/b with its exact interval, McNemar's exact p-value and the adjusted one, and the verdict;
 * charts: LiDAR ``relations.png`` (|O| > |O′| and O ⊄ O′ against n, per module) and ``class-<class>.png`` (the
-  per-class count relation against n, per module); camera ``transforms.png`` (violation rate per transformation
-  and model);
+  per-class count relation against n, per module); camera ``transforms.png`` (violation rate per
+  transformation and model);
 * ``junit.xml``: a test case per row, a regression is a failure;
 * ``report.md``: all of it.
 """

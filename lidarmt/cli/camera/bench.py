@@ -1,4 +1,4 @@
-"""``lidarmt camera bench``: the same transformed images through two or more steering models, compared pairwise."""
+"""``lidarmt camera bench``: the same transformed images through several steering models, compared."""
 
 from __future__ import annotations
 
