@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import os
 import signal
@@ -239,6 +240,52 @@ def test_fuzz_on_a_real_recording_refuses_one_bad_option_before_starting(tiny_in
         rc, out, err = run_cli(argv)
         check_outcome(argv, rc, out, err, set(), cwd)
         assert rc == 2, f"{argv}: accepted ({rc}); stderr {err[-300:]!r}"
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory) -> dict[str, bytes]:
+    """The bytes of small valid recordings (name -> bytes), written with the project's writers."""
+    import numpy as np
+
+    from lidarmt.io import write_cyber_record, write_pcd, write_ros1_bag
+    from lidarmt.types import Frame, make_points, make_pose
+
+    root = tmp_path_factory.mktemp("recs")
+    rng = np.random.default_rng(4)
+    xyz = rng.uniform(-30, 30, (60, 3)).astype(np.float32)
+    xyz[:3, 0] = [np.inf, -np.inf, np.nan]
+    frames = [Frame(make_points(xyz, 9.0, time=1.5e9 + 0.1 * k - rng.uniform(0, 0.1, 60)),
+                    make_pose([1.0 * k, 0.0, 0.0], [0, 0, 0, 1]), 1.5e9 + 0.1 * k) for k in range(2)]
+    write_ros1_bag(root / "a.bag", frames, chunk_threshold=1500)
+    write_cyber_record(root / "a.record", frames, chunk_raw_size=1500)
+    write_pcd(root / "a.pcd", frames[0], encoding="binary_compressed")
+    return {p.name: p.read_bytes() for p in root.iterdir()}
+
+
+@settings(SETTINGS, max_examples=25)
+@given(name=st.sampled_from(["a.bag", "a.record", "a.pcd"]), data=st.data(), as_json=st.booleans(),
+       recover=st.booleans())
+def test_info_on_a_damaged_recording_is_a_summary_or_one_line(recordings, name, data, as_json, recover):
+    """``lidarmt info`` on a truncated/overwritten recording: a summary (strict JSON with --json) or exit 2 and
+    one line; never a traceback, never a NumPy warning on stderr."""
+    raw = bytearray(recordings[name])
+    cut = data.draw(st.integers(0, len(raw)), label="truncate at")
+    edits = data.draw(st.lists(st.tuples(st.integers(0, max(cut - 1, 0)), st.integers(0, 255)), max_size=6),
+                      label="byte edits")
+    raw = raw[:cut]
+    for pos, value in edits:
+        if pos < len(raw):
+            raw[pos] = value
+    argv = ["info", name] + (["--json"] if as_json else []) + (["--recover"] if recover and name == "a.bag" else [])
+    with scratch_cwd() as cwd:
+        (cwd / name).write_bytes(bytes(raw))
+        before = {str(p.relative_to(cwd)) for p in cwd.rglob("*")}
+        rc, out, err = run_cli(argv)
+        check_outcome(argv, rc, out, err, before, cwd)
+        assert rc in (0, 2) and "encountered" not in err, f"{argv}: {rc} {err[-400:]!r}"
+        assert (cwd / name).read_bytes() == bytes(raw), "info modified its input"
+        if rc == 0 and as_json:
+            json.loads(out, parse_constant=lambda c: pytest.fail(f"--json printed {c}, not strict JSON"))
 
 
 # ----------------------------------------------------------------------------------------------- pure parsers
