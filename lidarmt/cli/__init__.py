@@ -36,7 +36,8 @@ app = typer.Typer(
 
 # One module per command, each with ``register(app)``; imported at start-up, so heavy dependencies (torch,
 # open3d, numba kernels) must be imported inside the command functions, not at module level.
-COMMANDS = ("info", "roi", "simulate", "perceive", "train", "evaluate", "fuzz", "replay", "bench", "camera")
+COMMANDS = ("info", "roi", "simulate", "perceive", "train", "evaluate", "fuzz", "replay", "bench", "camera",
+            "fuzz_coverage")
 
 for _name in COMMANDS:
     importlib.import_module(f"lidarmt.cli.{_name}").register(app)

@@ -277,3 +277,136 @@ def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, ru
         junit=junit(summary),
         charts={"jaccard.png": lambda p: jaccard_chart(summary, p), "params.png": lambda p: params_chart(summary, p),
                 "cumulative.png": lambda p: cumulative_chart(summary, p)})
+
+
+# ------------------------------------------------------------------------------------------ LiDAR (Apollo's CNN)
+
+
+def lidar_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Per n and criterion: the sources' coverage, with the follow-ups, and the pairs that go beyond."""
+    head = ["n", "criterion", "sources", "sources + follow-ups", "new units", "pairs beyond", "mean beyond",
+            "max beyond", "violations: beyond / not"]
+    rows = []
+    for r in summary["per_n"]:
+        for c in summary["criteria"]:
+            x = r["criteria"][c]
+            digits = 2 if c == "kmnc" else 1
+            rows.append([str(r["n"]), TITLES[c], f"{x['sources']} ({_pct(x['sources_share'], digits)})",
+                         f"{x['with_follow_ups']} ({_pct(x['with_follow_ups_share'], digits)})",
+                         f"+{x['new_units']}", f"{x['pairs_beyond']}/{r['pairs']} ({_pct(x['pairs_beyond_share'])})",
+                         f"{x['mean_beyond']:.1f}", str(x["max_beyond"]),
+                         f"{x['violations_beyond']} / {x['violations_not_beyond']}"])
+    return head, rows
+
+
+def lidar_shift_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["n", "pairs", "MR1 violations", "median shift (σ)", "max shift (σ)", "median shift of violations (σ)"]
+    rows = []
+    for r in summary["per_n"]:
+        s = r["shift_sigma"]
+        rows.append([str(r["n"]), str(r["pairs"]), str(r["violations"]),
+                     "–" if s["median"] is None else f"{s['median']:.3f}",
+                     "–" if s["max"] is None else f"{s['max']:.3f}",
+                     "–" if s["violations_median"] is None else f"{s['violations_median']:.3f}"])
+    return head, rows
+
+
+LIDAR_TABLES = (
+    ("Coverage of Apollo's CNN: source frames vs MR1 follow-ups (units beyond: covered by a follow-up, by no "
+     "source frame)", lidar_rows),
+    ("How far a follow-up moves the CNN from its source (largest neuron change, in profile standard deviations)",
+     lidar_shift_rows),
+)
+
+
+def lidar_text(summary: Mapping[str, Any]) -> str:
+    out: list[str] = []
+    for title, fn in LIDAR_TABLES:
+        head, rows = fn(summary)
+        out += _text(title, head, rows)
+    return "\n".join(out)
+
+
+def lidar_rich_tables(summary: Mapping[str, Any]) -> list:
+    from rich.table import Table
+
+    tables = []
+    for title, fn in LIDAR_TABLES:
+        head, rows = fn(summary)
+        t = Table(title=title)
+        for i, h in enumerate(head):
+            t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+        for r in rows:
+            t.add_row(*r)
+        tables.append(t)
+    return tables
+
+
+def lidar_markdown(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> str:
+    cfg = summary["config"]
+    lines = [
+        "# Coverage of Apollo's CNN over source frames and MR1 follow-ups",
+        "",
+        f"Recording `{run.get('bag', '?')}`, map `{run.get('map', '?')}`: {len(summary['frames'])} source frames "
+        f"({summary['skipped_empty_roi']} skipped: empty ROI), n = {', '.join(map(str, summary['ns']))}, "
+        f"{summary['trials']} trial(s), seed {summary['seed']}, region {summary['region']['shape']} "
+        f"{summary['region']['size']:g} m: the follow-ups `lidarmt fuzz` judges with the same options. "
+        f"{summary['neurons']} neurons (channel means of the {len(summary['layers'])} conv/deconv layers, after "
+        f"ReLU). Profile (KMNC/NBC/SNAC bounds): {summary['profile']} ({summary['profile_count']} frames), "
+        f"widened by {cfg['widen']} σ; NC threshold {cfg['nc_threshold']}, KMNC k = {cfg['kmnc_k']}, TKNC k = "
+        f"{cfg['tknc_k']}.",
+        "",
+    ]
+    for title, fn in LIDAR_TABLES:
+        head, rows = fn(summary)
+        lines += [f"## {title}", "", _md(head, rows), ""]
+    lines += ["![units beyond the sources per n](beyond.png)", ""]
+    return "\n".join(lines) + "\n"
+
+
+def lidar_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """Per n: the share of follow-ups that cover a unit no source frame covers, per criterion."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    ns = [r["n"] for r in summary["per_n"]]
+    crit = summary["criteria"]
+    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    width = 0.8 / max(1, len(crit))
+    x = np.arange(len(ns))
+    for i, c in enumerate(crit):
+        ax.bar(x + (i - (len(crit) - 1) / 2) * width, [100 * r["criteria"][c]["pairs_beyond_share"]
+                                                       for r in summary["per_n"]], width, label=TITLES[c])
+    ax.set_xticks(x, [f"n = {n}" for n in ns])
+    ax.set_ylabel("follow-ups beyond the sources (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(fontsize=7, ncol=len(crit))
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title("Apollo CNN: do added points outside the ROI reach new neuron states?", fontsize=9)
+    fig.tight_layout()
+    savefig(fig, Path(path))
+
+
+def lidar_junit(summary: Mapping[str, Any]) -> str:
+    """A case per n: it fails when some follow-up drives an NC neuron active that no source frame activates
+    (a coverage finding: points outside the ROI reach the network's decisions)."""
+    cases = []
+    for r in summary["per_n"]:
+        nc = r["criteria"].get("nc")
+        if nc is None or nc["pairs_beyond"] == 0:
+            cases.append((f"n={r['n']}", "ok", ""))
+        else:
+            cases.append((f"n={r['n']}", "failure", failure_body(
+                "NewNeurons", f"{nc['pairs_beyond']} of {r['pairs']} follow-ups activate NC neurons no source "
+                f"frame activates (+{nc['new_units']} in all)")))
+    return junit_xml("coverage apollo cnn", {"coverage-lidar": cases})
+
+
+def write_lidar_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, run: Mapping[str, Any]
+                        ) -> dict[str, Path]:
+    return write_report_set(out, summary=summary, run=run, table=lidar_text(summary),
+                            markdown=lidar_markdown(summary, run=run), junit=lidar_junit(summary),
+                            charts={"beyond.png": lambda p: lidar_chart(summary, p)})
