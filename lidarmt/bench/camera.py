@@ -54,6 +54,10 @@ def _marked(records: Mapping[tuple[int, ...], Mapping[str, Any]], viol: Mapping[
     return {k: {**r, "_viol": {name: k in keys for name, keys in viol.items()}} for k, r in records.items()}
 
 
+def _rmse_deg(mse: float | None) -> float | None:
+    return math.degrees(math.sqrt(mse)) if mse is not None else None
+
+
 def seed_errors(tally: Any) -> dict[int, float]:
     """|θ(i) − θᵗ| in radians per labelled seed frame of a one-model tally."""
     return {int(f): abs(p - lab) for (_m, f), (lab, p) in tally.source.items() if not math.isnan(lab)}
@@ -92,7 +96,7 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
             "crashes": sum(r["status"] == "crash" for r in recs.values()),
             "timeouts": sum(r["status"] == "timeout" for r in recs.values()),
             "seeds_labelled": len(seed_errors(tally)),
-            "rmse_deg": math.degrees(math.sqrt(mse)) if mse is not None else None,
+            "rmse_deg": _rmse_deg(mse),
             "speed": {"median_ms": median_ms([r["model_s"] for r in recs.values() if r["status"] == "ok"
                                               and "model_s" in r]), "unit": "ms per image"},
             "rates": per,
@@ -100,8 +104,8 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
     comparisons = []
     base = plan.baseline
     for m in plan.modules[1:]:
-        rows = paired_rows(_marked(records[base.name], viols[base.name]), _marked(records[m.name], viols[m.name]),
-                           rels, groups_of, groups)
+        rows = paired_rows(_marked(records[base.name], viols[base.name]),
+                           _marked(records[m.name], viols[m.name]), rels, groups_of, groups)
         for r in rows:
             r["transform"] = r.pop("group")
         err_rows = []
@@ -110,10 +114,9 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
         if common:
             t = sign_test([-ea[f] for f in common], [-eb[f] for f in common])  # higher is better: −|error|
             ra, rb = tallies[base.name].mse_orig(0), tallies[m.name].mse_orig(0)
-            err_rows.append({"relation": "seed-error", "label": "|θ − θᵗ| on the seed images", "transform": "seeds",
-                             "baseline": {"rmse_deg": math.degrees(math.sqrt(ra)) if ra is not None else None},
-                             "candidate": {"rmse_deg": math.degrees(math.sqrt(rb)) if rb is not None else None},
-                             **t.to_dict()})
+            err_rows.append({"relation": "seed-error", "label": "|θ − θᵗ| on the seed images",
+                             "transform": "seeds", "baseline": {"rmse_deg": _rmse_deg(ra)},
+                             "candidate": {"rmse_deg": _rmse_deg(rb)}, **t.to_dict()})
         decide([*rows, *err_rows], alpha=alpha, correction=correction)
         comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows, "errors": err_rows,
                             "regressions": sum(r["regression"] for r in [*rows, *err_rows]),

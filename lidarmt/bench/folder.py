@@ -300,7 +300,8 @@ def run_modules(plan: BenchPlan, *, workers: int = 1, header_extra: Mapping[str,
         stale = folder.is_dir() and any(p.name != LOCK_NAME for p in folder.iterdir())
         cbs = on_module(m, resuming) if on_module else None
         on_start, on_pair = cbs if cbs else (None, None)
-        extra = {**dict(header_extra or {}), "bench": {"module": m.name, "role": "baseline" if i == 0 else "candidate"}}
+        role = "baseline" if i == 0 else "candidate"
+        extra = {**dict(header_extra or {}), "bench": {"module": m.name, "role": role}}
         results[m.name] = run_campaign(m.config, folder, workers=workers, resume=resuming,
                                        force=stale and not resuming, on_start=on_start, on_pair=on_pair,
                                        header_extra=extra)

@@ -29,7 +29,7 @@ on recall. Speed: median perception call from the journals. A regression is a wo
 Holm-adjusted over the candidate's rows, is below --alpha.
 
 --out gets bench.json, summary.json, report.md, table.txt, junit.xml (a regression is a failure),
-relations.png and class-<class>.png.
+relations.png and class-CLASS.png (per class: car, pedestrian, cyclist, unknown).
 
 Exit status: 0 when the bench ran; 1 with --fail-on-regression when a candidate regressed; 2 on bad input.
 
@@ -46,7 +46,8 @@ Examples:
 _INDEXED = re.compile(r"^(\d+):(.*)$", re.S)
 
 
-def parse_module_options(items: list[str], count: int, *, flag: str, error: type[Exception]) -> list[dict[str, Any]]:
+def parse_module_options(items: list[str], count: int, *, flag: str,
+                         error: type[Exception]) -> list[dict[str, Any]]:
     """``[I:]KEY=VALUE`` items -> options per module (I is 1-based; without I, for every module). VALUE is
     JSON when it parses as JSON."""
     out: list[dict[str, Any]] = [{} for _ in range(count)]
@@ -195,7 +196,8 @@ def _check_suts(plan) -> None:
             build_sut(m.config.sut)
 
 
-def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool, is_violation) -> dict:
+def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
+             is_violation) -> dict:
     """Prepare the bench folder and run every module's campaign with a progress bar; returns run.json facts."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
@@ -243,7 +245,8 @@ def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, al
     from lidarmt.bench.lidar import evaluate_module, labelled_frames, summarize
     from lidarmt.cli._common import err_console
 
-    run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force, quiet=quiet,
+    run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
+                   quiet=quiet,
                    is_violation=lambda r: r["verdict"]["count_violation"] or r["verdict"]["subset_violation"])
     frame_at, gt_note = labelled_frames(plan.baseline.config.source)
     detection: dict[str, Any] = {}

@@ -281,7 +281,8 @@ def transform_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) ->
         y = [100 * (r["rate"] or 0.0) for r in rs]
         lo = [max(0.0, y[j] - 100 * r["ci_low"]) for j, r in enumerate(rs)]
         hi = [max(0.0, 100 * r["ci_high"] - y[j]) for j, r in enumerate(rs)]
-        ax.bar(x + (i - (k - 1) / 2) * width, y, width, yerr=[lo, hi], capsize=2, label=f"{m['name']} ({m['role']})")
+        ax.bar(x + (i - (k - 1) / 2) * width, y, width, yerr=[lo, hi], capsize=2,
+               label=f"{m['name']} ({m['role']})")
     ax.set_xticks(x, groups, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("violating pairs (%)")
     ax.set_title(("DeepTest Eq. 2" if rel == "deeptest" else "DeepRoad") + " violations per transformation",
@@ -303,7 +304,7 @@ def charts(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-# ----------------------------------------------------------------------------------------------- junit, markdown
+# ----------------------------------------------------------------------------------------------- junit, md
 
 
 def junit(summary: Mapping[str, Any]) -> str:
@@ -365,7 +366,8 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     return "\n".join(x for x in lines if x is not None)
 
 
-def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> dict[str, Path]:
+def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *,
+                  run: Mapping[str, Any]) -> dict[str, Path]:
     """Write every report of a bench into ``out``; returns their paths by name."""
     return write_report_set(out, summary=summary, run=run, table=text_table(summary),
                             markdown=markdown(summary, run), junit=junit(summary), charts=charts(summary))

@@ -111,7 +111,8 @@ def bench(
     _check_models(plan)
     criteria = Criteria(lam, epsilon, tolerance)
     with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
-        _run(plan, criteria, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force, alpha=alpha,
+        _run(plan, criteria, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
+             alpha=alpha,
              correction=correction, quiet=quiet, fail_on_regression=fail_on_regression)
 
 
@@ -127,12 +128,14 @@ def _check_models(plan) -> None:
             get_model(ref.name, trust_code=True, **dict(ref.options))
 
 
-def _run(plan, criteria, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
+def _run(plan, criteria, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float,
+         correction: str,
          quiet: bool, fail_on_regression: bool) -> None:
     from lidarmt.bench.camera import summarize
     from lidarmt.cli.bench import report, run_plan
 
-    run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force, quiet=quiet,
+    run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
+                   quiet=quiet,
                    is_violation=lambda r: False)
     summary = summarize(plan, criteria=criteria, alpha=alpha, correction=correction)
     report(plan.out, summary, run)
