@@ -164,6 +164,8 @@ def test_identical_modules_no_regression(rec, tmp_path, capsys):
     assert len(rows) == 7 * 2  # (count, subset, 4 classes, crash/timeout) x 2 n
     assert all(r["b"] == 0 and r["c"] == 0 and r["p"] == 1.0 and r["pairs"] == 18 for r in rows)
     assert all(r["k_baseline"] == r["k_candidate"] for r in rows)
+    agree = s["comparisons"][0]["source_agreement"]
+    assert agree["frames"] == agree["same_count"] == 6 and agree["mean_abs_diff"] == 0
     junit = (out / "junit.xml").read_text()
     assert 'tests="14" failures="0"' in junit
     for name in ("report.md", "table.txt", "relations.png", "class-car.png", "class-unknown.png", "bench.json"):

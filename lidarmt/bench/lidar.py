@@ -163,6 +163,27 @@ def module_rates(records: Mapping[tuple[int, ...], Mapping[str, Any]], ns: list[
     return out
 
 
+def source_agreement(base: Mapping[tuple[int, ...], Mapping[str, Any]],
+                     cand: Mapping[tuple[int, ...], Mapping[str, Any]]) -> dict[str, Any]:
+    """How alike two modules see the source frames: frames where both report the same number of obstacles, and
+    the mean absolute difference of the counts (from the journals' verdicts, one per frame)."""
+
+    def counts(recs: Mapping[tuple[int, ...], Mapping[str, Any]]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for k, r in recs.items():
+            if r["status"] == "ok":
+                out.setdefault(int(k[0]), sum(r["verdict"]["counts_source"].values()))
+        return out
+
+    a, b = counts(base), counts(cand)
+    frames = sorted(set(a) & set(b))
+    diffs = [abs(a[f] - b[f]) for f in frames]
+    return {"frames": len(frames), "same_count": sum(d == 0 for d in diffs),
+            "mean_abs_diff": (sum(diffs) / len(diffs)) if diffs else None,
+            "mean_obstacles_baseline": (sum(a[f] for f in frames) / len(frames)) if frames else None,
+            "mean_obstacles_candidate": (sum(b[f] for f in frames) / len(frames)) if frames else None}
+
+
 def recall_rows(base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per class with ground truth: both modules' recall and the sign test of true positives per frame."""
     rows = []
@@ -216,6 +237,7 @@ def summarize(plan: BenchPlan, *, alpha: float, correction: str,
         decide([*rows, *rec_rows], alpha=alpha, correction=correction)
         regressions = [r for r in [*rows, *rec_rows] if r["regression"]]
         comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows, "recall": rec_rows,
+                            "source_agreement": source_agreement(records[base.name], records[m.name]),
                             "regressions": len(regressions),
                             "improvements": sum(r["improvement"] for r in [*rows, *rec_rows])})
     shared = {k: v for k, v in cfg0.to_dict().items() if k not in ("sut", "timeout")}

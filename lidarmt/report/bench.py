@@ -131,6 +131,16 @@ def quality_table(summary: Mapping[str, Any], comp: Mapping[str, Any]) -> tuple[
     return head, rows
 
 
+def agreement_line(comp: Mapping[str, Any]) -> str:
+    """LiDAR: how often the two modules saw the same number of obstacles on the source frames ("" otherwise)."""
+    a = comp.get("source_agreement")
+    if not a or not a["frames"]:
+        return ""
+    return (f"source frames: {comp['candidate']} and {comp['baseline']} report the same number of obstacles in "
+            f"{a['same_count']} of {a['frames']} (mean |difference| {a['mean_abs_diff']:.2f} of "
+            f"{a['mean_obstacles_baseline']:.1f} obstacles per frame)")
+
+
 def verdict_line(summary: Mapping[str, Any]) -> str:
     corr = "Holm-adjusted " if summary["correction"] == "holm" else ""
     parts = []
@@ -171,6 +181,8 @@ def text_table(summary: Mapping[str, Any]) -> str:
     out = ["modules", _text(*module_table(summary)), ""]
     for comp in summary["comparisons"]:
         out += [_title(comp), _text(*paired_table(summary, comp)), ""]
+        if agreement_line(comp):
+            out += [agreement_line(comp), ""]
         head, rows = quality_table(summary, comp)
         if rows:
             out += [_text(head, rows), ""]
@@ -198,6 +210,8 @@ def rich_tables(summary: Mapping[str, Any]) -> list[Any]:
         caption = "b: pairs only the baseline violates; c: only the candidate; Δ: candidate − baseline"
         if hidden:
             caption += f"; {hidden} row(s) where neither module violated are in table.txt"
+        if agreement_line(comp):
+            caption += "\n" + agreement_line(comp)
         out.append(table(_title(comp) + " (paired, exact McNemar)", head, shown, caption=caption))
         head, rows = quality_table(summary, comp)
         if rows:
@@ -352,7 +366,8 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
               "", "## Modules", "", _md(*module_table(summary)), ""]
     for comp in summary["comparisons"]:
         lines += [f"## {_title(comp)}", "", _md(*paired_table(summary, comp)), "",
-                  "b: pairs only the baseline violates; c: pairs only the candidate violates; Δ = (c − b) / pairs.", ""]
+                  "b: pairs only the baseline violates; c: pairs only the candidate violates; Δ = (c − b) / pairs.",
+                  "", agreement_line(comp), ""]
         head, rows = quality_table(summary, comp)
         if rows:
             lines += [_md(head, rows), ""]
