@@ -8,7 +8,8 @@ after, so the item's work is shared. The engine owns everything that is not abou
   (:class:`RunLock`), clearing what a campaign owns on ``--force``;
 * the append-only, fsync'd journal (:mod:`lidarmt.fuzz.journal`), its header (the configuration, checked on
   ``--resume``), and folding the totals from it, so a killed campaign resumes to exactly the same totals;
-* running items in this process or in worker processes (:class:`_Pool`), with per-call timeouts (an explicit
+* running items in this process, in worker processes or in Ray actors (:class:`_Pool` over a
+  :class:`Transport`; ``backend="ray"``: :mod:`lidarmt.fuzz.ray_backend`), with per-call timeouts (an explicit
   ``--timeout``, or an automatic one that scales with the system's measured first call), crash isolation
   (a crash, exception, timeout or dying worker is a *finding*, never a stop), and a worker count clamped to
   what the machine holds (:func:`clamp_workers`);
@@ -298,96 +299,211 @@ def _die_with_parent() -> None:  # pragma: no cover - child
 class _Slot:
     wid: int
     gen: int = 0
-    proc: Any = None
-    tasks: Any = None
+    handle: Any = None  # what the transport runs the worker as: a process, a Ray actor
     ready: bool = False
     task: tuple[str, Any] | None = None
     done: set = field(default_factory=set)
     current: tuple[list[Key] | None, str] | None = None
     since: float = 0.0
     first_call_s: float | None = None  # this process's first SUT call (for the automatic limit)
+    stacks: str = ""  # Python stacks the worker sent when its call neared the limit (transports that send them)
+    dead: str | None = None  # why the worker is gone ("exit code 77"), set by transports that learn it by message
 
 
 class WorkerFailure(FuzzInputError):
     """A worker could not build its system under test or inputs, or hit a user error (the message says which)."""
 
 
-class _Pool:
-    """W worker processes fed with tasks; the parent enforces per-call limits and survives worker deaths."""
+BACKENDS = ("local", "ray")
 
-    def __init__(self, config: CampaignSpec, workers: int, *, startup_timeout: float = 600.0) -> None:
+
+def check_backend(backend: str, address: str | None) -> None:
+    """Refuse an unknown backend, or an ``--address`` given to the local one (one line, what to do)."""
+    if backend not in BACKENDS:
+        raise FuzzArgumentError(f"--backend {backend!r}: use local (worker processes on this machine) or ray")
+    if address is not None and backend != "ray":
+        raise FuzzArgumentError(f"--address {address}: a Ray cluster's address needs --backend ray")
+
+
+class Transport(Protocol):
+    """How a :class:`_Pool` starts, feeds, hears from and kills its workers; everything else (time limits,
+    findings for lost calls, re-queueing) is the pool's, the same for every transport.
+
+    A worker announces itself with ``("ready", None)`` (or ``("fatal", (user, message, traceback))``), then, per
+    task, sends ``("start", (keys, stage))`` around each SUT call, ``("pair", record)`` per verdict,
+    ``("bundle", info)``, optionally ``("stacks", text)`` just before its call's limit, and ``("done", None)``.
+    """
+
+    what: str  # "worker process", "Ray actor": for messages
+
+    def spawn(self, s: _Slot) -> None: ...  # start worker s (s.gen is already the new generation)
+
+    def send(self, s: _Slot, task: tuple[str, Any]) -> None: ...
+
+    def receive(self, timeout: float) -> list[tuple[int, int, str, Any]]: ...  # (wid, gen, kind, payload)
+
+    def drain(self) -> list[tuple[int, int, str, Any]]: ...  # what is already waiting, without blocking long
+
+    def death(self, s: _Slot) -> str | None: ...  # None while the worker lives, else why it is gone
+
+    def kill(self, s: _Slot) -> None: ...  # kill worker s and wait until it is gone
+
+    def stacks(self, s: _Slot) -> str: ...  # the Python stacks of s's overrunning call, "" when unknown
+
+    def close(self, slots: list[_Slot]) -> None: ...
+
+
+class _LocalTransport:
+    """Worker processes on this machine (``multiprocessing`` spawn context), one shared result queue."""
+
+    what = "worker process"
+
+    def __init__(self, config: CampaignSpec, workers: int) -> None:
         import multiprocessing as mp
         import tempfile
 
-        self.config = config
         self.ctx = mp.get_context("spawn")
         self.results = self.ctx.Queue()
-        self.slots = [_Slot(i) for i in range(workers)]
-        self.startup_timeout = startup_timeout
         self._cfg = config.to_dict()
+        self._threads = max(1, (os.cpu_count() or 1) // workers)
         self._tmp = tempfile.TemporaryDirectory(prefix="lidarmt-fuzz-")
-        for s in self.slots:
-            self._spawn(s)
 
-    def _spawn(self, s: _Slot) -> None:
-        s.gen += 1
-        s.tasks = self.ctx.Queue()
-        threads = max(1, (os.cpu_count() or 1) // len(self.slots))
-        s.proc = self.ctx.Process(target=_worker_main,
-                                  args=(self._cfg, s.wid, s.gen, s.tasks, self.results, threads,
-                                        self._stack_file(s)),
-                                  daemon=True, name=f"lidarmt-fuzz-{s.wid}")
-        s.proc.start()
-        s.ready, s.task, s.current, s.done, s.first_call_s = False, None, None, set(), None
-        s.since = time.monotonic()
+    def spawn(self, s: _Slot) -> None:
+        tasks = self.ctx.Queue()
+        proc = self.ctx.Process(target=_worker_main,
+                                args=(self._cfg, s.wid, s.gen, tasks, self.results, self._threads,
+                                      self._stack_file(s)),
+                                daemon=True, name=f"lidarmt-fuzz-{s.wid}")
+        proc.start()
+        s.handle = (proc, tasks)
+
+    def send(self, s: _Slot, task: tuple[str, Any]) -> None:
+        s.handle[1].put(task)
+
+    def receive(self, timeout: float) -> list[tuple[int, int, str, Any]]:
+        try:
+            return [self.results.get(timeout=timeout)]
+        except queue.Empty:
+            return []
+
+    def drain(self) -> list[tuple[int, int, str, Any]]:
+        time.sleep(0.05)  # let the queue's feeder threads flush
+        out = []
+        while True:
+            try:
+                out.append(self.results.get_nowait())
+            except queue.Empty:
+                return out
+
+    def death(self, s: _Slot) -> str | None:
+        code = s.handle[0].exitcode
+        return None if code is None else f"exit code {code}"
+
+    def kill(self, s: _Slot) -> None:
+        s.handle[0].kill()
+        s.handle[0].join()
 
     def _stack_file(self, s: _Slot) -> str:
         return os.path.join(self._tmp.name, f"stack-{s.wid}.txt")
 
-    def _stacks(self, s: _Slot) -> str:
+    def stacks(self, s: _Slot) -> str:
         """What faulthandler wrote for the worker's overrunning call (empty if it wrote nothing)."""
         try:
             with open(self._stack_file(s), encoding="utf-8", errors="replace") as fh:
-                text = fh.read().strip()
+                return fh.read().strip()
         except OSError:
             return ""
+
+    def close(self, slots: list[_Slot]) -> None:
+        for s in slots:
+            with contextlib.suppress(Exception):
+                s.handle[1].put(None)
+        deadline = time.monotonic() + 5
+        for s in slots:
+            proc = s.handle[0]
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._tmp.cleanup()
+
+
+def make_transport(config: CampaignSpec, workers: int, *, backend: str = "local",
+                   address: str | None = None) -> Transport:
+    """The transport of a backend: worker processes here, or Ray actors (:mod:`lidarmt.fuzz.ray_backend`)."""
+    check_backend(backend, address)
+    if backend == "ray":
+        from lidarmt.fuzz.ray_backend import RayTransport
+
+        return RayTransport(config, workers, address=address)
+    return _LocalTransport(config, workers)
+
+
+class _Pool:
+    """W workers fed with tasks; the parent enforces per-call limits and survives worker deaths.
+
+    The workers are processes on this machine or Ray actors (``backend``); which one only changes the
+    :class:`Transport`: timing calls from their "start" messages, turning an overdue or dead worker's call into
+    findings and re-queueing the rest of its item (:meth:`_lost`) is this class's, for both.
+    """
+
+    def __init__(self, config: CampaignSpec, workers: int, *, startup_timeout: float = 600.0,
+                 backend: str = "local", address: str | None = None) -> None:
+        self.config = config
+        self.slots = [_Slot(i) for i in range(workers)]
+        self.startup_timeout = startup_timeout
+        self.transport = make_transport(config, workers, backend=backend, address=address)
+        try:
+            for s in self.slots:
+                self._spawn(s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _spawn(self, s: _Slot) -> None:
+        s.gen += 1
+        s.ready, s.task, s.current, s.done, s.first_call_s, s.stacks, s.dead = False, None, None, set(), None, "", None
+        s.since = time.monotonic()
+        self.transport.spawn(s)
+
+    def _stacks(self, s: _Slot) -> str:
+        text = (self.transport.stacks(s) or s.stacks).strip()
         return f"Python stacks of the worker when the call ran past its limit:\n{text}" if text else ""
 
     def close(self) -> None:
-        for s in self.slots:
-            with contextlib.suppress(Exception):
-                s.tasks.put(None)
-        deadline = time.monotonic() + 5
-        for s in self.slots:
-            s.proc.join(max(0.0, deadline - time.monotonic()))
-            if s.proc.is_alive():
-                s.proc.kill()
-                s.proc.join()
-        self._tmp.cleanup()
+        self.transport.close([s for s in self.slots if s.handle is not None])
 
     def _limit(self, s: _Slot) -> float:
         t = self.config.timeout
         return t if t is not None else auto_timeout(s.first_call_s)
 
+    def _death(self, s: _Slot) -> str | None:
+        return s.dead or (self.transport.death(s) if s.handle is not None else None)
+
     def _check_starting(self, s: _Slot, now: float) -> None:
-        if not s.ready and s.proc.exitcode is not None:
-            raise WorkerFailure(f"a worker process died while starting (exit code {s.proc.exitcode})")
-        if not s.ready and now - s.since > self.startup_timeout:
-            raise WorkerFailure(f"a worker process did not start within {self.startup_timeout:g} s")
+        if s.ready:
+            return
+        why = self._death(s)
+        if why is not None:
+            raise WorkerFailure(f"a {self.transport.what} died while starting ({why})")
+        if now - s.since > self.startup_timeout:
+            hint = " (does the cluster have a free CPU for each worker?)" if "Ray" in self.transport.what else ""
+            raise WorkerFailure(f"a {self.transport.what} did not start within {self.startup_timeout:g} s{hint}")
+
+    def _dispatch(self, messages, on_pair, on_bundle) -> None:
+        for wid, gen, kind, payload in messages:
+            s = self.slots[wid]
+            if gen == s.gen:
+                self._handle(s, kind, payload, on_pair, on_bundle)
 
     def wait_ready(self) -> None:
         """Block until every worker has built its evaluator (or raise what went wrong)."""
         while not all(s.ready for s in self.slots):
-            try:
-                wid, gen, kind, payload = self.results.get(timeout=0.1)
-            except queue.Empty:
-                now = time.monotonic()
-                for s in self.slots:
-                    self._check_starting(s, now)
-                continue
-            s = self.slots[wid]
-            if gen == s.gen:
-                self._handle(s, kind, payload, lambda rec: None, None)
+            got = self.transport.receive(0.1)
+            self._dispatch(got, lambda rec: None, None)
+            now = time.monotonic()
+            for s in self.slots:
+                self._check_starting(s, now)
 
     def run(self, tasks: Iterable[tuple[str, Any]], on_pair: Callable[[dict], None],
             on_bundle: Callable[[dict], None] | None = None) -> None:
@@ -396,48 +512,30 @@ class _Pool:
             for s in self.slots:
                 if s.ready and s.task is None and pending:
                     s.task = pending.popleft()
-                    s.done, s.current = set(), None
-                    s.tasks.put(s.task)
-            try:
-                wid, gen, kind, payload = self.results.get(timeout=0.05)
-            except queue.Empty:
-                wid = None
-            if wid is not None:
-                s = self.slots[wid]
-                if gen == s.gen:
-                    self._handle(s, kind, payload, on_pair, on_bundle)
+                    s.done, s.current, s.stacks = set(), None, ""
+                    self.transport.send(s, s.task)
+            self._dispatch(self.transport.receive(0.05), on_pair, on_bundle)
             now = time.monotonic()
-            if any(self._overdue(s, now) or (s.proc.exitcode is not None and s.task is not None)
+            if any(self._overdue(s, now) or (s.task is not None and self._death(s) is not None)
                    for s in self.slots):
-                self._drain(on_pair, on_bundle)  # what a dying or late worker sent still counts
+                self._dispatch(self.transport.drain(), on_pair, on_bundle)  # a dying or late worker's last words
             for s in self.slots:
                 if self._overdue(s, now):
                     limit = self._limit(s)
                     how = "--timeout" if self.config.timeout is not None else "the automatic limit"
                     self._lost(s, pending, on_pair, on_bundle, "timeout",
                                f"timed out after {limit:g} s ({how}; the worker process was killed)")
-                elif s.proc.exitcode is not None and (s.task is not None or not s.ready):
+                    continue
+                why = self._death(s) if (s.task is not None or not s.ready) else None
+                if why is not None:
                     self._check_starting(s, now)
                     self._lost(s, pending, on_pair, on_bundle, "crash",
-                               f"the worker process died (exit code {s.proc.exitcode}) during a call of the "
-                               "system under test")
+                               f"the worker process died ({why}) during a call of the system under test")
                 else:
                     self._check_starting(s, now)
 
     def _overdue(self, s: _Slot, now: float) -> bool:
         return bool(s.task is not None and s.current is not None and now - s.since > self._limit(s))
-
-    def _drain(self, on_pair, on_bundle) -> None:
-        """Handle every message already waiting (a worker's last verdicts before it died or was stopped)."""
-        time.sleep(0.05)  # let the queue's feeder threads flush
-        while True:
-            try:
-                wid, gen, kind, payload = self.results.get_nowait()
-            except queue.Empty:
-                return
-            s = self.slots[wid]
-            if gen == s.gen:
-                self._handle(s, kind, payload, on_pair, on_bundle)
 
     def _handle(self, s: _Slot, kind: str, payload: Any, on_pair, on_bundle) -> None:
         if kind == "ready":
@@ -445,7 +543,7 @@ class _Pool:
         elif kind == "start":
             keys, stage = payload
             if stage:
-                s.current, s.since = (_keys_of(keys), stage), time.monotonic()
+                s.current, s.since, s.stacks = (_keys_of(keys), stage), time.monotonic(), ""
             else:
                 if s.current is not None and s.first_call_s is None:
                     s.first_call_s = time.monotonic() - s.since
@@ -457,8 +555,12 @@ class _Pool:
             s.current = None
             if on_bundle:
                 on_bundle(payload)
+        elif kind == "stacks":
+            s.stacks = str(payload)
         elif kind == "done":
             s.task, s.current = None, None
+        elif kind == "dead":  # a transport that learns of a death by message (Ray)
+            s.dead = str(payload)
         elif kind == "fatal":
             user, msg, tb = payload
             if user:
@@ -466,8 +568,10 @@ class _Pool:
             raise RuntimeError(f"a campaign worker failed: {msg}\n{tb}")
 
     def _lost(self, s: _Slot, pending: deque, on_pair, on_bundle, status: str, message: str) -> None:
-        s.proc.kill()
-        s.proc.join()
+        """Worker ``s`` ran past its limit (``status`` "timeout") or died ("crash"): kill it, record a finding
+        for each key its current call served (the whole rest of the item when the call served the source), put
+        the item's other keys back in front of the queue, and start a fresh worker in its slot."""
+        self.transport.kill(s)
         tb = self._stacks(s) if status == "timeout" else ""
         kind, payload = s.task  # type: ignore[misc]
         cur = s.current
@@ -511,13 +615,24 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def clamp_workers(requested: int, *, items: int, per_worker: int) -> tuple[int, str]:
+def clamp_workers(requested: int, *, items: int, per_worker: int, backend: str = "local",
+                  address: str | None = None) -> tuple[int, str]:
     """The worker count a machine can hold: at most one per CPU core, per item, and per ``per_worker`` bytes
-    of available memory. Returns (count, a one-line note when it is lower than asked, else "")."""
+    of available memory. Returns (count, a one-line note when it is lower than asked, else "").
+
+    With ``backend="ray"`` the machine is the Ray cluster (connected to at ``address``, or started on this
+    machine): its CPUs and its memory resource, as Ray reports them now."""
     if requested < 1:
         raise FuzzArgumentError(f"--workers {requested}: use at least 1")
-    cores, mem = _cores(), _available_memory()
-    limits = {"items": max(1, items), "CPU cores": cores}
+    check_backend(backend, address)
+    if backend == "ray":
+        from lidarmt.fuzz.ray_backend import cluster_resources
+
+        res = cluster_resources(address)
+        cores, mem, where = int(res.cpus), res.memory, f"the Ray cluster has {int(res.cpus)} CPU(s)"
+    else:
+        cores, mem, where = _cores(), _available_memory(), f"this machine gives the process {_cores()} CPU core(s)"
+    limits = {"items": max(1, items), "CPU cores": max(1, cores)}
     if mem is not None and per_worker > 0:
         limits["memory"] = max(1, int(mem // per_worker))
     n = min(requested, *limits.values())
@@ -525,7 +640,7 @@ def clamp_workers(requested: int, *, items: int, per_worker: int) -> tuple[int, 
         return requested, ""
     why = min(limits, key=lambda k: limits[k])
     detail = {"items": f"the campaign has {items} source item(s)",
-              "CPU cores": f"this machine gives the process {cores} CPU core(s)",
+              "CPU cores": where,
               "memory": (f"{(mem or 0) / 2**30:.1f} GiB of memory is available at about "
                          f"{per_worker / 2**30:.1f} GiB per worker")}[why]
     return n, f"--workers {requested}: using {n} ({detail})"
@@ -680,15 +795,23 @@ def run_campaign(
     on_start: Callable[[int, int], None] | None = None,
     header_extra: Mapping[str, Any] | None = None,
     lock: RunLock | None = None,
+    backend: str = "local",
+    address: str | None = None,
 ) -> CampaignResult:
     """Run (or resume) a campaign into the run folder ``out``; returns the totals folded from the journal.
 
     ``on_start(total, already_done)`` is called once the journal is ready; ``on_pair(record)`` after each
     verdict is journaled (for progress bars). ``lock``: a :class:`RunLock` the caller holds for longer (e.g.
     through bundles and reports); by default the campaign locks the folder for its own duration.
+
+    ``backend``: ``"local"`` runs one item at a time in this process (``workers=1``) or in worker processes;
+    ``"ray"`` runs ``workers`` Ray actors (even one) on the cluster at ``address`` (``"auto"``: the one this
+    machine belongs to; None: a Ray started here). Verdicts, totals and the journal do not depend on the
+    backend, so a campaign started on one resumes on the other.
     """
     out = Path(out)
-    workers, note = clamp_workers(workers, items=len(config.items), per_worker=config.worker_memory())
+    workers, note = clamp_workers(workers, items=len(config.items), per_worker=config.worker_memory(),
+                                  backend=backend, address=address)
     check_out(out, resume=resume, force=force)
     own_lock = lock is None
     lock = lock or RunLock(out)
@@ -700,10 +823,10 @@ def run_campaign(
         # build the SUT and inputs before anything is written: a missing model leaves no half-made run folder
         ev: Any = None
         pool: _Pool | None = None
-        if workers == 1:
+        if workers == 1 and backend == "local":
             ev = config.evaluator()
         else:
-            pool = _Pool(config, workers)
+            pool = _Pool(config, workers, backend=backend, address=address)
             try:
                 pool.wait_ready()
             except BaseException:
@@ -798,12 +921,15 @@ def make_bundles(
     workers: int = 1,
     on_bundle: Callable[[dict], None] | None = None,
     opts_for: Callable[[Key], Mapping[str, Any]] | None = None,
+    backend: str = "local",
+    address: str | None = None,
     **opts: Any,
 ) -> list[dict]:
     """Write a bug bundle per key into ``out/violations/<id>/`` (skipping complete ones, so resumable).
 
     ``opts`` go to the evaluator's ``make_bundle`` (e.g. ``budget``, ``command``), updated per key by
-    ``opts_for(key)`` when given."""
+    ``opts_for(key)`` when given. ``backend``/``address`` as for :func:`run_campaign` (with Ray, the actors
+    write the bundles: ``out`` must be on a path every node shares)."""
     root = Path(out) / "violations"
     if root.is_dir():  # half-built bundles of an interrupted run (they are built in hidden folders, then renamed)
         for stale in root.glob(".*"):
@@ -827,8 +953,9 @@ def make_bundles(
 
     if not todo:
         return infos
-    workers, _ = clamp_workers(workers, items=len(todo), per_worker=config.worker_memory())
-    if workers == 1:
+    workers, _ = clamp_workers(workers, items=len(todo), per_worker=config.worker_memory(), backend=backend,
+                               address=address)
+    if workers == 1 and backend == "local":
         ev = config.evaluator()
         for _, (key, d, o) in todo:
             try:
@@ -838,7 +965,7 @@ def make_bundles(
                     raise
                 got({"id": Path(d).name, "key": list(key), "error": f"{type(err).__name__}: {err}"})
     else:
-        pool = _Pool(config, workers)
+        pool = _Pool(config, workers, backend=backend, address=address)
         try:
             pool.wait_ready()
             pool.run(todo, lambda rec: None, got)

@@ -1,0 +1,318 @@
+"""Campaign workers as Ray actors (``--backend ray``): the same pool, time limits and findings as the local one.
+
+The campaign engine's :class:`~lidarmt.fuzz.engine._Pool` does all the bookkeeping (which call is running and
+since when, killing an overdue worker, turning a lost call into findings, re-queueing the rest of its item);
+this module is only its *transport* to Ray:
+
+* each worker is an actor (:class:`_RayWorker`) that builds its relation's evaluator once, from the
+  configuration's ``to_dict()`` through :func:`~lidarmt.fuzz.engine.config_from_dict`, as a local worker does;
+* a task is a call of the actor's generator method :meth:`_RayWorker.run`; the SUT runs in a thread of the actor
+  while the generator streams the worker protocol's messages ("start" around each SUT call, "pair", "bundle",
+  "done") back as they happen (a Ray *streaming generator*), so the parent times each call from its "start"
+  message exactly as it does for a local process;
+* an overdue call: the parent kills the actor (``ray.kill``) and starts a fresh one in its slot; just before
+  the limit, the actor sends the Python stack of the SUT's thread (``"stacks"``) so the timeout finding says
+  where it hung;
+* a dying actor process (a segfault, ``os._exit``, the OOM killer, a lost node): the stream raises
+  :class:`ray.exceptions.RayActorError`, which becomes a ``("dead", why)`` message and a crash finding.
+
+Ray is optional (``pip install "lidarmt[ray]"``) and imported only here, only when a campaign asks for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import re
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lidarmt.errors import UserError, require
+from lidarmt.fuzz.errors import FuzzInputError
+
+_POLL_S = 0.1  # how often an actor's generator looks at its SUT thread while a call runs
+_END = object()
+
+
+def _ray():
+    return require("ray", extra="ray", purpose="--backend ray")
+
+
+_connected: dict[str, Any] = {}
+
+
+def connect(address: str | None = None):
+    """The ``ray`` module, connected: to the cluster at ``address`` (``"auto"``: the one this machine is part
+    of, as ``ray start`` left it), or to a Ray started on this machine when ``address`` is None. A process
+    connects once; a connection made before (by a test, a notebook) is used as it is."""
+    ray = _ray()
+    if ray.is_initialized():
+        return ray
+    import logging
+
+    kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING,
+                          "configure_logging": True}
+    try:
+        if address is None:
+            ray.init(include_dashboard=False, **kw)
+        else:
+            ray.init(address=address, **kw)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        where = f"--address {address}" if address else "--backend ray"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise FuzzInputError(f"{where}: cannot connect to a Ray cluster ({first}); start one with "
+                             "'ray start --head' or check the address (see docs/ray.md)") from err
+    _connected["address"] = address
+    return ray
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterResources:
+    cpus: float  # CPUs in the whole cluster
+    node_cpus: float  # CPUs of its largest node (an actor's CPUs must fit on one node)
+    memory: float | None  # bytes of Ray's memory resource in the whole cluster
+
+
+def cluster_resources(address: str | None = None) -> ClusterResources:
+    """What the cluster holds now (alive nodes), connecting first."""
+    ray = connect(address)
+    total = ray.cluster_resources()
+    node_cpus = max((float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")),
+                    default=float(total.get("CPU", 1.0)))
+    mem = total.get("memory")
+    return ClusterResources(float(total.get("CPU", 1.0)), node_cpus, float(mem) if mem else None)
+
+
+def _death_of(err: BaseException) -> str:
+    """A one-line 'why the actor is gone' from Ray's error (its text is long and guesses at causes)."""
+    text = str(err)
+    pid = re.search(r"\bpid: (\d+)", text)
+    exit_type = re.search(r"Worker exit type: (\w+)", text)
+    detail = re.search(r"Worker exit detail: ([^.]*)", text)
+    who = f"Ray actor process {pid.group(1)}" if pid else "Ray actor process"
+    if exit_type or detail:
+        why = ", ".join(x for x in ((exit_type.group(1) if exit_type else ""),
+                                    (detail.group(1).strip() if detail else "")) if x)
+    else:
+        why = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    return f"{who}: {why}"
+
+
+def _python_path() -> str:
+    """PYTHONPATH for the actors: this process's own import folders (not the interpreter's or its
+    site-packages), then the inherited PYTHONPATH, so a ``--sut mypkg:make`` that imports here imports there
+    (as :mod:`multiprocessing` hands ``sys.path`` to the local workers). On a cluster these folders must exist
+    on every node (a shared path), or the package must be installed there."""
+    import sysconfig
+
+    system = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    system |= {os.path.realpath(p) for p in sysconfig.get_paths().values()}
+    mine = []
+    for p in sys.path:
+        real = os.path.realpath(p or os.getcwd())
+        if not os.path.isdir(real) or any(real == q or real.startswith(q + os.sep) for q in system):
+            continue
+        if real not in mine:
+            mine.append(real)
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(mine + [p for p in inherited if p not in mine])
+
+
+# ----------------------------------------------------------------------------------------------- the actor
+
+
+class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested through campaigns)
+    """One campaign worker: builds the evaluator once, then runs tasks as streaming generators."""
+
+    def __init__(self, cfg: dict[str, Any], threads: int = 0) -> None:
+        from lidarmt.fuzz.engine import config_from_dict
+
+        if threads > 0:
+            for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+                os.environ.setdefault(var, str(threads))
+        self._fatal: tuple[bool, str, str] | None = None
+        try:
+            self.config = config_from_dict(cfg)
+            self.ev = self.config.evaluator(enforce_timeout=False)
+            if threads > 0 and "torch" in sys.modules:
+                sys.modules["torch"].set_num_threads(threads)
+        except BaseException as err:
+            self._fatal = (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err)))
+        self._first: float | None = None  # this actor's first SUT call, for the automatic limit
+
+    def ready(self) -> tuple[str, Any]:
+        return ("fatal", self._fatal) if self._fatal is not None else ("ready", None)
+
+    def _dump_after(self, since: float) -> float:
+        from lidarmt.fuzz.engine import auto_timeout
+
+        limit = self.config.timeout if self.config.timeout is not None else auto_timeout(self._first)
+        return since + max(0.5 * limit, limit - 0.25)  # as the local workers' faulthandler does
+
+    def run(self, task: tuple[str, Any]):
+        """Run one task in a thread; yield lists of the worker protocol's messages as they come."""
+        msgs: queue.SimpleQueue = queue.SimpleQueue()
+        state: dict[str, Any] = {"since": None, "t0": None, "dumped": False}
+        ev = self.ev
+
+        def on_call(keys, stage) -> None:
+            if stage:
+                state.update(since=time.monotonic(), dumped=False)
+            else:
+                state["since"] = None
+                if self._first is None and ev.first_call_s is not None:
+                    self._first = ev.first_call_s
+            msgs.put(("start", (keys, stage)))
+
+        ev.on_call = on_call
+
+        def work() -> None:
+            kind, payload = task
+            try:
+                if kind == "item":
+                    index, keys = payload
+                    ev.run_item(index, [tuple(k) for k in keys], lambda k, p: msgs.put((k, p)))
+                elif kind == "bundle":
+                    key, out_dir, opts = payload
+                    msgs.put(("bundle", ev.make_bundle(tuple(key), Path(out_dir), **opts)))
+                msgs.put(("done", None))
+            except BaseException as err:
+                msgs.put(("fatal", (isinstance(err, UserError), str(err), "".join(traceback.format_exception(err)))))
+            finally:
+                msgs.put(_END)
+
+        th = threading.Thread(target=work, name="lidarmt-sut", daemon=True)
+        th.start()
+        while True:
+            batch: list[tuple[str, Any]] = []
+            end = False
+            with contextlib.suppress(queue.Empty):
+                batch.append(msgs.get(timeout=_POLL_S))
+                while True:
+                    batch.append(msgs.get_nowait())
+            if batch and batch[-1] is _END:
+                batch.pop()
+                end = True
+            if batch:
+                yield batch
+            if end:
+                return
+            since = state["since"]
+            if since is not None and not state["dumped"] and time.monotonic() >= self._dump_after(since):
+                state["dumped"] = True
+                frame = sys._current_frames().get(th.ident or -1)
+                if frame is not None:
+                    yield [("stacks", f"Thread {th.name} (most recent call last):\n"
+                                      + "".join(traceback.format_stack(frame)))]
+
+
+# ----------------------------------------------------------------------------------------------- the parent
+
+
+class RayTransport:
+    """The pool's transport to Ray actors (see the module's docstring)."""
+
+    what = "Ray actor"
+
+    def __init__(self, config: Any, workers: int, *, address: str | None = None) -> None:
+        self.ray = connect(address)
+        res = cluster_resources(address)
+        # each actor holds the CPUs its numeric libraries use: the cluster's share per worker, on one node
+        self.cpus = max(1, min(int(res.node_cpus), int(res.cpus // max(1, workers))))
+        self._cls = self.ray.remote(_RayWorker)
+        self._cfg = config.to_dict()
+        self._env = {"env_vars": {"PYTHONPATH": _python_path()}}
+        self._ready: dict[int, tuple[int, Any]] = {}  # wid -> (gen, ObjectRef of ready())
+        self._streams: dict[int, tuple[int, Any]] = {}  # wid -> (gen, ObjectRefGenerator of run())
+
+    def spawn(self, s) -> None:
+        actor = self._cls.options(num_cpus=self.cpus, max_restarts=0, max_concurrency=1,
+                                  runtime_env=self._env).remote(self._cfg, self.cpus)
+        s.handle = actor
+        self._ready[s.wid] = (s.gen, actor.ready.remote())
+        self._streams.pop(s.wid, None)
+
+    def send(self, s, task) -> None:
+        self._streams[s.wid] = (s.gen, s.handle.run.remote(task))
+
+    def _take(self, waitables: dict[Any, tuple[str, int, int]], ready: list[Any]) -> list[tuple[int, int, str, Any]]:
+        ray = self.ray
+        out: list[tuple[int, int, str, Any]] = []
+        for w in ready:
+            what, wid, gen = waitables[w]
+            if what == "ready":
+                del self._ready[wid]
+                try:
+                    kind, payload = ray.get(w)
+                except ray.exceptions.RayActorError as err:
+                    out.append((wid, gen, "dead", _death_of(err)))
+                    continue
+                out.append((wid, gen, kind, payload))
+                continue
+            try:
+                ref = next(w)
+            except StopIteration:
+                self._streams.pop(wid, None)
+                continue
+            except ray.exceptions.RayActorError as err:
+                self._streams.pop(wid, None)
+                out.append((wid, gen, "dead", _death_of(err)))
+                continue
+            try:
+                batch = ray.get(ref)
+            except ray.exceptions.RayActorError as err:
+                self._streams.pop(wid, None)
+                out.append((wid, gen, "dead", _death_of(err)))
+                continue
+            out.extend((wid, gen, kind, payload) for kind, payload in batch)
+        return out
+
+    def receive(self, timeout: float) -> list[tuple[int, int, str, Any]]:
+        waitables: dict[Any, tuple[str, int, int]] = {}
+        for wid, (gen, ref) in self._ready.items():
+            waitables[ref] = ("ready", wid, gen)
+        for wid, (gen, stream) in self._streams.items():
+            waitables[stream] = ("stream", wid, gen)
+        if not waitables:
+            time.sleep(timeout)
+            return []
+        items = list(waitables)
+        ready, rest = self.ray.wait(items, num_returns=1, timeout=timeout, fetch_local=True)
+        if ready and rest:
+            more, _ = self.ray.wait(rest, num_returns=len(rest), timeout=0, fetch_local=True)
+            ready = ready + more
+        return self._take(waitables, ready)
+
+    def drain(self) -> list[tuple[int, int, str, Any]]:
+        out: list[tuple[int, int, str, Any]] = []
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            got = self.receive(0.02)
+            if not got:
+                break
+            out.extend(got)
+        return out
+
+    def death(self, s) -> str | None:
+        return None  # deaths arrive as ("dead", why) messages from receive()
+
+    def kill(self, s) -> None:
+        self._streams.pop(s.wid, None)
+        self._ready.pop(s.wid, None)
+        with contextlib.suppress(Exception):
+            self.ray.kill(s.handle, no_restart=True)
+
+    def stacks(self, s) -> str:
+        return ""  # the actor sends them ("stacks" messages): the pool keeps them on the slot
+
+    def close(self, slots) -> None:
+        for s in slots:
+            self.kill(s)
+        self._streams.clear()
+        self._ready.clear()
