@@ -26,6 +26,6 @@ fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # The CPU wheel of torch first: a bare 'torch' requirement would pull several GB of CUDA packages.
 "$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q -e ".[sim,dev]"
+"$VENV/bin/python" -m pip install -q -e ".[sim,dev,ray]"
 touch "$VENV/.installed"
 echo "setup: ready ($("$VENV/bin/python" -c 'import lidarmt, torch; print("lidarmt", lidarmt.__version__, "torch", torch.__version__)'))"
