@@ -88,6 +88,8 @@ def fuzz(
     mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
     trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to the CPU cores, the frames and the memory available (about 0.9 GiB per Apollo worker), with a note.")] = 1,
+    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/<recording name>).")] = None,
     region: Annotated[str | None, typer.Option("--region", help="Where the points are drawn: disk (the HDL-64E's 120 m range; most points miss the CNN's grid and height band) or grid (the CNN's ±60 m square, all reach the grid). Default disk; --preset study: grid.")] = None,
     radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
@@ -186,11 +188,13 @@ def fuzz(
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: r["verdict"]["count_violation"]
                            or r["verdict"]["subset_violation"])
 
-    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory())
+    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
+                               address=address)
     if note:
         err_console.print(note)
     with RunLock(out) as lock:
-        _run(config, out, lock=lock, workers=used, resume=resume, force=force, per_n=per_n,
+        _run(config, out, lock=lock, workers=used, backend=backend, address=address, resume=resume, force=force,
+             per_n=per_n,
              ddmin_budget=ddmin_budget, command=command, quiet=quiet, fail_on_violation=fail_on_violation,
              bar=bar)
 
@@ -204,6 +208,7 @@ def _interrupted(out: Path) -> None:
 
 
 def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, per_n: int | None,
+         backend: str = "local", address: str | None = None,
          ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, bar) -> None:
     from lidarmt.cli._common import console, progress, wide_console
     from lidarmt.fuzz.campaign import bundle_id, select_bundles, violating_keys
@@ -212,7 +217,8 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
 
     try:
-        result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=bar.on_pair,
+        result = run_campaign(config, out, workers=workers, backend=backend, address=address, resume=resume,
+                              force=force, on_pair=bar.on_pair,
                               on_start=bar.on_start, header_extra={"command": command, "environment": environment()},
                               lock=lock)
     except KeyboardInterrupt:
@@ -234,7 +240,8 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
             btask = bbar.add_task("bundles", total=len(chosen_b), rate="ddmin")
         try:
             bundle_infos = make_bundles(
-                config, out, [k for k, _ in chosen_b], workers=workers, budget=ddmin_budget, command=command,
+                config, out, [k for k, _ in chosen_b], workers=workers, backend=backend, address=address,
+                budget=ddmin_budget, command=command,
                 on_bundle=lambda info: bbar.update(btask, advance=1) if bbar is not None else None)
         except KeyboardInterrupt:
             if bbar is not None:
@@ -253,7 +260,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     findings.sort(key=lambda r: (r["n"], r["frame"], r["trial"]))
     from lidarmt.fuzz.engine import describe_timeout
 
-    run_info = {"workers": workers, "timeout": describe_timeout(config.timeout), "ran": result.ran, "resumed_from": result.resumed,
+    run_info = {"workers": workers, "backend": backend, "timeout": describe_timeout(config.timeout), "ran": result.ran, "resumed_from": result.resumed,
                 "elapsed_s": round(result.elapsed, 3),
                 "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
                 "environment": environment(), "command": command, "violations": len(viol),
