@@ -385,3 +385,20 @@ def test_apollo_set_refuses_non_finite_numbers(key, value):
     with pytest.raises(UserError) as info:
         ApolloConfig().with_overrides([f"{key}={value}"])
     _one_line(info.value)
+
+
+@SETTINGS
+@given(available=st.integers(-3, 50), count=st.none() | st.integers(-3, 60),
+       seed=st.integers(-(2**70), 2**70))
+def test_frame_selection_is_sorted_distinct_indices_or_one_line_error(available, count, seed):
+    """``--frames`` / ``--seed`` of a campaign: any integers give valid frame indices or a one-line UserError
+    (``--seed -1`` used to reach NumPy's SeedSequence and end in a ValueError traceback)."""
+    from lidarmt.fuzz.campaign import select_frames
+
+    try:
+        chosen = select_frames(available, count, seed)
+    except UserError as err:
+        _one_line(err)
+        return
+    assert list(chosen) == sorted(set(chosen)) and all(0 <= i < available for i in chosen)
+    assert len(chosen) == (available if count is None else count)

@@ -920,3 +920,17 @@ def test_known_malformed_geojson_is_user_error(tmp_path, text):
 
     (tmp_path / "m.geojson").write_text(text)
     user_error_or_reads(tmp_path, lambda: load_map(tmp_path / "m.geojson"))
+
+
+@CHEAP
+@given(proj=st.one_of(
+    st.builds(lambda z, s, rest: f"+proj=utm +zone={z}{' +south' if s else ''} {rest}",
+              st.integers(-5, 10**6).map(str) | st.sampled_from(["", "x", "9" * 5000, "10.5", "٣"]),
+              st.booleans(), st.text(max_size=10)),
+    st.text(max_size=40)))
+def test_map_projection_zone_parses_to_a_utm_zone_or_none(proj):
+    """The ``proj`` string of a map header (text from a file): a UTM zone 1..60 or None, never an exception."""
+    from lidarmt.roi.utm import parse_proj_zone
+
+    got = parse_proj_zone(proj)
+    assert got is None or (1 <= got[0] <= 60 and isinstance(got[1], bool)), got
