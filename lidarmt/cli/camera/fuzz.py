@@ -80,6 +80,8 @@ def fuzz(
     model_option: Annotated[list[str], typer.Option("--model-option", help="KEY=VALUE passed to every model's constructor (repeatable).")] = [],  # noqa: B006
     topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording (default: the only one, or lidarmt simulate's).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to CPU cores, frames and memory.")] = 1,
+    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 64,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call (a batch) may take; default automatic (900 s for the first call, then 30x it, at least 60 s).")] = None,
     bundles: Annotated[int, typer.Option("--bundles", help="Bug bundles kept per model and transformation (the worst violations).")] = 1,
@@ -116,16 +118,17 @@ def fuzz(
                                   batch_size=batch_size)
     criteria = Criteria(lam, epsilon, tolerance)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
-    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory())
+    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
+                               address=address)
     if note:
         err_console.print(note)
     with RunLock(out) as lock:
-        _run(config, criteria, out, lock=lock, workers=used, resume=resume, force=force, bundles=bundles,
+        _run(config, criteria, out, lock=lock, workers=used, backend=backend, address=address, resume=resume, force=force, bundles=bundles,
              command=command, quiet=quiet, fail_on_violation=fail_on_violation)
 
 
 def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force: bool, bundles: int, command: str,
-         quiet: bool, fail_on_violation: bool) -> None:
+         quiet: bool, fail_on_violation: bool, backend: str = "local", address: str | None = None) -> None:
     from lidarmt.camera.bundle import write_sheet
     from lidarmt.cli._common import CampaignProgress, console, err_console, progress, wide_console
     from lidarmt.fuzz.engine import describe_timeout, environment, make_bundles, run_campaign
@@ -138,7 +141,8 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
 
     bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="camera", unit="pairs")
     try:
-        result = run_campaign(config, out, workers=workers, resume=resume, force=force, on_pair=bar.on_pair,
+        result = run_campaign(config, out, workers=workers, backend=backend, address=address, resume=resume,
+                              force=force, on_pair=bar.on_pair,
                               on_start=bar.on_start, lock=lock,
                               header_extra={"command": command, "environment": environment(),
                                             "criteria": criteria.to_dict()})
@@ -173,7 +177,8 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
 
         try:
             bundle_infos = make_bundles(
-                config, out, [k for k, _ in picked], workers=workers, opts_for=relation, command=command,
+                config, out, [k for k, _ in picked], workers=workers, backend=backend, address=address,
+                opts_for=relation, command=command,
                 on_bundle=lambda info: bbar.update(btask, advance=1) if bbar is not None else None)
         except KeyboardInterrupt:
             if bbar is not None:
@@ -200,7 +205,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
         counts[k] = counts.get(k, 0) + 1
     findings = [r for r in iter_records(out / JOURNAL_NAME) if r["status"] != "ok"]
     findings.sort(key=lambda r: tuple(r["key"]))
-    run_info = {"workers": workers, "timeout": describe_timeout(config.timeout), "ran": result.ran,
+    run_info = {"workers": workers, "backend": backend, "timeout": describe_timeout(config.timeout), "ran": result.ran,
                 "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
                 "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
                 "environment": environment(), "command": command, "violations": len(violations),
