@@ -5,8 +5,9 @@ issue's number): (1) plain ``model.predict`` in batches of 64; (2) profiling: th
 coverage hooks on (:class:`lidarmt.coverage.NeuronProbe`) and the per-neuron min/max/mean/std accumulated
 (``lidarmt camera profile``'s work without the decoding); (3) tracking: :meth:`CoverageTracker.update` per batch
 with all five criteria (NC, KMNC k = 1000, NBC, SNAC, TKNC) against the shipped profile (what a search pays per
-mutant batch). The three are interleaved ``--repeats`` times and the minimum of each is kept (the machine is
-shared); the ratios (2)/(1) and (3)/(1) are the overheads.
+mutant batch). The three are timed batch by batch, back to back (a load spike on the shared machine hits all
+three alike), ``--repeats`` passes, the minimum total of each kept; the ratios (2)/(1) and (3)/(1) are the
+overheads.
 
 Usage: ``python benchmarks/bench_coverage.py [--frames 1500] [--models dave-orig,...] [--repeats 2]``.
 Writes ``benchmarks/results/coverage.json``.
@@ -47,31 +48,28 @@ def _frames(count: int) -> tuple[np.ndarray, str]:
     return rng.integers(0, 255, (count, 240, 320, 3), dtype=np.uint8), "synthetic noise frames (no shared data)"
 
 
-def _plain(model, frames: np.ndarray) -> float:
+def _timed(fn, *args):
     t = time.perf_counter()
-    for i in range(0, len(frames), BATCH):
-        model.predict(frames[i:i + BATCH])
-    return time.perf_counter() - t
+    out = fn(*args)
+    return time.perf_counter() - t, out
 
 
-def _profile(model, frames: np.ndarray) -> float:
-    t = time.perf_counter()
+def _pass(model, frames: np.ndarray, profile) -> tuple[float, float, float | None, dict[str, float]]:
+    """One pass over the frames, batch by batch: plain prediction, profiling and tracking of each batch timed
+    back to back, so a load spike on the shared machine hits the three alike."""
     probe = NeuronProbe(model.module)
     acc = ProfileAccumulator()
+    tracker = CoverageTracker(NeuronProbe(model.module), run=model.predict, profile=profile) if profile else None
+    plain = prof = track = 0.0
     for i in range(0, len(frames), BATCH):
         chunk = frames[i:i + BATCH]
-        _, acts = probe.capture(lambda c=chunk: model.predict(c), len(chunk))
-        acc.add(acts)
-    acc.result(probe.names, probe.sizes or [])
-    return time.perf_counter() - t
-
-
-def _track(model, frames: np.ndarray, profile) -> tuple[float, dict[str, float]]:
-    t = time.perf_counter()
-    tr = CoverageTracker(NeuronProbe(model.module), run=model.predict, profile=profile)
-    for i in range(0, len(frames), BATCH):
-        tr.update(frames[i:i + BATCH])
-    return time.perf_counter() - t, tr.coverage()
+        plain += _timed(model.predict, chunk)[0]
+        dt, (_, acts) = _timed(probe.capture, lambda c=chunk: model.predict(c), len(chunk))
+        prof += dt + _timed(acc.add, acts)[0]
+        if tracker is not None:
+            track += _timed(tracker.update, chunk)[0]
+    prof += _timed(acc.result, probe.names, probe.sizes or [])[0]
+    return plain, prof, (track if tracker is not None else None), (tracker.coverage() if tracker else {})
 
 
 def main() -> None:
@@ -94,11 +92,11 @@ def main() -> None:
         plain, prof, track = [], [], []
         cov: dict[str, float] = {}
         for _ in range(args.repeats):
-            plain.append(_plain(model, frames))
-            prof.append(_profile(model, frames))
-            if profile is not None:
-                dt, cov = _track(model, frames, profile)
-                track.append(dt)
+            a, b, c, cov = _pass(model, frames, profile)
+            plain.append(a)
+            prof.append(b)
+            if c is not None:
+                track.append(c)
         p, q = min(plain), min(prof)
         r = min(track) if track else None
         neurons = profile.size if profile is not None else None

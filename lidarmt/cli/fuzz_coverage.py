@@ -79,7 +79,7 @@ def fuzz_coverage(
     from lidarmt.fuzz.campaign import CampaignConfig, Evaluator, parse_ns, select_frames
     from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
     from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec, open_source
+    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
     from lidarmt.report.coverage import lidar_rich_tables, write_lidar_reports
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
@@ -89,7 +89,7 @@ def fuzz_coverage(
         raise FuzzArgumentError(f"--region {region!r}: use disk or grid")
     if mode is not None and mode not in ("fast", "exact"):
         raise FuzzArgumentError(f"--mode {mode!r}: use fast or exact")
-    if not Path(map).exists():
+    if not is_callable_spec(map) and not Path(map).exists():
         raise FuzzInputError(f"--map {map}: no such file or folder")
     config = CoverageConfig(nc_threshold=nc_threshold, kmnc_k=kmnc_k, tknc_k=tknc_k, widen=widen)
     size = radius if radius is not None else (HDL64E_RANGE_M if region == "disk" else CNN_HALF_RANGE_M)
