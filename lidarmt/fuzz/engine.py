@@ -54,6 +54,9 @@ LOCK_NAME = ".lidarmt.lock"
 KINDS: dict[str, str] = {
     "lidar-mr1": "lidarmt.fuzz.campaign:CampaignConfig",
     "camera": "lidarmt.camera.campaign:CameraCampaignConfig",
+    "camera-search": "lidarmt.search.camera:CameraSearchConfig",
+    "lidar-search": "lidarmt.search.lidar:LidarSearchConfig",
+    "lidar-condition": "lidarmt.search.lidar:ConditionConfig",
 }
 DEFAULT_KIND = "lidar-mr1"  # journals written before kinds existed are LiDAR MR1 campaigns
 
