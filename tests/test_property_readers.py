@@ -822,10 +822,18 @@ def valid_maps(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("maps")
     square = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [0.0, 10.0]])
     hd = _map_from([square, square + 20], [np.array([[1.0, 1.0], [9.0, 9.0]])])
-    return write_map(hd, root, formats=("bin", "txt", "geojson"))
+    paths = write_map(hd, root, formats=("bin", "txt", "geojson"))
+    from lidarmt.roi.xmlmap import map_to_xml
+
+    hd.header.proj = "+proj=utm +zone=10 +ellps=WGS84 +datum=WGS84 +units=m +no_defs"
+    for poly in (square, square + 20):  # XML maps hold longitude/latitude: place the map in UTM zone 10
+        poly += [500_000.0, 4_000_000.0]
+    (root / "base_map.xml").write_text(map_to_xml(hd))
+    paths["xml"] = root / "base_map.xml"
+    return paths
 
 
-@pytest.mark.parametrize("fmt", ["bin", "txt", "geojson"])
+@pytest.mark.parametrize("fmt", ["bin", "txt", "geojson", "xml"])
 @DAMAGE
 @given(data=st.data())
 def test_damaged_map_loads_or_raises_user_error(valid_maps, fmt, data):
@@ -934,3 +942,14 @@ def test_map_projection_zone_parses_to_a_utm_zone_or_none(proj):
 
     got = parse_proj_zone(proj)
     assert got is None or (1 <= got[0] <= 60 and isinstance(got[1], bool)), got
+
+
+def test_xml_map_entity_expansion_is_refused_or_bounded(tmp_path):
+    """A 'billion laughs' XML map (entities expanding to gigabytes) is an error or tiny: never a memory blow-up."""
+    from lidarmt.roi import load_map
+
+    ents = "".join(f'<!ENTITY e{k} "{f"&e{k - 1};" * 10 if k else "lol" * 10}">' for k in range(9))
+    (tmp_path / "base_map.xml").write_text(f'<?xml version="1.0"?><!DOCTYPE OpenDRIVE [{ents}]>'
+                                           f"<OpenDRIVE><header><geoReference>&e8;</geoReference></header>"
+                                           f"</OpenDRIVE>")
+    user_error_or_reads(tmp_path, lambda: load_map(tmp_path / "base_map.xml"))
