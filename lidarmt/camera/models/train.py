@@ -543,8 +543,9 @@ def _label_warning(m: dict[str, Any]) -> list[str]:
                   "random values (flat histogram over about ±0.4 rad) rather than recorded steering, while the "
                   "frames are consecutive (neighbouring frames are far more alike than distant ones); "
                   "DeepXplore's code reads the angles of these test frames from the file `final_example.csv`. "
-                  "The network's output still depends on the image, so it can serve as a system under test for "
-                  "relations between its own outputs (mirror, brightness, DeepRoad's |f(i) − f(τ(i))| ≤ ε), but "
+                  f"The network's output still depends on the image (standard deviation "
+                  f"{m.get('pred_std_deg', float('nan')):.2f}° on the validation frames), so it can serve as a "
+                  "system under test for relations between its own outputs (mirror, brightness, DeepRoad's |f(i) − f(τ(i))| ≤ ε), but "
                   "not for relations against the labels (DeepTest's (θ̂ − θ)² ≤ λ·MSE), and its errors say "
                   "nothing about how a trained steering model behaves. Retrain with "
                   "`scripts/train_camera_models.sh DATA` on frames with real steering labels."]
