@@ -120,7 +120,8 @@ def test_fuzz_with_label_roi_reports_reach_lost_obstacles_and_filters(rec, tmp_p
     info = json.loads((bundle / "bundle.json").read_text())
     assert " pts, " in info["lost_details"] and " m away" in info["lost_details"]
     bmd = (bundle / "report.md").read_text()
-    assert "the original topic" not in bmd and "m away" in bmd
+    assert "the original topic" not in bmd and "m away" in bmd and "inside the network's grid" in bmd
+    assert info["added_reached"] == 1000
     assert (bundle / "bev.png").stat().st_size > 10_000
     # the filters apply when the journal is folded: resuming with them re-reports, the journal is unchanged
     journal = (out / "journal.jsonl").read_bytes()

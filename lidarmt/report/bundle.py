@@ -134,6 +134,8 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "n_follow": len(follow),
         "lost": lost_text(verdict),
         "lost_details": lost_details(verdict),
+        # added points inside the network's grid and height band (the others cannot change any obstacle)
+        "added_reached": int(ev.reach.count(extra)) if getattr(ev, "reach", None) is not None else None,
         "ddmin": dd.to_dict() if dd else None,
         "minimal_indices": [int(i) for i in minimal],  # minimal.npy == added.npy[minimal_indices]
         "minimal_verdict": judge(source, minimal_obs).to_dict() if minimal_obs is not None else None,
@@ -373,8 +375,10 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles "
         f"({_counts(verdict.counts_source)})",
         f"- follow-up (+{info['n']} points, z and intensity uniform in the frame's ranges, region "
-        f"{cfg['region']['shape']} {cfg['region']['size']:g} m): {info['n_follow']} obstacles "
-        f"({_counts(verdict.counts_follow)})",
+        f"{cfg['region']['shape']} {cfg['region']['size']:g} m"
+        + (f"; {info['added_reached']} of them inside the network's grid and height band"
+           if info.get("added_reached") is not None else "")
+        + f"): {info['n_follow']} obstacles ({_counts(verdict.counts_follow)})",
     ]
     for m in verdict.missing:
         lines.append(f"- {Missing.describe(m)}")
