@@ -1,0 +1,473 @@
+"""Coverage-guided and evolutionary search on steering models: DeepTest's Algorithm 1, TACTIC's (1+1)-ES.
+
+Both run on the shared campaign engine as the campaign kind ``camera-search``; every evaluated candidate is a
+journal record, every random choice comes from a generator seeded by the candidate's identity, and a resumed
+search folds its journal back into its state (coverage bitsets are rebuilt by forwarding again the few
+candidates that changed them), so it continues exactly where a killed one stopped.
+
+**DeepTest, Algorithm 1** (``strategy="deeptest"``; Tian et al., ICSE 2018, with the parameter ranges of its
+code's guided search, :data:`GUIDED_RANGES`). The seeds' own neuron coverage (NC, threshold 0.2) is taken
+first. Then, per seed (an engine item), per attempt: transformation T1 (dequeued from the seed's queue when it
+is not empty, else drawn at random) and T2 (at random), each with a random parameter, are applied to the seed
+in turn; the mutant is kept when it raises the cumulative NC, and then T1 and T2 are queued for the next
+attempts of this seed; a seed stops after ``tries`` (10) failed attempts, or at its share of the budget. Every
+mutant is also judged by the camera relations (DeepTest Eq. 2 when the source has labels, DeepRoad's |Δθ|
+otherwise). In the same attempt an *unguided* mutant (two random transformations, no queue, always kept) is
+made on the same seed for the comparison: same seeds, the same number of mutants.
+
+**TACTIC's (1+1)-ES** (``strategy="es"``; Li et al., ICML 2021) over one transformation's continuous space (its
+``space``: intensity and style parameters), with a random-search arm on the same budget; ``strategy="random"``
+is that arm alone. A candidate's fitness on the seed batch is Fc + Fd/(Fd + 1): Fc the share of the KMNC (or
+NBC) units the seeds leave uncovered that the transformed batch covers, Fd the mean |θ(τ(i)) − θ(i)| in radians
+(the model's output unit). The landscape is fixed (Fc is measured against the seeds' coverage, and the weather's
+random textures are seeded per frame, not per step), so a candidate's fitness depends on its parameters only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lidarmt.camera.campaign import ModelRef, TransformRef, transform_seed
+from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure
+from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+from lidarmt.search.errors import SearchArgumentError
+from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, step_rng
+
+OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "search.png",
+         "conditions.png", "worst.png", "violations")
+STRATEGIES = ("deeptest", "es", "random")
+ARM_NAMES = {"deeptest": ("guided", "unguided"), "es": ("es", "random"), "random": ("es", "random")}
+SIMPLE = ("translation", "scale", "shear", "rotation", "contrast", "brightness", "blur")
+
+
+def _tenths(lo: int, hi: int) -> Callable[[np.random.Generator], float]:
+    return lambda rng: round(0.1 * int(rng.integers(lo, hi)), 6)
+
+
+#: DeepTest's guided-search parameter ranges (its code, ``guided/*``): translation −50..49 px (x and y drawn
+#: apart), scale 0.5..1.9, shear −0.5..0.4, rotation −30..30°, contrast 0.1..1.9, brightness −21..20, blur 1..10
+GUIDED_RANGES: dict[str, Callable[[np.random.Generator], dict[str, float]]] = {
+    "translation": lambda rng: {"tx": float(rng.integers(-50, 50)), "ty": float(rng.integers(-50, 50))},
+    "scale": lambda rng: (lambda s: {"sx": s, "sy": s})(_tenths(5, 20)(rng)),
+    "shear": lambda rng: {"sx": _tenths(-5, 5)(rng)},
+    "rotation": lambda rng: {"angle": float(rng.integers(-30, 31))},
+    "contrast": lambda rng: {"alpha": _tenths(1, 20)(rng)},
+    "brightness": lambda rng: {"beta": float(rng.integers(-21, 21))},
+    "blur": lambda rng: {"id": int(rng.integers(1, 11))},
+}
+
+
+def attempt_rng(seed: int, pos: int, attempt: int, arm: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), int(pos), int(attempt), int(arm),
+                                                                        0x64656570])))  # "deep"
+
+
+def camera_space(transform: str) -> Space:
+    """A transformation's continuous parameters as a search space (all of its ``space``)."""
+    from lidarmt.camera.transforms.registry import get_transform
+
+    t = get_transform(transform)
+    if not t.space:
+        raise SearchArgumentError(f"--space {transform}: this transformation has no continuous parameters; use "
+                                  "fog, rain, snow, night, glare, droplets, dirt or a simple one")
+    return Space(tuple(Dim(k, float(r.low), float(r.high), bool(r.integer)) for k, r in t.space.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class CameraSearchConfig:
+    """Everything that determines a camera search's records (``run_dir`` only says where its journal is)."""
+
+    images: str
+    model: ModelRef
+    strategy: str
+    frames: tuple[int, ...]
+    budget: int
+    seed: int = 0
+    space: str | None = None
+    criterion: str = "kmnc"
+    tries: int = 10
+    topic: str | None = None
+    timeout: float | None = None
+    profile: str | None = "auto"
+    nc_threshold: float = 0.2
+    kmnc_k: int = 1000
+    run_dir: str | None = field(default=None, compare=False)
+
+    kind: ClassVar[str] = "camera-search"
+    owned: ClassVar[tuple[str, ...]] = OWNED
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise SearchArgumentError(f"--strategy {self.strategy!r}: use deeptest, es or random")
+        if self.budget < 1:
+            raise SearchArgumentError(f"--budget {self.budget}: give at least 1 candidate")
+        if not self.frames:
+            raise SearchArgumentError("--frames: the search needs at least one seed image")
+        if self.strategy != "deeptest":
+            if not self.space:
+                raise SearchArgumentError(f"--strategy {self.strategy} needs --space (fog, rain, snow, night, ...)")
+            if self.criterion not in ("kmnc", "nbc"):
+                raise SearchArgumentError(f"--criterion {self.criterion!r}: use kmnc or nbc (TACTIC's criteria)")
+        if self.tries < 1:
+            raise SearchArgumentError(f"--tries {self.tries}: allow at least one failed try per seed")
+
+    # ------------------------------------------------------------------------------------------ items
+
+    @property
+    def arms(self) -> tuple[int, ...]:
+        return (1,) if self.strategy == "random" else (0, 1)
+
+    @property
+    def arm_names(self) -> tuple[str, str]:
+        return ARM_NAMES[self.strategy]  # type: ignore[return-value]
+
+    @property
+    def per_seed(self) -> int:
+        """DeepTest: attempts a seed may use at most (its share of the budget)."""
+        return max(1, self.budget // len(self.frames))
+
+    @property
+    def items(self) -> tuple[int, ...]:
+        return tuple(range(len(self.frames) if self.strategy == "deeptest" else self.budget))
+
+    @property
+    def total(self) -> int:
+        return len(self.items) * (self.per_seed if self.strategy == "deeptest" else 1) * len(self.arms)
+
+    def keys_of(self, item: int) -> list[Key]:
+        if self.strategy == "deeptest":
+            return [(item, a, arm) for a in range(self.per_seed) for arm in self.arms]
+        return [(item, 0, arm) for arm in self.arms]
+
+    def key_fields(self, key: Key) -> dict[str, Any]:
+        return {"key": list(key)}
+
+    def record_key(self, rec: Mapping[str, Any]) -> Key:
+        return tuple(int(v) for v in rec["key"])
+
+    def bundle_id(self, key: Key) -> str:
+        from lidarmt.camera.bundle import display_name
+
+        model = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(display_name(self.model.name)).stem)
+        a, b, arm, j = (tuple(key) + (0, 0, 0, 0))[:4]
+        if self.strategy == "deeptest":
+            return f"{model[:24]}-{self.arm_names[arm]}-seed{a:03d}-try{b:02d}"
+        return f"{model[:24]}-{self.space}-{self.arm_names[arm]}-s{a:03d}-i{j:03d}"
+
+    def transform_names(self) -> tuple[str, ...]:
+        return SIMPLE if self.strategy == "deeptest" else (str(self.space),)
+
+    def new_tally(self) -> CameraSearchTally:
+        return CameraSearchTally(self)
+
+    def evaluator(self, *, enforce_timeout: bool = True) -> CameraSearchEvaluator:
+        return CameraSearchEvaluator(self, enforce_timeout=enforce_timeout)
+
+    def worker_memory(self) -> int:
+        return 600 * 2**20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "images": self.images, "model": self.model.to_dict(), "strategy": self.strategy,
+                "frames": list(self.frames), "budget": self.budget, "seed": self.seed, "space": self.space,
+                "criterion": self.criterion, "tries": self.tries, "topic": self.topic, "timeout": self.timeout,
+                "profile": self.profile, "nc_threshold": self.nc_threshold, "kmnc_k": self.kmnc_k}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CameraSearchConfig:
+        return cls(str(d["images"]), ModelRef.from_dict(d["model"]), str(d["strategy"]),
+                   tuple(int(f) for f in d["frames"]), int(d["budget"]), int(d["seed"]), d.get("space"),
+                   str(d.get("criterion", "kmnc")), int(d.get("tries", 10)), d.get("topic"), d.get("timeout"),
+                   d.get("profile", "auto"), float(d.get("nc_threshold", 0.2)), int(d.get("kmnc_k", 1000)))
+
+
+# ----------------------------------------------------------------------------------------------- tally
+
+
+class CameraSearchTally:
+    """The records of a camera search, by arm, in key order when asked."""
+
+    def __init__(self, config: CameraSearchConfig) -> None:
+        self.config = config
+        self._seen: set[Key] = set()
+        self.records: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+        self.skipped_keys: set[Key] = set()
+
+    @property
+    def skipped(self) -> int:
+        return len(self.skipped_keys)
+
+    def seen(self, key: Key) -> bool:
+        return tuple(key) in self._seen
+
+    @property
+    def done(self) -> int:
+        return len(self._seen)
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        key = tuple(int(v) for v in rec["key"])
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        if rec["status"] == "skipped":
+            self.skipped_keys.add(key)
+            return
+        self.records[key[2]].append(dict(rec))
+
+    def arm(self, arm: int) -> list[dict[str, Any]]:
+        return sorted(self.records[arm], key=lambda r: tuple(r["key"]))
+
+    def es_state(self) -> EsState:
+        d = camera_space(str(self.config.space)).d
+        state = EsState()
+        for rec in self.arm(0):
+            if rec["status"] == "ok":
+                state = es_tell(state, rec["unit"], float(rec["fitness"]), d)
+        return state
+
+    def es_stopped_at(self) -> int | None:
+        if self.config.strategy != "es":
+            return None
+        d = camera_space(str(self.config.space)).d
+        state = EsState()
+        for rec in self.arm(0):
+            if rec["status"] == "ok":
+                state = es_tell(state, rec["unit"], float(rec["fitness"]), d)
+                if state.stopped():
+                    return int(rec["key"][0]) + 1
+        return None
+
+    def seed_state(self, pos: int) -> tuple[list[str], int, int]:
+        """DeepTest: (queue, failed tries, attempts) of seed ``pos`` after its journaled attempts."""
+        queue: list[str] = []
+        failed = attempts = 0
+        for rec in self.arm(0):
+            if rec["key"][0] != pos or rec["status"] != "ok":
+                continue
+            queue = list(rec["queue"])
+            failed = int(rec["failed"])
+            attempts += 1
+        return queue, failed, attempts
+
+
+# ----------------------------------------------------------------------------------------------- evaluator
+
+
+class CameraSearchEvaluator(EvaluatorBase):
+    """Builds the image source, the model with its coverage tracker, and runs the search's candidates."""
+
+    what = "the steering model"
+
+    def __init__(self, config: CameraSearchConfig, *, enforce_timeout: bool = True) -> None:
+        from lidarmt.camera.campaign import CameraCampaignConfig, CameraEvaluator
+        from lidarmt.coverage import CoverageConfig
+        from lidarmt.coverage.camera import load_profile_for, tracker_for
+
+        super().__init__(config.timeout, enforce_timeout=enforce_timeout)
+        self.config = config
+        names = config.transform_names()
+        refs = tuple(TransformRef(n, ({},)) for n in names)
+        self.cam = CameraEvaluator(CameraCampaignConfig(config.images, (config.model,), refs, config.frames,
+                                                        seed=config.seed, topic=config.topic,
+                                                        timeout=config.timeout), enforce_timeout=False)
+        self.model = self.cam.models[0]
+        self.history = int(self.model.input_spec.history)
+        from lidarmt.camera.transforms.registry import get_transform
+
+        self.transforms = {n: get_transform(n) for n in names}
+        profile = load_profile_for(config.model.name, config.profile) if config.profile else None
+        if config.strategy != "deeptest" and profile is None:
+            raise SearchArgumentError(f"--model {config.model.name}: {config.criterion} needs the model's profile "
+                                      "(make one with lidarmt camera profile, or pass --profile FILE)")
+        crit = ("nc",) if config.strategy == "deeptest" else (config.criterion, "kmnc", "nbc")
+        cov = CoverageConfig(criteria=tuple(dict.fromkeys(crit)), nc_threshold=config.nc_threshold,
+                             kmnc_k=config.kmnc_k)
+        self.tracker = tracker_for(self.model, profile=profile if config.strategy != "deeptest" else None,
+                                   config=cov)
+        self.unguided = None
+        self.tally = config.new_tally()
+        self._ready = False
+        self.seeds: dict[int, dict[str, Any]] = {}  # position -> window, label, pred
+
+    # ------------------------------------------------------------------------------------------ set-up
+
+    def _measure(self, tracker: Any, batch: np.ndarray, keys: Any) -> Any:
+        return self.call(lambda b: tracker.update(b, commit=False), batch, keys=keys, stage="follow")
+
+    def prepare(self) -> None:
+        """Forward the seeds once (their coverage is the baseline), then fold an earlier invocation's journal."""
+        if self._ready:
+            return
+        self._ready = True
+        wins = []
+        for pos, f in enumerate(self.config.frames):
+            window, cur = self.cam.window(f)
+            self.seeds[pos] = {"frame": f, "window": window, "label": cur.label, "frame_id": cur.frame_id}
+            wins.append(self.cam.model_input(window, self.history))
+        preds = []
+        for i in range(0, len(wins), 64):
+            step = self.call(self.tracker.update, np.stack(wins[i:i + 64]), stage="source")
+            preds.extend(float(v) for v in np.asarray(step.outputs).reshape(-1))
+        for pos, p in enumerate(preds):
+            self.seeds[pos]["pred"] = p
+        labels = [s["label"] for s in self.seeds.values() if s["label"] is not None]
+        self.mse_orig = (float(np.mean([(s["pred"] - s["label"]) ** 2 for s in self.seeds.values()
+                                        if s["label"] is not None])) if labels else None)
+        self.seed_cov = self.tracker.coverage()
+        self.unguided = self.tracker.copy()
+        if self.config.run_dir is None:
+            return
+        path = Path(self.config.run_dir) / JOURNAL_NAME
+        if not path.is_file():
+            return
+        for rec in iter_records(path):
+            self.tally.add(rec)
+        if self.config.strategy == "deeptest":  # rebuild the cumulative coverage from the mutants that changed it
+            for arm, tracker in ((0, self.tracker), (1, self.unguided)):
+                for rec in self.tally.arm(arm):
+                    if rec["status"] == "ok" and rec["new"] > 0:
+                        batch = self.apply_steps(int(rec["key"][0]), rec["steps"])[None]
+                        tracker.update(batch)
+
+    # ------------------------------------------------------------------------------------------ images
+
+    def apply_steps(self, pos: int, steps: Sequence[Mapping[str, Any]], *, window: np.ndarray | None = None
+                    ) -> np.ndarray:
+        """The model input of seed ``pos`` with ``steps`` applied in order to every frame of its window."""
+        win = self.seeds[pos]["window"] if window is None else window
+        out = np.stack([self.compose(img, steps) for img in win])
+        return self.cam.model_input(out, self.history)
+
+    def compose(self, img: np.ndarray, steps: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        for s in steps:
+            img = self.transforms[s["transform"]].apply(img, s["params"], int(s["seed"]))
+        return img
+
+    def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
+        self.prepare()
+        for key in keys:
+            rec = self.deeptest_step(key) if self.config.strategy == "deeptest" else self.es_step(key)
+            self.tally.add(rec)
+            emit("pair", rec)
+
+    # ------------------------------------------------------------------------------------------ DeepTest
+
+    def deeptest_step(self, key: Key) -> dict[str, Any]:
+        pos, attempt, arm = key
+        cfg = self.config
+        seed = self.seeds[pos]
+        base = {"type": "pair", "key": list(key), "arm": cfg.arm_names[arm], "frame": seed["frame"],
+                "attempt": attempt}
+        queue, failed, _ = self.tally.seed_state(pos)
+        if (failed >= cfg.tries) if arm == 0 else self.tally.seen((pos, attempt, 0)) and (
+                (pos, attempt, 0) in self.tally.skipped_keys):
+            return {**base, "status": "skipped", "why": f"the seed failed {cfg.tries} tries"}
+        rng = attempt_rng(cfg.seed, pos, attempt, arm)
+        names = list(SIMPLE)
+        t1 = queue.pop(0) if arm == 0 and queue else names[int(rng.integers(len(names)))]
+        t2 = names[int(rng.integers(len(names)))]
+        steps = []
+        for t in (t1, t2):
+            steps.append({"transform": t, "params": GUIDED_RANGES[t](rng), "seed": int(rng.integers(2**62))})
+        tracker = self.tracker if arm == 0 else self.unguided
+        try:
+            batch = self.apply_steps(pos, steps)[None]
+            step = self._measure(tracker, batch, key)
+        except Exception as err:
+            fail = failure(err)
+            return {**base, "status": fail["status"], "error": fail["error"], "traceback": fail["traceback"],
+                    "steps": steps, "queue": queue, "failed": failed + (arm == 0)}
+        new = int(step.new["nc"][0])
+        kept = new > 0 if arm == 0 else True
+        if kept:
+            tracker.update_activations(step.acts, commit=True)
+        if arm == 0:
+            if new > 0:
+                queue += [t1, t2]
+            else:
+                failed += 1
+        pred_t = float(np.asarray(step.outputs).reshape(-1)[0])
+        return {**base, "status": "ok", "steps": steps, "new": new, "kept": bool(kept),
+                "coverage": tracker.coverage()["nc"], "queue": queue, "failed": failed, "label": seed["label"],
+                "pred": seed["pred"], "pred_t": pred_t, "mse_orig": self.mse_orig,
+                "seed_nc": self.seed_cov["nc"]}
+
+    # ------------------------------------------------------------------------------------------ ES
+
+    def es_step(self, key: Key) -> dict[str, Any]:
+        step_i, _, arm = key
+        cfg = self.config
+        base = {"type": "pair", "key": list(key), "arm": cfg.arm_names[arm], "step": step_i}
+        stop = self.tally.es_stopped_at()
+        if stop is not None and step_i >= stop:
+            return {**base, "status": "skipped", "why": f"the ES stopped at step {stop} (60 without improvement)"}
+        space = camera_space(str(cfg.space))
+        rng = step_rng(cfg.seed, step_i, arm)
+        if arm == 0:
+            state = self.tally.es_state()
+            u = es_propose(state, space, rng)
+            sigma = state.sigma
+        else:
+            u, sigma = random_propose(space, rng), None
+        params = space.to_params(u)
+        rec = {**base, "unit": [float(v) for v in u], "params": params, "sigma": sigma}
+        try:
+            batch = np.stack([self.apply_steps(pos, self.condition_steps(pos, params)) for pos in self.seeds])
+            outs, new_units = [], {c: 0 for c in self.tracker.criteria}
+            acts = []
+            for i in range(0, len(batch), 64):
+                st = self._measure(self.tracker, batch[i:i + 64], key)
+                outs.extend(float(v) for v in np.asarray(st.outputs).reshape(-1))
+                acts.append(st.acts)
+            # Fc over the whole batch against the seeds' coverage (chunks measured together)
+            st = self.tracker.update_activations(np.concatenate(acts), commit=False)
+            for c in self.tracker.criteria:
+                new_units[c] = int(st.new[c].sum())
+        except Exception as err:
+            fail = failure(err)
+            return {**rec, "status": fail["status"], "error": fail["error"], "traceback": fail["traceback"]}
+        preds = np.array([self.seeds[p]["pred"] for p in self.seeds])
+        pred_t = np.asarray(outs)
+        fd = float(np.mean(np.abs(pred_t - preds)))
+        fc = float(st.gain[cfg.criterion])
+        covered = self.tracker.covered_counts()
+        reach = {c: (covered[c] + new_units[c]) / self.tracker.units(c) for c in self.tracker.criteria}
+        return {**rec, "status": "ok", "fc": fc, "fd": fd, "fitness": fc + fd / (fd + 1.0),
+                "pred_t": [float(v) for v in pred_t], "coverage": reach, "new_units": new_units}
+
+    def condition_steps(self, pos: int, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One transformation with the candidate's parameters; the random textures are seeded per frame."""
+        name = str(self.config.space)
+        return [{"transform": name, "params": dict(params),
+                 "seed": transform_seed(self.config.seed, self.seeds[pos]["frame"], name, 0, 0)}]
+
+    # ------------------------------------------------------------------------------------------ bundles
+
+    def judge_steps(self, frame: int, steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Seed window and mutant of ``frame`` and both predictions, from scratch (bundles)."""
+        window, cur = self.cam.window(frame)
+        tw = np.stack([self.compose(img, steps) for img in window])
+        pred = float(self.cam.predict(0, self.cam.model_input(window, self.history)[None], None, "bundle")[0])
+        pred_t = float(self.cam.predict(0, self.cam.model_input(tw, self.history)[None], None, "bundle")[0])
+        return {"frame": cur, "window": window, "transformed": tw, "pred": pred, "pred_t": pred_t}
+
+    def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]:
+        from lidarmt.camera.bundle import make_camera_bundle
+
+        return make_camera_bundle(self, tuple(key), Path(out_dir), **opts)
+
+
+def deeptest_errors(records: Sequence[Mapping[str, Any]], lam: float) -> int:
+    """Mutants that break DeepTest's Eq. 2, (θ(τ(i)) − θᵗ)² > λ·MSE_orig (labelled seeds only)."""
+    return sum(1 for r in records if r.get("label") is not None and r.get("mse_orig") is not None
+               and (r["pred_t"] - r["label"]) ** 2 > lam * r["mse_orig"])
+
+
+def deeproad_errors(pred: Sequence[float], pred_t: Sequence[float], eps_deg: float) -> int:
+    """Pairs with |θ(τ(i)) − θ(i)| > ε."""
+    return int(np.sum(np.abs(np.asarray(pred_t) - np.asarray(pred)) > math.radians(eps_deg)))
