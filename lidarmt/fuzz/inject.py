@@ -232,3 +232,176 @@ def make_follow_up(
         extra = full
     return FollowUp(source.with_extra_points(extra), extra, len(source), (int(seed), int(frame_index), int(n),
                                                                          int(trial)))
+
+
+# ----------------------------------------------------------------------------------------------- conditions
+
+_CONDITION_GIVE_UP = 2_000  # candidate points drawn per wanted point before a condition is declared impossible
+
+
+@dataclass(frozen=True, slots=True)
+class NoiseCondition:
+    """A parameterised version of MR1's noise, for searching critical conditions (beyond the study).
+
+    The points lie in a horizontal *ring sector* about the sensor (radii ``r_in`` .. ``r_out`` metres, polar
+    angle ``sector_start`` .. ``sector_start + sector_width`` degrees, counter-clockwise from +x), outside the
+    ROI; their z is uniform in a *band* of the source frame's z range (``z_low``, ``z_high``: fractions of
+    [zmin, zmax]) and their intensity uniform in a band of its intensity range (``i_low``, ``i_high``).
+    ``clumps = 0`` spreads them uniformly (area-uniform) over the sector; ``clumps = k > 0`` first draws k
+    centres that way, then each point uniformly in a disk of ``clump_radius`` metres about a centre chosen at
+    random (points falling inside the ROI or outside ``r_out`` are drawn again).
+
+    :meth:`uniform` is the study's noise (the 120 m disk, the full z and intensity ranges, no clumps). The
+    study's own injector (:func:`make_follow_up` with a :class:`Region`) stays the reference for MR1 campaigns;
+    a condition is sampled by :func:`sample_condition`, with its own random stream.
+    """
+
+    n: int
+    r_in: float = 0.0
+    r_out: float = HDL64E_RANGE_M
+    sector_start: float = -180.0
+    sector_width: float = 360.0
+    z_low: float = 0.0
+    z_high: float = 1.0
+    i_low: float = 0.0
+    i_high: float = 1.0
+    clumps: int = 0
+    clump_radius: float = 1.0
+
+    def __post_init__(self) -> None:
+        bad = None
+        if not 0 <= self.n <= MAX_POINTS:
+            bad = f"n = {self.n} (use 0 .. {MAX_POINTS:,})"
+        elif not (0.0 <= self.r_in < self.r_out and math.isfinite(self.r_out)):
+            bad = f"ring {self.r_in:g}..{self.r_out:g} m (need 0 <= inner < outer)"
+        elif not (0.0 < self.sector_width <= 360.0 and math.isfinite(self.sector_start)):
+            bad = f"sector width {self.sector_width:g}° (use 0 < width <= 360)"
+        elif not (0.0 <= self.z_low <= self.z_high <= 1.0):
+            bad = f"z band {self.z_low:g}..{self.z_high:g} (fractions 0 <= low <= high <= 1)"
+        elif not (0.0 <= self.i_low <= self.i_high <= 1.0):
+            bad = f"intensity band {self.i_low:g}..{self.i_high:g} (fractions 0 <= low <= high <= 1)"
+        elif self.clumps < 0 or not (self.clump_radius > 0 and math.isfinite(self.clump_radius)):
+            bad = f"{self.clumps} clumps of radius {self.clump_radius:g} m (need clumps >= 0, radius > 0)"
+        if bad:
+            raise InjectionError(f"bad noise condition: {bad}")
+
+    @classmethod
+    def uniform(cls, n: int, radius: float = HDL64E_RANGE_M) -> NoiseCondition:
+        """The study's noise: n points uniform in the disk of ``radius``, full z and intensity ranges."""
+        return cls(int(n), 0.0, float(radius))
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> NoiseCondition:
+        return cls(int(d["n"]), *(float(d[f]) for f in ("r_in", "r_out", "sector_start", "sector_width", "z_low",
+                                                          "z_high", "i_low", "i_high")),
+                   int(d["clumps"]), float(d["clump_radius"]))
+
+    def describe(self) -> str:
+        sector = "" if self.sector_width >= 360 else f", sector {self.sector_start:.0f}°+{self.sector_width:.0f}°"
+        clump = f", {self.clumps} clumps r={self.clump_radius:.1f} m" if self.clumps else ", uniform"
+        return (f"n={self.n}, ring {self.r_in:.1f}-{self.r_out:.1f} m{sector}, z {self.z_low:.2f}-{self.z_high:.2f}, "
+                f"intensity {self.i_low:.2f}-{self.i_high:.2f}{clump}")
+
+
+def ring_sector_points(u: np.ndarray, r_in: float, r_out: float, start_deg: float, width_deg: float) -> np.ndarray:
+    """(N, 2) x, y area-uniform in a ring sector from (N, 2) uniforms in [0, 1)."""
+    u = np.asarray(u, dtype=np.float64)
+    r = np.sqrt(r_in**2 + u[:, 0] * (r_out**2 - r_in**2))
+    t = np.radians(start_deg + width_deg * u[:, 1])
+    return np.stack([r * np.cos(t), r * np.sin(t)], axis=1)
+
+
+def _in_sector(xy: np.ndarray, c: NoiseCondition) -> np.ndarray:
+    r = np.hypot(xy[:, 0], xy[:, 1])
+    ok = (r >= c.r_in - 1e-6) & (r <= c.r_out + 1e-6)
+    if c.sector_width < 360.0:
+        ang = np.mod(np.degrees(np.arctan2(xy[:, 1], xy[:, 0])) - c.sector_start, 360.0)
+        ok &= ang <= c.sector_width + 1e-9
+    return ok
+
+
+def _draw_outside(roi: Roi, n: int, draw, keep_extra, what: str) -> np.ndarray:
+    """``n`` (x, y) rows from ``draw(batch)`` that lie outside ``roi`` (and pass ``keep_extra``), in draw order."""
+    out = np.empty((n, 2), dtype=np.float64)
+    have = drawn = accepted = 0
+    while have < n:
+        need = n - have
+        rate = (accepted + 1) / (drawn + 2)
+        batch = int(min(max(need / rate * 1.1 + 16, 64), 4 * MAX_POINTS))
+        cand = draw(batch)
+        keep = ~np.asarray(roi.contains(cand.astype(np.float32)), dtype=bool) & keep_extra(cand)
+        kept = cand[keep]
+        drawn += batch
+        accepted += len(kept)
+        take = min(len(kept), need)
+        out[have:have + take] = kept[:take]
+        have += take
+        if have < n and drawn > _CONDITION_GIVE_UP * max(n, 16) and accepted < drawn * 1e-4:
+            raise InjectionError(f"the ROI covers (almost) all of the {what}: {accepted} of {drawn:,} candidate "
+                                 "points fell outside it")
+    return out
+
+
+def sample_condition(roi: Roi, cond: NoiseCondition, *, rng: np.random.Generator, bounds: Bounds) -> np.ndarray:
+    """``cond.n`` points (structured x/y/z/intensity float32) of a :class:`NoiseCondition`, outside ``roi``."""
+    n = cond.n
+
+    def sector(batch: int) -> np.ndarray:
+        return ring_sector_points(rng.random((batch, 2)), cond.r_in, cond.r_out, cond.sector_start,
+                                  cond.sector_width)
+
+    def anywhere(xy: np.ndarray) -> np.ndarray:
+        return np.ones(len(xy), dtype=bool)
+
+    if cond.clumps == 0:
+        xy = _draw_outside(roi, n, sector, anywhere, f"sampling region ({cond.describe()})")
+    else:
+        centres = _draw_outside(roi, cond.clumps, sector, anywhere, f"sampling region ({cond.describe()})")
+
+        def around(batch: int) -> np.ndarray:
+            which = rng.integers(0, cond.clumps, size=batch)
+            u = rng.random((batch, 2))
+            r = cond.clump_radius * np.sqrt(u[:, 0])
+            t = 2.0 * np.pi * u[:, 1]
+            return centres[which] + np.stack([r * np.cos(t), r * np.sin(t)], axis=1)
+
+        def in_range(xy: np.ndarray) -> np.ndarray:
+            return np.hypot(xy[:, 0], xy[:, 1]) <= cond.r_out
+
+        xy = _draw_outside(roi, n, around, in_range, f"clumps about {cond.clumps} centres")
+    zi = rng.random((n, 2))
+    zlo = bounds.zmin + cond.z_low * (bounds.zmax - bounds.zmin)
+    zhi = bounds.zmin + cond.z_high * (bounds.zmax - bounds.zmin)
+    ilo = bounds.imin + cond.i_low * (bounds.imax - bounds.imin)
+    ihi = bounds.imin + cond.i_high * (bounds.imax - bounds.imin)
+    pts = np.empty(n, dtype=POINT_DTYPE)
+    pts["x"], pts["y"] = xy[:, 0].astype(np.float32), xy[:, 1].astype(np.float32)
+    pts["z"] = np.clip((zlo + zi[:, 0] * (zhi - zlo)).astype(np.float32), np.float32(zlo), np.float32(zhi))
+    pts["intensity"] = np.clip((ilo + zi[:, 1] * (ihi - ilo)).astype(np.float32), np.float32(ilo), np.float32(ihi))
+    return pts
+
+
+def condition_seed_sequence(seed: int, frame: int, step: int, arm: int) -> np.random.SeedSequence:
+    """The random stream of one conditioned follow-up: (search seed, frame, search step, arm), tagged so it
+    never coincides with an MR1 campaign's (seed, frame, n, trial) stream."""
+    return np.random.SeedSequence([int(seed), int(frame), int(step), int(arm), 0x636F6E64])  # "cond"
+
+
+def make_conditioned_follow_up(source: Frame, roi: Roi, cond: NoiseCondition, *, seed: tuple[int, int, int, int],
+                               bounds: Bounds | None = None) -> FollowUp:
+    """The follow-up of ``source`` with the points of ``cond`` appended (reproducible from ``seed`` =
+    (search seed, frame index, step, arm)); ``FollowUp.seed`` is that tuple."""
+    rng = np.random.Generator(np.random.PCG64(condition_seed_sequence(*seed)))
+    extra = sample_condition(roi, cond, rng=rng, bounds=bounds or Bounds.of(source))
+    names = source.points.dtype.names or ()
+    if len(names) > 4:
+        full = np.zeros(len(extra), dtype=source.points.dtype)
+        for name in ("x", "y", "z", "intensity"):
+            full[name] = extra[name]
+        if "time" in names:
+            full["time"] = source.stamp
+        extra = full
+    return FollowUp(source.with_extra_points(extra), extra, len(source), tuple(int(v) for v in seed))  # type: ignore[arg-type]
