@@ -278,6 +278,8 @@ def scratch() -> Iterator[Path]:
 @ROUND
 @given(pts=clouds(intensity="float", non_finite_intensity=True))
 def test_pcd_round_trip(encoding, pts):
+    if encoding == "ascii":
+        pts = pts[:100]  # the ascii writer formats point by point: big clouds only in the binary encodings
     with scratch() as d:
         write_pcd(d / "a.pcd", Frame(pts, None, 0.0, "velodyne64"), encoding=encoding)
         with guarded():
