@@ -102,33 +102,58 @@ def violated(info: dict[str, Any], pred: float, pred_t: float) -> bool:
 
 
 def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dict[str, Any],
-                       command: str = "") -> dict[str, Any]:
+                       command: str = "", steps: list[dict[str, Any]] | None = None,
+                       frame: int | None = None) -> dict[str, Any]:
     """Recompute pair ``key`` with evaluator ``ev`` and write its bundle to ``out_dir``.
 
     ``relation``: ``{"name": "deeptest", "lambda", "epsilon", "mse_orig"}`` or ``{"name": "deeproad",
-    "tolerance_deg"}`` — the relation the campaign found violated for this pair."""
-    from lidarmt.camera.campaign import transform_seed
+    "tolerance_deg"}`` — the relation the campaign found violated for this pair.
+
+    ``steps`` (searches): the mutant is seed ``frame`` with these transformations applied in turn, each
+    ``{"transform", "params", "seed"}`` (DeepTest's composite of two, or one ES condition); the evaluator's
+    ``judge_steps(frame, steps)`` recomputes it and ``ev.config.model`` is the model. bundle.json then holds
+    ``steps`` (replay applies them in order) instead of the campaign's seed tuple; the format is otherwise the
+    same."""
     from lidarmt.fuzz.engine import environment
     from lidarmt.report.manifest import write_manifest
 
     cfg = ev.config
-    f, m, t, p, r = key
-    got = ev.judge_key(key)
+    if steps is not None:
+        from lidarmt.camera.transforms.registry import get_transform
+
+        got = ev.judge_steps(int(frame or 0), steps)
+        mref = cfg.model
+        ts = [get_transform(s["transform"]) for s in steps]
+        expect = "negate" if sum(t.relation == "negate" for t in ts) % 2 else "keep"
+        info = {"frame_index": int(frame or 0), "transform": "+".join(t.name for t in ts),
+                "family": ts[0].family if len(ts) == 1 else "composite", "expect": expect,
+                "params": {},
+                "params_label": " + ".join(t.label(s["params"]) for t, s in zip(ts, steps, strict=True)),
+                "steps": [{"transform": s["transform"], "params": dict(s["params"]), "seed": int(s["seed"])}
+                          for s in steps],
+                "resolved_params": [t.resolve(dict(s["params"]), int(s["seed"])) for t, s in zip(ts, steps,
+                                                                                                  strict=True)]}
+    else:
+        from lidarmt.camera.campaign import transform_seed
+
+        f, m, t, p, r = key
+        got = ev.judge_key(key)
+        tr, mref = cfg.transforms[t], cfg.models[m]
+        transform = ev.transforms[t]
+        info = {"frame_index": f, "transform": tr.name, "family": transform.family, "expect": transform.relation,
+                "params": dict(tr.grid[p]), "params_label": transform.label(tr.grid[p]),
+                "seed_tuple": [cfg.seed, f, tr.name, p, r],
+                "transform_seed": transform_seed(cfg.seed, f, tr.name, p, r)}
+        resolve = getattr(transform, "resolve", None)  # the full setting applied (weather styles from the seed)
+        if callable(resolve):
+            info["resolved_params"] = resolve(dict(tr.grid[p]), info["transform_seed"])
     cur = got["frame"]
-    tr, mref = cfg.transforms[t], cfg.models[m]
-    transform = ev.transforms[t]
-    info: dict[str, Any] = {
+    info = {
         "version": BUNDLE_VERSION, "kind": "camera", "id": out_dir.name, "key": list(key),
         "config": cfg.to_dict(), "cwd": os.getcwd(), "command": command, "environment": environment(),
-        "frame_index": f, "frame_id": cur.frame_id, "model": mref.to_dict(), "transform": tr.name,
-        "family": transform.family, "expect": transform.relation, "params": dict(tr.grid[p]),
-        "params_label": transform.label(tr.grid[p]),
-        "seed_tuple": [cfg.seed, f, tr.name, p, r], "transform_seed": transform_seed(cfg.seed, f, tr.name, p, r),
+        "frame_id": cur.frame_id, "model": mref.to_dict(), **info,
         "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
     }
-    resolve = getattr(transform, "resolve", None)  # the full setting applied (weather styles drawn from the seed)
-    if callable(resolve):
-        info["resolved_params"] = resolve(dict(tr.grid[p]), info["transform_seed"])
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
     title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
              f"({'violates' if info['reproduced'] else 'no longer violates'} {relation['name']})")
@@ -140,7 +165,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         np.savez_compressed(tmp / "window.npz", seed=got["window"], transformed=got["transformed"])
         _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
                                             pred=got["pred"], pred_t=got["pred_t"], title=title,
-                                            expect=transform.relation))
+                                            expect=info["expect"]))
         (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
@@ -152,7 +177,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     dev = got["pred_t"] - (-(got["pred"]) if info["expect"] == "negate" else got["pred"])
-    return {"id": out_dir.name, "key": list(key), "model": display_name(mref.name), "transform": tr.name,
+    return {"id": out_dir.name, "key": list(key), "model": display_name(mref.name), "transform": info["transform"],
             "params": info["params_label"], "frame_id": cur.frame_id, "label": cur.label, "pred": got["pred"],
             "pred_t": got["pred_t"], "change_deg": math.degrees(dev), "reproduced": info["reproduced"],
             "relation": relation["name"]}
@@ -179,8 +204,10 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
         "",
         f"- image: frame {info['frame_index']} (`{info['frame_id']}`) of `{info['config']['images']}`",
         f"- model: `{info['model']['name']}` {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
-        f"- transformation: `{info['transform']}` ({info['family']}), parameters `{json.dumps(info['params'])}`, "
-        f"seed tuple {info['seed_tuple']}",
+        (f"- transformation: `{info['transform']}` ({info['family']}), parameters `{json.dumps(info['params'])}`, "
+         f"seed tuple {info['seed_tuple']}") if "steps" not in info else
+        ("- transformations, applied in turn: " + "; ".join(
+            f"`{s['transform']}` `{json.dumps(s['params'])}` (seed {s['seed']})" for s in info["steps"])),
         f"- label θᵗ: {_deg(info['label'])}",
         f"- prediction on the seed image θ(i): {_deg(info['pred'])}",
         f"- prediction on the transformed image θ(τ(i)): {_deg(info['pred_t'])}",
@@ -240,12 +267,24 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
     if model:
         res.imports.append(model)
     net = get_model(mref.name, trust_code=trust_code, **dict(mref.options))
-    tr = get_transform(info["transform"])
-    seed = transform_seed(*info["seed_tuple"])
-    check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
-    again = np.stack([tr.apply(img, info["params"], seed) for img in seed_w])
-    check("transformed image regenerated from the seed tuple", again.shape == stored_t.shape and
-          np.array_equal(again, stored_t), "the transformation produced other pixels than window.npz")
+    if "steps" in info:  # a search's mutant: its transformations in turn, each with its own seed
+        steps = [(get_transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
+
+        def mutate(img: np.ndarray) -> np.ndarray:
+            for tr, params, seed in steps:
+                img = tr.apply(img, params, seed)
+            return img
+
+        again = np.stack([mutate(img) for img in seed_w])
+        what = "transformed image regenerated from the steps"
+    else:
+        tr = get_transform(info["transform"])
+        seed = transform_seed(*info["seed_tuple"])
+        check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
+        again = np.stack([tr.apply(img, info["params"], seed) for img in seed_w])
+        what = "transformed image regenerated from the seed tuple"
+    check(what, again.shape == stored_t.shape and np.array_equal(again, stored_t),
+          "the transformation produced other pixels than window.npz")
     h = int(net.input_spec.history)
     pred = float(net.predict(CameraEvaluator.model_input(seed_w, h)[None])[0])
     pred_t = float(net.predict(CameraEvaluator.model_input(stored_t, h)[None])[0])
