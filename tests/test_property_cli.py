@@ -163,6 +163,7 @@ def _group_prefix(argv: list[str]) -> tuple[str, ...]:
     return best
 
 
+@pytest.mark.slow  # a few seconds: some vectors reach commands that import torch before failing
 @SETTINGS
 @given(argv=argvs())
 def test_any_argument_vector_ends_with_status_0_1_or_2_and_one_line(argv):
