@@ -123,6 +123,10 @@ def test_fuzz_with_label_roi_reports_reach_lost_obstacles_and_filters(rec, tmp_p
     assert "the original topic" not in bmd and "m away" in bmd and "inside the network's grid" in bmd
     assert info["added_reached"] == 1000
     assert (bundle / "bev.png").stat().st_size > 10_000
+    # a label-ROI bundle replays: its source.npz carries the labels the ROI is built from
+    capsys.readouterr()
+    assert main(["replay", str(bundle), "--trust-code"]) == 0
+    assert "bit for bit" in capsys.readouterr().out
     # the filters apply when the journal is folded: resuming with them re-reports, the journal is unchanged
     journal = (out / "journal.jsonl").read_bytes()
     assert main(fuzz(rec, out, "--n", "10,1000", "--bundles", "0", "--resume", "--min-points", "100000")) == 0
