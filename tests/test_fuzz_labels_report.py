@@ -100,6 +100,7 @@ def test_fold_filters_and_breaks_down_the_lost_obstacles():
         LostFilter(min_size=-1)
 
 
+@pytest.mark.slow
 def test_fuzz_with_label_roi_reports_reach_lost_obstacles_and_filters(rec, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(fuzz(rec, out, "--n", "10,1000", "--bundles", "1")) == 0
