@@ -438,7 +438,10 @@ class CameraSearchEvaluator(EvaluatorBase):
         covered = self.tracker.covered_counts()
         reach = {c: (covered[c] + new_units[c]) / self.tracker.units(c) for c in self.tracker.criteria}
         return {**rec, "status": "ok", "fc": fc, "fd": fd, "fitness": fc + fd / (fd + 1.0),
-                "pred_t": [float(v) for v in pred_t], "coverage": reach, "new_units": new_units}
+                "pred": [float(v) for v in preds], "pred_t": [float(v) for v in pred_t],
+                "labels": [self.seeds[p]["label"] for p in self.seeds], "mse_orig": self.mse_orig,
+                "frames": [self.seeds[p]["frame"] for p in self.seeds], "coverage": reach,
+                "seed_coverage": {c: self.seed_cov[c] for c in self.tracker.criteria}, "new_units": new_units}
 
     def condition_steps(self, pos: int, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One transformation with the candidate's parameters; the random textures are seeded per frame."""
