@@ -105,7 +105,7 @@ def _death_of(err: BaseException) -> str:
 
 
 def _python_path() -> str:
-    """PYTHONPATH for the actors: this process's own import folders (not the interpreter's or its
+    """Import folders for the actors: this process's own ones (not the interpreter's or its
     site-packages), then the inherited PYTHONPATH, so a ``--sut mypkg:make`` that imports here imports there
     (as :mod:`multiprocessing` hands ``sys.path`` to the local workers). On a cluster these folders must exist
     on every node (a shared path), or the package must be installed there."""
@@ -130,7 +130,8 @@ def _python_path() -> str:
 class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested through campaigns)
     """One campaign worker: builds the evaluator once, then runs tasks as streaming generators."""
 
-    def __init__(self, cfg: dict[str, Any], threads: int = 0) -> None:
+    def __init__(self, cfg: dict[str, Any], threads: int = 0, paths: list[str] | None = None) -> None:
+        sys.path[:0] = [p for p in paths or () if p and p not in sys.path]
         from lidarmt.fuzz.engine import config_from_dict
 
         if threads > 0:
@@ -227,13 +228,14 @@ class RayTransport:
         self.cpus = max(1, min(int(res.node_cpus), int(res.cpus // max(1, workers))))
         self._cls = self.ray.remote(_RayWorker)
         self._cfg = config.to_dict()
-        self._env = {"env_vars": {"PYTHONPATH": _python_path()}}
+        # not a runtime_env: that would start a fresh worker process per actor instead of Ray's waiting ones
+        self._paths = _python_path().split(os.pathsep)
         self._ready: dict[int, tuple[int, Any]] = {}  # wid -> (gen, ObjectRef of ready())
         self._streams: dict[int, tuple[int, Any]] = {}  # wid -> (gen, ObjectRefGenerator of run())
 
     def spawn(self, s) -> None:
-        actor = self._cls.options(num_cpus=self.cpus, max_restarts=0, max_concurrency=1,
-                                  runtime_env=self._env).remote(self._cfg, self.cpus)
+        actor = self._cls.options(num_cpus=self.cpus, max_restarts=0, max_concurrency=1).remote(
+            self._cfg, self.cpus, self._paths)
         s.handle = actor
         self._ready[s.wid] = (s.gen, actor.ready.remote())
         self._streams.pop(s.wid, None)
