@@ -106,6 +106,9 @@ def fuzz(
     preset: Annotated[str | None, typer.Option("--preset", help="study: the study's setting (Apollo 2.0 --sut apollo-512, --roi-range 120, --region grid, --n 10,100,1000, --frames 1000 or all); options given explicitly win.")] = None,
     min_points: Annotated[int, typer.Option("--min-points", help="Count a violation only when a lost obstacle has at least this many points (reports only; the journal keeps all).")] = 0,
     min_size: Annotated[float, typer.Option("--min-size", help="Count a violation only when a lost obstacle's box is at least this many m³ (l×w×h; reports only).")] = 0.0,
+    search: Annotated[str | None, typer.Option("--search", help="Search critical noise conditions instead: es (a (1+1)-ES over n, ring, sector, z and intensity bands and clumps, with a random arm on the same budget) or random; --frames is the search batch (default 6), the other frames validate the best conditions against uniform noise with the same n (max of --n). See lidarmt.search.lidar.")] = None,
+    budget: Annotated[int, typer.Option("--budget", help="--search: candidate conditions per arm.")] = 30,
+    top: Annotated[int, typer.Option("--top", help="--search: best conditions per arm validated on the held-back frames.")] = 3,
 ) -> None:
     from lidarmt.cli._common import err_console
     from lidarmt.fuzz.campaign import (
@@ -167,6 +170,13 @@ def fuzz(
     options = _parse_options(sut_option)
     if mode is not None:
         options["mode"] = mode
+    if search is not None:  # a search campaign (lidarmt.search.lidar) on the same recording, map and SUT
+        from lidarmt.cli.fuzz_search import run_search
+
+        run_search(search, bag=bag, topic=topic, roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options),
+                   n_max=max(ns), frames=frames, seed=seed, budget=budget, top=top, timeout=timeout, out=out,
+                   resume=resume, force=force, bundles=per_n, ddmin_budget=ddmin_budget, quiet=quiet)
+        return
     out = out or Path("runs") / Path(bag.rstrip("/")).name.split(".")[0]
 
     source = SourceSpec(bag, topic)

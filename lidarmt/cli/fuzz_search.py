@@ -1,0 +1,96 @@
+"""``lidarmt fuzz --search es|random``: critical noise conditions for MR1 (:mod:`lidarmt.search.lidar`).
+
+A search is an option of ``lidarmt fuzz`` rather than a command of its own because it judges the same relation
+on the same recording, map and perception module with the same options (--bag, --map, --sut, --mode, --n,
+--frames, --seed, --out, --resume, --force, --bundles, --ddmin-budget); only what varies the noise differs.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any, n_max: int, frames: int | None,
+               seed: int, budget: int, top: int, timeout: float | None, out: Path | None, resume: bool,
+               force: bool, bundles: int | None, ddmin_budget: int, quiet: bool) -> None:
+    """Run (or resume) a noise-condition search, then bundle the validation's violations and write reports."""
+    from lidarmt.cli._common import CampaignProgress, console, err_console
+    from lidarmt.fuzz.campaign import select_frames
+    from lidarmt.fuzz.engine import RunLock, environment, make_bundles, run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.fuzz.plugins import SourceSpec, build_roi_provider, open_source
+    from lidarmt.report.search import lidar_summary, lidar_table, write_lidar_reports
+    from lidarmt.search.errors import SearchArgumentError
+    from lidarmt.search.lidar import LidarSearchConfig
+
+    source = SourceSpec(bag, topic)
+    rec = open_source(source)
+    available = len(rec)
+    count = 6 if frames is None else frames
+    if count >= available:
+        raise SearchArgumentError(f"--frames {count}: the recording holds {available} frames; leave some out of "
+                                  "the search batch to validate the conditions on (e.g. --frames "
+                                  f"{max(1, available // 5)})")
+    chosen = select_frames(available, count, seed)
+    build_roi_provider(roi).roi_for(rec[chosen[0]])  # fails early: unreadable map, no pose, ...
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    fresh = tuple(i for i in range(available) if i not in chosen)
+    out = out or Path("runs") / f"search-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    config = LidarSearchConfig(source, roi, sut, chosen, fresh, strategy=strategy, budget=budget, n_max=n_max,
+                               seed=seed, top=top, timeout=timeout, run_dir=str(out))
+    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("subset_violation")), description="search",
+                           unit="candidates")
+    with RunLock(out) as lock:
+        try:
+            result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,
+                                  on_start=bar.on_start, lock=lock,
+                                  header_extra={"command": command, "environment": environment()})
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(f"interrupted: every candidate so far is in {out / JOURNAL_NAME}; continue with the "
+                              "same command plus --resume")
+            raise
+        finally:
+            bar.stop()
+        summary = lidar_summary(config, result.tally)
+        infos = _bundles(config, result.tally, out, per_condition=bundles, ddmin_budget=ddmin_budget,
+                         command=command, make_bundles=make_bundles)
+        run_info = {"ran": result.ran, "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
+                    "environment": environment(), "command": command, "bundles": infos}
+        paths = write_lidar_reports(out, summary, run=run_info, bundles=infos)
+    console.print(lidar_table(summary), highlight=False, soft_wrap=True)
+    for b in infos:
+        if not b.get("error"):
+            console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} "
+                          f"obstacles, {b.get('lost')}", highlight=False, soft_wrap=True)
+    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)
+
+
+def _bundles(config, tally, out: Path, *, per_condition: int | None, ddmin_budget: int, command: str,
+             make_bundles) -> list[dict]:
+    """A bundle per held-back frame on which a validated condition broke O ⊆ O′ (up to ``per_condition``)."""
+    from lidarmt.fuzz.inject import NoiseCondition
+    from lidarmt.search.lidar import ARMS, ConditionConfig
+
+    frames_of: dict[tuple[int, int], list[int]] = {}
+    cond_of: dict[tuple[int, int], dict] = {}
+    for r in sorted(tally.validation, key=lambda r: tuple(r["key"])):
+        if r["status"] == "ok" and r["variant"] == "condition" and r.get("subset_violation"):
+            cand = (int(r["candidate"][0]), int(r["candidate"][1]))
+            cond_of[cand] = r["condition"]
+            if int(r["frame"]) not in frames_of.setdefault(cand, []):
+                frames_of[cand].append(int(r["frame"]))
+    infos: list[dict] = []
+    for (step, arm), frames in frames_of.items():
+        cond = NoiseCondition.from_dict(cond_of[(step, arm)])
+        cc = ConditionConfig(config.source, config.roi, config.sut, cond, config.seed, step, arm, config.timeout)
+        chosen = frames if per_condition is None else frames[:per_condition]
+        for b in make_bundles(cc, out, [(f, cond.n, 0) for f in chosen], budget=ddmin_budget, command=command):
+            infos.append(b | {"arm": ARMS[arm], "step": step})
+    return infos
