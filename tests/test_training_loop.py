@@ -20,6 +20,7 @@ from lidarmt.perception.apollo.train import (  # noqa: E402
     lr_at,
     make_sample,
     train,
+    write_start_checkpoint,
 )
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "lidarmt" / "perception" / "apollo" / "weights" / "cnnseg640.pt"
@@ -106,6 +107,35 @@ def test_train_writes_loadable_weights_and_resumes(tmp_path):
     assert s2["steps_done"] == 4
     lines = (tmp_path / "run" / "log.jsonl").read_text().splitlines()
     assert len(lines) == 4
+
+
+def test_fine_tuning_starts_from_given_weights(tmp_path):
+    import hashlib
+
+    from lidarmt.perception.apollo.network import build_network, load_network
+    from lidarmt.perception.apollo.train import TrainingOutputError, export_weights
+
+    data = tmp_path / "data"
+    save_frame_npz(data / "0000.npz", _frame(0))
+    start = build_network(GRID, seed=42)
+    init = tmp_path / "start.pt"
+    export_weights(start.state_dict(), init, meta={})
+    out = tmp_path / "run"
+    write_start_checkpoint(init, out, grid=GRID, lr=1e-3)
+    with pytest.raises(TrainingOutputError):  # a folder that holds a run is refused
+        write_start_checkpoint(init, out, grid=GRID)
+    cfg = TrainConfig(data=(str(data),), out=str(out), steps=1, grid=GRID, range=R, crop=32, batch=1, warmup=1,
+                      threads=1, bf16=False, lr=1e-3, seed=7)
+    s = train(cfg, resume=True, log=lambda _m: None)
+    assert s["steps_done"] == 1
+    assert s["init"] == {"weights": str(init), "sha256": hashlib.sha256(init.read_bytes()).hexdigest()}
+    tuned = load_network(out / f"cnnseg{GRID}.pt", grid=GRID).state_dict()
+    fresh = build_network(GRID, seed=7).state_dict()  # what a run from scratch with this seed starts from
+    k = "conv0_1.weight"
+    d_start = (tuned[k] - start.state_dict()[k]).abs().max()
+    d_fresh = (tuned[k] - fresh[k]).abs().max()
+    assert d_start < 0.01 < d_fresh  # one small step away from the given weights, far from a random start
+    assert torch.load(out / f"cnnseg{GRID}.pt", weights_only=True)["meta"]["init"]["sha256"] == s["init"]["sha256"]
 
 
 def test_missing_data_is_a_user_error(tmp_path):
