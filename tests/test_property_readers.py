@@ -955,3 +955,25 @@ def test_xml_map_entity_expansion_is_refused_or_bounded(tmp_path):
                                            f"<OpenDRIVE><header><geoReference>&e8;</geoReference></header>"
                                            f"</OpenDRIVE>")
     user_error_or_reads(tmp_path, lambda: load_map(tmp_path / "base_map.xml"))
+
+
+@CHEAP
+@given(data=st.binary(max_size=2000), claim=st.integers(0, 2**64 - 1))
+def test_lz4_chunk_content_size_claim_is_checked_before_allocating(data, claim):
+    """A ROS1 chunk's LZ4 frame whose header announces more content than its bytes can hold is refused before
+    lz4 allocates it; any other frame decodes exactly as lz4 does, or fails as a UserError."""
+    import lz4.frame
+
+    from lidarmt.io.ros1 import _lz4_decompress
+
+    good = lz4.frame.compress(data, store_size=True)
+    assert _lz4_decompress(good) == data
+    bad = good[:6] + claim.to_bytes(8, "little") + good[14:]
+    with guarded(memory=8 << 20):
+        try:
+            out = _lz4_decompress(bad)
+        except UserError:
+            return
+        except RuntimeError:  # lz4's own error for a corrupt frame (a checksum): the readers wrap it
+            return
+    assert len(out) == claim
