@@ -151,7 +151,7 @@ class _BoundedReader(io.BufferedReader):
         self._size = os.fstat(self.fileno()).st_size
 
     def read(self, n: int | None = -1) -> bytes:
-        if n is not None and n > 0:
+        if n is not None and n > 1 << 16:  # small reads cannot hurt: no tell() for them
             n = min(n, max(self._size - self.tell(), 0))
         return super().read(n)
 
