@@ -237,3 +237,22 @@ def test_actors_import_what_this_process_imports():
     assert str(TESTS) in path  # so --sut test_fuzz_support:... imports in the actors
     assert not any("site-packages" in p for p in path if p not in os.environ.get("PYTHONPATH", ""))
     assert all(os.path.isabs(p) for p in path)
+
+
+@pytest.mark.skipif(not HAS_RAY, reason='ray is not installed (pip install "lidarmt[ray]")')
+def test_an_address_where_nothing_answers_fails_at_once(monkeypatch):
+    import socket
+
+    import ray
+
+    from lidarmt.fuzz.errors import FuzzInputError
+    from lidarmt.fuzz.ray_backend import connect
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    with socket.socket() as s:  # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(FuzzInputError, match=f"--address 127.0.0.1:{port}: nothing answers there"):
+        connect(f"127.0.0.1:{port}")
+    with pytest.raises(FuzzInputError, match="give HOST:PORT"):
+        connect("headnode")

@@ -56,6 +56,7 @@ def connect(address: str | None = None):
         return ray
     import logging
 
+    _probe(address)
     kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING,
                           "configure_logging": True}
     try:
@@ -70,6 +71,23 @@ def connect(address: str | None = None):
                              "'ray start --head' or check the address (see docs/ray.md)") from err
     _connected["address"] = address
     return ray
+
+
+def _probe(address: str | None, timeout: float = 5.0) -> None:
+    """Fail at once when a HOST:PORT address does not answer (Ray itself retries for minutes)."""
+    if not address or address == "auto" or "://" in address:
+        return
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise FuzzInputError(f"--address {address}: give HOST:PORT (e.g. 10.0.0.5:6379, what 'ray start --head' "
+                             "printed) or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise FuzzInputError(f"--address {address}: nothing answers there ({err.strerror or err}); start the "
+                             "cluster with 'ray start --head' or check the address (see docs/ray.md)") from err
 
 
 @dataclass(frozen=True, slots=True)
