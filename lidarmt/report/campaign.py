@@ -130,7 +130,7 @@ def rich_tables(summary: Mapping[str, Any]):
             cells.append(f"{ct['decreased']}/{ct['same']}/{ct['increased']} ({pct})")
         per.add_row(str(r["n"]), *cells)
     bands, rows = breakdown_rows(summary)
-    size = Table(title="Lost obstacles (O ⊄ O′) by size (box volume) and distance from the sensor")
+    size = Table(title="Lost obstacles by size and distance")
     for col in ("n", "size", *bands, "all"):
         size.add_column(col, justify="right", no_wrap=True)
     for n, s_, counts in rows:
