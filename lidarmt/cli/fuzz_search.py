@@ -64,7 +64,7 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
         run_info = {"ran": result.ran, "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
                     "environment": environment(), "command": command, "bundles": infos}
         paths = write_lidar_reports(out, summary, run=run_info, bundles=infos)
-    console.print(lidar_table(summary), highlight=False, soft_wrap=True)
+    console.print(lidar_table(summary), highlight=False, markup=False, soft_wrap=True)
     for b in infos:
         if not b.get("error"):
             console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} "

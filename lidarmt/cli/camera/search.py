@@ -133,7 +133,7 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
     run_info = {"ran": result.ran, "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
                 "environment": environment(), "command": command, "bundles": infos}
     paths = write_camera_reports(out, summary, run=run_info, bundles=infos)
-    console.print(camera_table(summary), highlight=False, soft_wrap=True)
+    console.print(camera_table(summary), highlight=False, markup=False, soft_wrap=True)
     for b in infos:
         if not b.get("error"):
             console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('params', '')}: "
