@@ -29,6 +29,7 @@ the camera steering models and Apollo's cnnseg network. The pieces:
         step.new["nc"]                             # (N,) units each image newly covered, in order
         step.gain["kmnc"]                          # share of the previously uncovered units now covered (Fc)
         trial = tracker.update(images, commit=False)   # measure only (a search's candidate)
+        tracker.update_activations(trial.acts[[2]])    # keep candidate 2 without a second forward pass
         tracker.coverage()                         # {"nc": 0.43, "kmnc": 0.08, "nbc": 0.01, ...}
         snap = tracker.state; tracker.restore(snap)  # snapshots of the bitsets
         other = tracker.copy(); blank = tracker.fresh()
