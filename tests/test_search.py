@@ -323,3 +323,24 @@ def test_lidar_search_cli_and_condition_bundle(scenes, tmp_path, capsys):
     assert main(["fuzz", "--bag", str(scenes), "--map", "test_fuzz_support:strip_roi", "--search", "es", "--frames",
                  "5", "--out", str(tmp_path / "y"), "-q"]) == 2
     assert "leave some out" in capsys.readouterr().err
+
+
+def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
+    from lidarmt.fuzz.engine import make_bundles
+    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.search.lidar import ConditionConfig
+
+    cond = NoiseCondition(3000, 0.0, 20.0)  # next to the road: GridSut merges or drops obstacles
+    cc = ConditionConfig(SourceSpec(str(scenes)), RoiSpec("test_fuzz_support:strip_roi"),
+                         SutSpec("test_fuzz_support:grid_sut"), cond, 7, 4, 1)
+    assert config_from_dict(cc.to_dict()) == cc
+    frame, roi, fu, source, follow, verdict = cc.evaluator().judge_key((2, 3000, 0))
+    assert verdict.subset_violation and fu.seed == (7, 2, 4, 1)
+    infos = make_bundles(cc, tmp_path, [(2, 3000, 0)], budget=30)
+    assert [b["id"] for b in infos] == ["random-s004-n3000-f000002"] and infos[0]["reproduced"]
+    folder = tmp_path / "violations" / infos[0]["id"]
+    info = json.loads((folder / "bundle.json").read_text())
+    assert info["config"]["kind"] == "lidar-condition" and info["config"]["condition"] == cond.to_dict()
+    added = np.load(folder / "added.npy")
+    again = cc.follow_up_of(frame, roi, info["seed_tuple"]).extra
+    assert added.tobytes() == again.tobytes()

@@ -4,9 +4,10 @@ The study added n points uniform in a disk outside the ROI. Here the noise itsel
 (inner/outer radius) and sector where the points lie, their z band and intensity band (fractions of the source
 frame's ranges), and clustering (k clumps of radius r, or uniform) — :class:`~lidarmt.fuzz.inject.NoiseCondition`.
 A candidate condition is judged on a fixed *batch* of source frames: its fitness is the share of frames whose
-obstacles are not all kept (MR1's O ⊄ O′), plus 0.1 × the mean share of source obstacles lost (a tie-breaker
-that lets the ES climb while the rate is still 0 on every neighbour; it is at most 0.1, so a higher rate always
-wins). The ES starts from the study's uniform noise at the largest n (``n_max``).
+obstacles are not all kept (MR1's O ⊄ O′), plus 0.1 × the mean *disturbance* of the source obstacles (1 − their
+matching score in O′, 1 for a lost one: :func:`_disturbance`). The second term is a tie-breaker that lets the
+ES climb while the rate is still 0 everywhere near it (violations are rare); it is at most 0.1 per frame
+share, so a higher rate wins over any disturbance. The ES starts from the study's uniform noise at the largest n (``n_max``).
 
 The search runs on the shared campaign engine as the campaign kind ``lidar-search``:
 
@@ -241,8 +242,12 @@ class LidarSearchTally:
 # ----------------------------------------------------------------------------------------------- evaluator
 
 
-def _lost_share(verdict: Any) -> float:
-    return len(verdict.missing) / verdict.n_source if verdict.n_source else 0.0
+def _disturbance(verdict: Any) -> float:
+    """How much the source obstacles changed: the mean of 1 − matching score over them (a lost one counts 1)."""
+    if not verdict.n_source:
+        return 0.0
+    kept = sum(float(score) for _, _, score in verdict.matches)
+    return max(0.0, 1.0 - kept / verdict.n_source)
 
 
 class LidarSearchEvaluator(EvaluatorBase):
@@ -343,7 +348,7 @@ class LidarSearchEvaluator(EvaluatorBase):
             per.append(_verdict_fields(f, src, follow))
         judged = [p for p in per if "error" not in p]
         rate = sum(p["subset_violation"] for p in judged) / len(cfg.frames)
-        lost = float(np.mean([p["lost_share"] for p in judged])) if judged else 0.0
+        lost = float(np.mean([p["disturbance"] for p in judged])) if judged else 0.0
         return {**rec, "status": "ok", "frames": per, "violations": sum(p["subset_violation"] for p in judged),
                 "count_violations": sum(p["count_violation"] for p in judged), "rate": rate,
                 "fitness": rate + LOST_WEIGHT * lost}
@@ -384,7 +389,7 @@ def _verdict_fields(frame: int, source: Any, follow: Any) -> dict[str, Any]:
 
     v = judge(source, follow)
     return {"frame": frame, "subset_violation": v.subset_violation, "count_violation": v.count_violation,
-            "n_source": v.n_source, "n_follow": v.n_follow, "lost": len(v.missing), "lost_share": _lost_share(v)}
+            "n_source": v.n_source, "n_follow": v.n_follow, "lost": len(v.missing), "disturbance": _disturbance(v)}
 
 
 # ----------------------------------------------------------------------------------------------- bundles
@@ -440,7 +445,9 @@ class ConditionConfig:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "source": self.source.to_dict(), "roi": self.roi.to_dict(),
                 "sut": self.sut.to_dict(), "condition": self.condition.to_dict(), "seed": self.seed,
-                "step": self.step, "arm": self.arm, "timeout": self.timeout}
+                "step": self.step, "arm": self.arm, "timeout": self.timeout,
+                # what the MR1 bundle report names (the condition's outer disk; the condition itself is above)
+                "region": {"shape": "disk", "size": self.condition.r_out}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ConditionConfig:
