@@ -229,7 +229,7 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
 
     _die_with_parent()
     if threads > 0:
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        for var in _THREAD_VARS:
             os.environ.setdefault(var, str(threads))
     try:
         config = config_from_dict(cfg)
@@ -356,6 +356,24 @@ class Transport(Protocol):
     def close(self, slots: list[_Slot]) -> None: ...
 
 
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]):
+    """Set environment variables for the processes started inside the block, then restore them."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class _LocalTransport:
     """Worker processes on this machine (``multiprocessing`` spawn context), one shared result queue."""
 
@@ -377,7 +395,10 @@ class _LocalTransport:
                                 args=(self._cfg, s.wid, s.gen, tasks, self.results, self._threads,
                                       self._stack_file(s)),
                                 daemon=True, name=f"lidarmt-fuzz-{s.wid}")
-        proc.start()
+        # the thread limits must be in the child's environment from its start: it imports numpy (whose BLAS
+        # sizes its thread pool once, at import) before _worker_main runs
+        with _environment({v: str(self._threads) for v in _THREAD_VARS if v not in os.environ}):
+            proc.start()
         s.handle = (proc, tasks)
 
     def send(self, s: _Slot, task: tuple[str, Any]) -> None:
@@ -385,9 +406,15 @@ class _LocalTransport:
 
     def receive(self, timeout: float) -> list[tuple[int, int, str, Any]]:
         try:
-            return [self.results.get(timeout=timeout)]
+            out = [self.results.get(timeout=timeout)]
         except queue.Empty:
             return []
+        while len(out) < 256:  # what else is waiting, so the pool's checks run once per batch, not per message
+            try:
+                out.append(self.results.get_nowait())
+            except queue.Empty:
+                break
+        return out
 
     def drain(self) -> list[tuple[int, int, str, Any]]:
         time.sleep(0.05)  # let the queue's feeder threads flush
