@@ -28,6 +28,8 @@ def _pct(share: float | None, digits: int = 1) -> str:
 def _p(v: float | None) -> str:
     if v is None:
         return "–"
+    if v < 1e-15:  # below double precision's resolution next to 1: scipy gives 0
+        return "< 1e-15"
     return f"{v:.1e}" if v < 1e-3 else f"{v:.3f}"
 
 
