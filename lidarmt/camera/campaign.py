@@ -96,6 +96,8 @@ class CameraCampaignConfig:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise CameraArgumentError(f"--trials {self.trials}: use at least 1")
+        if self.seed < 0:
+            raise CameraArgumentError(f"--seed {self.seed}: give a non-negative integer")
         if not self.models:
             raise CameraArgumentError("--model: give at least one steering model")
         if not self.transforms:

@@ -96,3 +96,28 @@ def wide_console():
     if not console.is_terminal and console.width < 132:
         return Console(width=200)
     return console
+
+
+def json_value(text: str):
+    """A command-line VALUE: JSON when it parses as JSON (numbers, booleans, lists...), else the text itself.
+    Nesting too deep to parse is text too, never a RecursionError."""
+    import json
+
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def parse_key_values(items, *, flag: str, error: type[Exception], json_values: bool = True) -> dict:
+    """``["k=v", ...]`` from a repeatable ``flag`` into a dict (values through :func:`json_value` unless
+    ``json_values`` is False); a malformed item raises ``error`` with one line naming it."""
+    out: dict = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise error(f"{flag} {item!r}: use KEY=VALUE" + (" (VALUE is JSON when it parses as JSON)"
+                                                               if json_values else ""))
+        out[key] = json_value(value) if json_values else value.strip()
+    return out

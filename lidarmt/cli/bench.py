@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -65,10 +64,9 @@ def parse_module_options(items: list[str], count: int, *, flag: str,
         if not sep or not key:
             raise error(f"{flag} {item!r}: use [I:]KEY=VALUE (I: the module's number, 1-based; VALUE is JSON when it "
                         "parses as JSON)")
-        try:
-            val = json.loads(value)
-        except ValueError:
-            val = value
+        from lidarmt.cli._common import json_value
+
+        val = json_value(value)
         for t in targets:
             out[t][key] = val
     return out

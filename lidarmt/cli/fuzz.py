@@ -63,18 +63,10 @@ STUDY_PRESET = {"sut": "apollo-512", "roi_range": 120.0, "region": "grid", "n": 
 
 
 def _parse_options(items: list[str]) -> dict:
+    from lidarmt.cli._common import parse_key_values
     from lidarmt.fuzz.errors import FuzzArgumentError
 
-    out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise FuzzArgumentError(f"--sut-option {item!r}: use KEY=VALUE (VALUE is JSON when it parses as JSON)")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+    return parse_key_values(items, flag="--sut-option", error=FuzzArgumentError)
 
 
 def fuzz(

@@ -115,6 +115,8 @@ class CampaignConfig:
     def __post_init__(self) -> None:
         if self.trials < 1:
             raise FuzzArgumentError(f"--trials {self.trials}: use at least 1")
+        if self.seed < 0:
+            raise FuzzArgumentError(f"--seed {self.seed}: give a non-negative integer")
         if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
             raise FuzzArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
 

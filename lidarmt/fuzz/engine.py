@@ -680,6 +680,8 @@ def select_items(available: int, count: int | None, seed: int, *, what: str = "f
                  source: str = "the source") -> tuple[int, ...]:
     """``count`` indices drawn at random without replacement (all when None), sorted for sequential reads;
     the draw depends only on (seed, available, count)."""
+    if seed < 0:
+        raise FuzzArgumentError(f"--seed {seed}: give a non-negative integer")
     if available <= 0:
         raise FuzzInputError(f"{source} holds no {what}")
     if count is None:

@@ -505,6 +505,8 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:
         raise MapFormatError(f"{p}: not a GeoJSON map (not UTF-8 text)") from err
+    except RecursionError as err:
+        raise MapFormatError(f"{p}: not a GeoJSON map (JSON nested too deep to read)") from err
     except json.JSONDecodeError as err:
         raise MapFormatError(f"{p}: not valid JSON: {err.msg} at line {err.lineno} column {err.colno}") from err
     if not isinstance(doc, dict) or doc.get("type") != "FeatureCollection":
@@ -527,6 +529,8 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
         if not isinstance(f, dict) or not isinstance(f.get("geometry"), dict):
             raise MapFormatError(f"{where}: not a GeoJSON Feature with a geometry")
         props = f.get("properties") or {}
+        if not isinstance(props, dict):
+            raise MapFormatError(f"{where}: \"properties\" must be an object, not {type(props).__name__}")
         kind = props.get("kind")
         geom = f["geometry"]
         gtype = geom.get("type")
@@ -539,6 +543,8 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
                 polys = coords
             else:
                 raise MapFormatError(f"{where}: a {kind} must be a Polygon or MultiPolygon, not {gtype}")
+            if not isinstance(polys, list):
+                raise MapFormatError(f"{where}: \"coordinates\" must be a list of polygons")
             for q, rings in enumerate(polys):
                 if not isinstance(rings, list) or not rings:
                     raise MapFormatError(f"{where}: empty polygon")
@@ -563,11 +569,18 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
                 rd = roads.get(qid)
                 if rd is None:
                     jid = props.get("junction_id")
-                    rd = Road(qid, [], None if jid is None else str(jid), int(props.get("road_type", 2)))
+                    road_type = props.get("road_type", 2)
+                    if not isinstance(road_type, int) or isinstance(road_type, bool):
+                        raise MapFormatError(f"{where}: \"road_type\" must be an integer (Apollo's Road.Type), "
+                                             f"not {road_type!r}")
+                    rd = Road(qid, [], None if jid is None else str(jid), road_type)
                     roads[qid] = rd
                     hd.roads.append(rd)
                 section_id = str(props.get("section", "1"))
-                lane_ids = [str(i) for i in props.get("lane_ids", [])]
+                raw_ids = props.get("lane_ids", [])
+                if not isinstance(raw_ids, list):
+                    raise MapFormatError(f"{where}: \"lane_ids\" must be a list of lane ids")
+                lane_ids = [str(i) for i in raw_ids]
                 for j, (part, part_holes) in enumerate(parts):
                     n_left = props.get("left_points")
                     if not reason and isinstance(n_left, int) and 0 < n_left < len(part):

@@ -49,11 +49,12 @@ def central_meridian(zone: int) -> float:
 
 
 def parse_proj_zone(proj: str) -> tuple[int, bool] | None:
-    """(zone, south) from a PROJ.4 string such as ``+proj=utm +zone=10 +ellps=WGS84``; None if not UTM."""
+    """(zone, south) from a PROJ.4 string such as ``+proj=utm +zone=10 +ellps=WGS84``; None if not UTM or the
+    zone is not one of UTM's 1..60 (the string comes from a map file: text, never trusted)."""
     if "+proj=utm" not in proj:
         return None
-    m = re.search(r"\+zone=(\d+)", proj)
-    if not m:
+    m = re.search(r"\+zone=(\d{1,3})(?!\d)", proj)
+    if not m or not 1 <= int(m.group(1)) <= 60:
         return None
     return int(m.group(1)), "+south" in proj
 

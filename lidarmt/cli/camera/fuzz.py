@@ -47,17 +47,9 @@ Examples:
 
 def _parse_options(items: list[str]) -> dict:
     from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.cli._common import parse_key_values
 
-    out: dict = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise CameraArgumentError(f"--model-option {item!r}: use KEY=VALUE (VALUE is JSON when it parses as JSON)")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+    return parse_key_values(items, flag="--model-option", error=CameraArgumentError)
 
 
 def _positive(name: str, value: float) -> None:

@@ -45,14 +45,9 @@ def _keras_detail(spec: str, options: dict[str, str]) -> dict[str, Any]:
 
 def _parse_options(items: list[str] | None) -> dict[str, str]:
     from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.cli._common import parse_key_values
 
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CameraArgumentError(f"--model-option {item!r}: expected key=value (e.g. preprocess=resize)")
-        out[key.strip()] = value.strip()
-    return out
+    return parse_key_values(items, flag="--model-option", error=CameraArgumentError, json_values=False)
 
 
 def models(

@@ -9,6 +9,7 @@ inside it). ``ApolloConfig.apollo_2_0()`` gives the 512x512 model of the paper's
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,10 @@ def _parse(name: str, type_name: str, raw: Any) -> Any:
         if type_name.startswith("int"):
             return int(raw)
         if type_name.startswith("float"):
-            return float(raw)
+            value = float(raw)
+            if not math.isfinite(value):  # nan/inf thresholds silently make every comparison false
+                raise ValueError(raw)
+            return value
         if "None" in type_name and raw.lower() in ("", "none", "null"):
             return None
         return raw
