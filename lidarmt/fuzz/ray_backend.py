@@ -49,7 +49,7 @@ _connected: dict[str, Any] = {}
 
 def connect(address: str | None = None):
     """The ``ray`` module, connected: to the cluster at ``address`` (``"auto"``: the one this machine is part
-    of, as ``ray start`` left it), or to a Ray started on this machine when ``address`` is None. A process
+    of, as ``ray start`` left it), or to a new Ray started on this machine when ``address`` is None. A process
     connects once; a connection made before (by a test, a notebook) is used as it is."""
     ray = _ray()
     if ray.is_initialized():
@@ -60,8 +60,8 @@ def connect(address: str | None = None):
     kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING,
                           "configure_logging": True}
     try:
-        if address is None:
-            ray.init(include_dashboard=False, **kw)
+        if address is None:  # "local": a new Ray for this process, even where RAY_ADDRESS or 'ray start' says
+            ray.init(address="local", include_dashboard=False, **kw)
         else:
             ray.init(address=address, **kw)
     except (ConnectionError, RuntimeError, ValueError) as err:
