@@ -75,6 +75,7 @@ def test_camera_regression_detected(drive, tmp_path, capsys):
     assert s["verdict"] == "regression" and "REGRESSION" in capsys.readouterr().out
     assert s["labelled"] and {r["relation"] for r in s["comparisons"][0]["rows"]} >= {"deeptest", "deeproad"}
     assert s["comparisons"][0]["errors"][0]["candidate"]["rmse_deg"] > s["modules"][0]["rmse_deg"]
+    assert all(m["spread_deg"] > 0 for m in s["modules"])
     assert (out / "junit.xml").read_text().count("<failure") == s["regressions"]
     # an earlier bench's baseline, reused for the next candidate; other transformations are refused in one line
     out2 = tmp_path / "reuse"

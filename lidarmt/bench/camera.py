@@ -58,6 +58,13 @@ def _rmse_deg(mse: float | None) -> float | None:
     return math.degrees(math.sqrt(mse)) if mse is not None else None
 
 
+def _spread_deg(tally: Any) -> float | None:
+    """Standard deviation of the model's angles on the seed images, in degrees: a model that barely steers keeps
+    the label-free relations trivially, so its spread belongs next to its violation rates."""
+    preds = [p for (_m, _f), (_lab, p) in tally.source.items()]
+    return math.degrees(float(np.std(preds))) if len(preds) > 1 else None
+
+
 def seed_errors(tally: Any) -> dict[int, float]:
     """|θ(i) − θᵗ| in radians per labelled seed frame of a one-model tally."""
     return {int(f): abs(p - lab) for (_m, f), (lab, p) in tally.source.items() if not math.isnan(lab)}
@@ -96,7 +103,7 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
             "crashes": sum(r["status"] == "crash" for r in recs.values()),
             "timeouts": sum(r["status"] == "timeout" for r in recs.values()),
             "seeds_labelled": len(seed_errors(tally)),
-            "rmse_deg": _rmse_deg(mse),
+            "rmse_deg": _rmse_deg(mse), "spread_deg": _spread_deg(tally),
             "speed": {"median_ms": median_ms([r["model_s"] for r in recs.values() if r["status"] == "ok"
                                               and "model_s" in r]), "unit": "ms per image"},
             "rates": per,

@@ -78,6 +78,7 @@ def module_table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
             head += [f"{c} P/R" for c in CLASSES[:3]]
     else:
         det = []
+        head += ["angle spread (°)"]
         if summary.get("labelled"):
             head += ["RMSE (°) on seeds"]
     rows = []
@@ -89,6 +90,8 @@ def module_table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
             d = (m.get("detection") or {}).get("classes")
             for c in CLASSES[:3]:
                 row.append("–" if not d else f"{_frac(d[c]['precision'])}/{_frac(d[c]['recall'])}")
+        if not lidar:
+            row.append("–" if m.get("spread_deg") is None else f"{m['spread_deg']:.2f}")
         if not lidar and summary.get("labelled"):
             row.append("–" if m.get("rmse_deg") is None else f"{m['rmse_deg']:.2f}")
         rows.append(row)
