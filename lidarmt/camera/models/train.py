@@ -599,7 +599,7 @@ def model_card(arch: Arch, m: dict[str, Any]) -> str:
         f"- Kept: the weights of the epoch with the lowest validation MSE (epoch {m['best_epoch']}, stage "
         f"{m['best_stage']}).",
         f"- Seed {cfg['seed']}, {cfg['threads']} torch thread(s) (deterministic on the CPU); "
-        f"{m['train_seconds'] / 60:.1f} min on one CPU core.",
+        f"{m['train_seconds'] / 60:.1f} min of wall time on a shared 2-core CPU machine.",
         f"- Command: `{command_line(TrainConfig(**cfg))}`",
         "- All shipped models: `scripts/train_camera_models.sh`.",
         "",
