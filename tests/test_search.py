@@ -174,6 +174,7 @@ def _resume_matches(config, out: Path, cut: int) -> None:
     assert sorted(again, key=key) == sorted(full, key=key)
 
 
+@pytest.mark.slow
 def test_deeptest_search_follows_algorithm_1_and_resumes(udacity, tmp_path):
     from lidarmt.search.camera import SIMPLE, CameraSearchConfig
 
@@ -209,6 +210,7 @@ def test_deeptest_search_follows_algorithm_1_and_resumes(udacity, tmp_path):
         assert cov == sorted(cov) and all(c >= r["seed_nc"] for c, r in zip(cov, ran, strict=True))
 
 
+@pytest.mark.slow
 def test_camera_search_cli_deeptest_bundles_replay(udacity, tmp_path, capsys):
     out = tmp_path / "cli"
     args = ["camera", "search", "--strategy", "deeptest", "--model", "dave-orig", "--images", str(udacity),
