@@ -206,6 +206,8 @@ def test_existing_folder_and_bad_arguments_are_one_line(rec, tmp_path, capsys):
     cases = [
         (_bench(rec, out, "test_bench:grid_sut", "test_bench:grid_sut"), "--resume"),  # exists
         (_bench(rec, out, "test_bench:grid_sut", "test_bench:drop_sut", extra=("--resume",)), "repeat its modules"),
+        (_bench(rec, out, "test_bench:grid_sut", "test_bench:grid_sut", extra=("--resume", "--seed", "3")),
+         "other settings"),
         (_bench(rec, tmp_path / "c", "test_bench:grid_sut"), "--baseline"),  # one module
         (_bench(rec, tmp_path / "c", "test_bench:grid_sut", "test_bench:grid_sut", extra=("--alpha", "2")), "--alpha"),
         (_bench(rec, tmp_path / "c", "test_bench:grid_sut", "test_bench:grid_sut", extra=("--sut-option", "3:cell=2")),
