@@ -6,6 +6,7 @@
 #   scripts/train_lidar_models.sh data      # simulate the training (400) and held-out (120) frames
 #   scripts/train_lidar_models.sh init      # the starting checkpoints (fine-tuning from the v1 640 weights)
 #   scripts/train_lidar_models.sh train     # both networks, in parallel, 1 thread each, nice 10, logs in $LOGS
+#   MINUTES=50 scripts/train_lidar_models.sh train640   # continue one of them (the cap counts the time so far)
 #   scripts/train_lidar_models.sh ship      # copy the trained weights into the package
 #   scripts/train_lidar_models.sh eval      # lidarmt evaluate of both networks (simulated + KITTI), and the
 #                                           # issue-11 KITTI target (cars within 40 m in the road-label ROI)
@@ -125,6 +126,8 @@ case "${1:-all}" in
   data) data ;;
   init) init ;;
   train) train ;;
+  train640) train_one 640 0 ;;  # continue one network (--resume), e.g. with a larger MINUTES
+  train512) train_one 512 1 ;;
   ship) ship ;;
   eval) evaluate ;;
   kitti40) shift; kitti40 "$@" ;;
