@@ -7,8 +7,8 @@ seed, frame, transformation, parameter, trial). A pair violates as ``lidarmt cam
 (:meth:`lidarmt.camera.relations.CameraTally.violations`): DeepTest's Eq. 2 at λ with Eq. 3's filter at ε
 where the seeds have labels (each model against its own MSE on the seeds, as DeepTest defines it), else
 DeepRoad's |θ(i) − θ(τ(i))| > ε; with labels DeepRoad's relation is compared as well. Rows are per
-transformation and over all of them. With labels, the models' errors on the seed images are compared with the sign test (RMSE in
-the table). Speed is the median model time per image from the journals.
+transformation and over all of them. With labels, the models' errors on the seed images are compared with the
+sign test (RMSE in the table). Speed is the median model time per image from the journals.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def _rmse_deg(mse: float | None) -> float | None:
 
 
 def _spread_deg(tally: Any) -> float | None:
-    """Standard deviation of the model's angles on the seed images, in degrees: a model that barely steers keeps
-    the label-free relations trivially, so its spread belongs next to its violation rates."""
+    """Standard deviation of the model's angles on the seed images, in degrees: a model that barely steers
+    keeps the label-free relations trivially, so its spread belongs next to its violation rates."""
     preds = [p for (_m, _f), (_lab, p) in tally.source.items()]
     return math.degrees(float(np.std(preds))) if len(preds) > 1 else None
 
@@ -98,7 +98,8 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
                 ok = [k for k, r in recs.items() if r["status"] == "ok" and (g == ALL or names[k[2]] == g)]
                 per[rel][g] = rate(sum(k in viols[m.name].get(rel, set()) for k in ok), len(ok))
         modules.append({
-            "name": m.name, "role": "baseline" if i == 0 else "candidate", "model": m.config.models[0].to_dict(),
+            "name": m.name, "role": "baseline" if i == 0 else "candidate",
+            "model": m.config.models[0].to_dict(),
             "origin": m.origin, "pairs_expected": m.config.total, "pairs_done": len(recs),
             "crashes": sum(r["status"] == "crash" for r in recs.values()),
             "timeouts": sum(r["status"] == "timeout" for r in recs.values()),
@@ -130,10 +131,12 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
                             "improvements": sum(r["improvement"] for r in [*rows, *err_rows])})
     shared = {k: v for k, v in cfg0.to_dict().items() if k not in ("models", "timeout", "batch_size")}
     return {
-        "kind": "camera", "relation": "camera: " + ("DeepTest Eq. 2/3 and DeepRoad" if labelled else "DeepRoad"),
+        "kind": "camera",
+        "relation": "camera: " + ("DeepTest Eq. 2/3 and DeepRoad" if labelled else "DeepRoad"),
         "config": shared, "criteria": criteria.to_dict(), "labelled": labelled, "alpha": alpha,
         "correction": correction, "baseline": base.name,
-        "test": "exact McNemar (two-sided binomial test on the discordant pairs); seed errors: sign test per seed",
+        "test": "exact McNemar (two-sided binomial test on the discordant pairs); seed errors: sign test per "
+                "seed",
         "modules": modules, "comparisons": comparisons,
         "regressions": sum(c["regressions"] for c in comparisons),
         "verdict": "regression" if any(c["regressions"] for c in comparisons) else "no regression",

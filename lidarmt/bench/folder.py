@@ -84,7 +84,7 @@ def folder_names(labels: Iterable[str]) -> list[str]:
 
 @dataclass(slots=True)
 class Module:
-    """One module of a bench: its folder name, its campaign configuration, where a reused journal came from."""
+    """One module of a bench: folder name, campaign configuration, and where a reused journal came from."""
 
     name: str
     config: Any
@@ -108,8 +108,8 @@ class BenchPlan:
         if not self.modules:
             raise BenchArgumentError("a bench needs at least two modules (or one with --baseline)")
         if len(self.modules) < 2:
-            raise BenchArgumentError("a bench compares modules: give at least two (the first is the baseline), or "
-                                     "one with --baseline FOLDER")
+            raise BenchArgumentError("a bench compares modules: give at least two (the first is the "
+                                     "baseline), or one with --baseline FOLDER")
         names = [m.name for m in self.modules]
         if len(set(names)) != len(names):
             raise BenchArgumentError(f"module names repeat: {', '.join(names)}")
@@ -117,8 +117,9 @@ class BenchPlan:
         for m in self.modules[1:]:
             diff = differing(ref, shared_fields(m.config.to_dict(), self.kind))
             if diff:
-                raise BenchArgumentError(f"module {m.name} was configured with other {', '.join(diff)} than the "
-                                         f"baseline {self.modules[0].name}; a bench compares modules on the same inputs")
+                raise BenchArgumentError(f"module {m.name} was configured with other {', '.join(diff)} than "
+                                         f"the baseline {self.modules[0].name}; a bench compares modules on "
+                                         "the same inputs")
 
     @property
     def baseline(self) -> Module:
@@ -140,8 +141,8 @@ def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
-        raise BenchInputError(f"{folder}: not a bench folder (no {BENCH_FILE}); give the folder of a `lidarmt "
-                              "bench` run or of a single campaign") from err
+        raise BenchInputError(f"{folder}: not a bench folder (no {BENCH_FILE}); give the folder of a "
+                              "`lidarmt bench` run or of a single campaign") from err
     except (OSError, ValueError) as err:
         raise BenchInputError(f"{path}: unreadable ({err}); run the bench again with --force") from err
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("modules"), list) \
@@ -159,8 +160,8 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Pat
 
     folder = Path(path)
     if not folder.is_dir():
-        raise BenchInputError(f"--baseline {path}: no such folder; give an earlier bench folder (runs/bench-v1) "
-                              "or a campaign's run folder")
+        raise BenchInputError(f"--baseline {path}: no such folder; give an earlier bench folder "
+                              "(runs/bench-v1) or a campaign's run folder")
     if (folder / BENCH_FILE).is_file():
         first = read_bench(folder)["modules"][0]
         name = str(first.get("name", "baseline"))
@@ -169,17 +170,18 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Pat
     else:
         name, src, origin = "", folder, str(folder)
     if not (src / JOURNAL_NAME).is_file():
-        raise BenchInputError(f"--baseline {path}: {src} holds no campaign journal ({JOURNAL_NAME}); run that bench "
-                              "or campaign first")
+        raise BenchInputError(f"--baseline {path}: {src} holds no campaign journal ({JOURNAL_NAME}); run "
+                              "that bench or campaign first")
     header = read_header(src / JOURNAL_NAME)
     try:
         config = config_from_dict(header["config"])
     except (KeyError, TypeError, ValueError) as err:
-        raise BenchInputError(f"--baseline {path}: the journal header of {src} is not a campaign configuration "
-                              f"({err})") from err
+        raise BenchInputError(f"--baseline {path}: the journal header of {src} is not a campaign "
+                              f"configuration ({err})") from err
     got = getattr(config, "kind", "lidar-mr1")
     if got != kind:
-        raise BenchArgumentError(f"--baseline {path}: a {got} campaign cannot be the baseline of a {kind} bench")
+        raise BenchArgumentError(f"--baseline {path}: a {got} campaign cannot be the baseline of a {kind} "
+                                 "bench")
     if not name:
         name = baseline_label(config, kind)
     return Module(name, config, origin), src
@@ -189,7 +191,8 @@ def baseline_label(config: Any, kind: str) -> str:
     if kind == "lidar-mr1":
         return module_label(config.sut.name, config.sut.options)
     m = config.models[0]
-    return module_label(Path(m.name).stem if m.name.endswith((".h5", ".hdf5", ".keras")) else m.name, m.options)
+    name = Path(m.name).stem if m.name.endswith((".h5", ".hdf5", ".keras")) else m.name
+    return module_label(name, m.options)
 
 
 def check_baseline(plan_modules: list[Module], kind: str, path: str | os.PathLike[str]) -> None:
@@ -200,8 +203,9 @@ def check_baseline(plan_modules: list[Module], kind: str, path: str | os.PathLik
         if diff:
             vals = "; ".join(f"{k}: {_short(base.get(k))}" for k in diff[:4])
             raise BenchArgumentError(
-                f"--baseline {path}: its baseline ran with other {', '.join(diff)} ({vals}); a paired comparison "
-                "needs the same frames, seed and injection: repeat those options, or run both modules afresh")
+                f"--baseline {path}: its baseline ran with other {', '.join(diff)} ({vals}); a paired "
+                "comparison needs the same frames, seed and injection: repeat those options, or run both "
+                "modules afresh")
 
 
 def _short(v: Any) -> str:
@@ -224,8 +228,8 @@ def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | N
     if out.exists() and not out.is_dir():
         raise BenchOutputError(f"--out {out}: exists and is not a folder")
     if resume and force:
-        raise BenchArgumentError("--resume and --force contradict each other: resume keeps the journals, force "
-                                 "discards them")
+        raise BenchArgumentError("--resume and --force contradict each other: resume keeps the journals, "
+                                 "force discards them")
     from lidarmt.fuzz.engine import LOCK_NAME
 
     have = (out / BENCH_FILE).is_file()
@@ -237,8 +241,9 @@ def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | N
         if old.get("kind") != want["kind"] or [m.get("name") for m in old["modules"]] != \
                 [m["name"] for m in want["modules"]]:
             raise BenchArgumentError(
-                f"--resume: the bench in {out} compared {', '.join(str(m.get('name')) for m in old['modules'])}; "
-                "repeat its modules in the same order, or use --force to start over")
+                f"--resume: the bench in {out} compared "
+                f"{', '.join(str(m.get('name')) for m in old['modules'])}; repeat its modules in the same "
+                "order, or use --force to start over")
         for o, w in zip(old["modules"], want["modules"], strict=True):
             if o.get("config") != w["config"]:
                 diff = differing(o.get("config") or {}, w["config"])
@@ -247,8 +252,8 @@ def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | N
                     f"({', '.join(diff)} differ); repeat its original options, or use --force to start over")
     elif out.exists() and any(p.name != LOCK_NAME for p in out.iterdir()):
         if not force:
-            raise BenchOutputError(f"--out {out}: the folder exists; pass --resume to continue its bench or --force "
-                                   "to start over")
+            raise BenchOutputError(f"--out {out}: the folder exists; pass --resume to continue its bench or "
+                                   "--force to start over")
         _clear(plan, out)
     out.mkdir(parents=True, exist_ok=True)
     base = plan.baseline

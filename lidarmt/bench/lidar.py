@@ -116,7 +116,8 @@ def evaluate_module(config: Any, folder: Path, frame_at: Callable[[int], Frame],
     first = frame_at(config.frames[0])
     is_kitti = first.provenance is not None and first.provenance.format == "kitti"
     try:
-        res = evaluate_frames(name or config.sut.name, frames(), _Guarded(), rois.roi_for, min_points=min_points,
+        res = evaluate_frames(name or config.sut.name, frames(), _Guarded(), rois.roi_for,
+                              min_points=min_points,
                               fov_deg=KITTI_FOV_DEG if is_kitti else None, count_unknown_fp=not is_kitti,
                               on_frame=on_frame)
     except Exception as err:  # the module failed on a source frame: no detection quality for it
@@ -242,10 +243,11 @@ def summarize(plan: BenchPlan, *, alpha: float, correction: str,
                             "improvements": sum(r["improvement"] for r in [*rows, *rec_rows])})
     shared = {k: v for k, v in cfg0.to_dict().items() if k not in ("sut", "timeout")}
     return {
-        "kind": "lidar-mr1", "relation": "MR1: obstacles inside the ROI survive n random points added outside it",
+        "kind": "lidar-mr1", "relation": "MR1: obstacles inside the ROI survive n random points added "
+                                         "outside it",
         "config": shared, "alpha": alpha, "correction": correction, "baseline": base.name,
-        "test": "exact McNemar (two-sided binomial test on the discordant pairs); recall: sign test on the true "
-                "positives per source frame",
+        "test": "exact McNemar (two-sided binomial test on the discordant pairs); recall: sign test on the "
+                "true positives per source frame",
         "ground_truth": ground_truth, "modules": modules, "comparisons": comparisons,
         "regressions": sum(c["regressions"] for c in comparisons),
         "verdict": "regression" if any(c["regressions"] for c in comparisons) else "no regression",

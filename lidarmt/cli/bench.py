@@ -15,13 +15,13 @@ def register(app: typer.Typer) -> None:
     app.command(name="bench", help=BENCH_HELP)(bench)
 
 
-BENCH_HELP = """Regression benchmark: run the same frames and injected points through several perception modules.
+BENCH_HELP = """Regression benchmark: the same frames and injected points through several perception modules.
 
 Each --sut gets an ordinary MR1 campaign in its own folder under --out (journal, --resume), all with the same
-frames, seed, n, trials and region, so every module judges exactly the same follow-ups. The first --sut is
-the baseline (or --baseline FOLDER: the baseline module of an earlier bench, or a `lidarmt fuzz` run folder,
-run on the same frames, seed and injection). The journals are then paired key by key: per relation (|O| > |O′|,
-O ⊄ O′, per class, crash/timeout) and n, both violation rates with Wilson intervals and the exact McNemar test
+frames, seed, n, trials and region, so every module judges exactly the same follow-ups. The first --sut is the
+baseline (or --baseline FOLDER: the baseline module of an earlier bench, or a `lidarmt fuzz` run folder, run
+on the same frames, seed and injection). The journals are then paired key by key: per relation (|O| > |O′|, O
+⊄ O′, per class, crash/timeout) and n, both violation rates with Wilson intervals and the exact McNemar test
 on the discordant pairs (effect: difference in proportions, odds ratio c/b). Where the frames carry ground
 truth (a simulated bag's .labels.npz, KITTI), precision/recall per class on the source frames and a sign test
 on recall. Speed: median perception call from the journals. A regression is a worse row whose p-value,
@@ -57,13 +57,13 @@ def parse_module_options(items: list[str], count: int, *, flag: str,
         if m:
             i = int(m.group(1))
             if not 1 <= i <= count:
-                raise error(f"{flag} {item!r}: module {i} does not exist; number the modules 1..{count} in the order "
-                            "given")
+                raise error(f"{flag} {item!r}: module {i} does not exist; number the modules 1..{count} in "
+                            "the order given")
             targets, body = range(i - 1, i), m.group(2)
         key, sep, value = body.partition("=")
         if not sep or not key:
-            raise error(f"{flag} {item!r}: use [I:]KEY=VALUE (I: the module's number, 1-based; VALUE is JSON when it "
-                        "parses as JSON)")
+            raise error(f"{flag} {item!r}: use [I:]KEY=VALUE (I: the module's number, 1-based; VALUE is JSON "
+                        "when it parses as JSON)")
         from lidarmt.cli._common import json_value
 
         val = json_value(value)
@@ -135,11 +135,11 @@ def bench(
 
     check_stats_options(alpha, correction, BenchArgumentError)
     if not sut:
-        raise BenchArgumentError("--sut: give the perception modules to compare (the first is the baseline), e.g. "
-                                 "--sut apollo --sut apollo-512")
+        raise BenchArgumentError("--sut: give the perception modules to compare (the first is the baseline), "
+                                 "e.g. --sut apollo --sut apollo-512")
     if len(sut) < 2 and baseline is None:
-        raise BenchArgumentError(f"--sut {sut[0]}: a bench compares modules; give a second --sut, or --baseline FOLDER "
-                                 "with the baseline of an earlier bench")
+        raise BenchArgumentError(f"--sut {sut[0]}: a bench compares modules; give a second --sut, or "
+                                 "--baseline FOLDER with the baseline of an earlier bench")
     if min_points < 0:
         raise BenchArgumentError(f"--min-points {min_points}: give 0 or more")
     ns = parse_ns(n)
@@ -164,8 +164,8 @@ def bench(
     close = getattr(rec, "close", None)
     if callable(close):
         close()
-    configs = [CampaignConfig(source, roi_spec, SutSpec(s, o), ns, chosen, seed=seed, trials=trials, region=reg,
-                              timeout=timeout) for s, o in zip(sut, options, strict=True)]
+    configs = [CampaignConfig(source, roi_spec, SutSpec(s, o), ns, chosen, seed=seed, trials=trials,
+                              region=reg, timeout=timeout) for s, o in zip(sut, options, strict=True)]
     reused_from = None
     modules: list[Module] = []
     if baseline is not None:
@@ -179,8 +179,9 @@ def bench(
     plan = BenchPlan(out, "lidar-mr1", modules)
     _check_suts(plan)
     with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
-        _run(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force, alpha=alpha,
-             correction=correction, min_points=min_points, quiet=quiet, fail_on_regression=fail_on_regression)
+        _run(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
+             alpha=alpha, correction=correction, min_points=min_points, quiet=quiet,
+             fail_on_regression=fail_on_regression)
 
 
 def _check_suts(plan) -> None:
@@ -196,7 +197,7 @@ def _check_suts(plan) -> None:
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
              is_violation) -> dict:
-    """Prepare the bench folder and run every module's campaign with a progress bar; returns run.json facts."""
+    """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
     from lidarmt.fuzz.engine import clamp_workers, environment
@@ -222,8 +223,8 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     except KeyboardInterrupt:
         for b in bars:
             b.stop()
-        err_console.print(f"interrupted: every verdict so far is in the modules' {JOURNAL_NAME}; continue with the "
-                          "same command plus --resume")
+        err_console.print(f"interrupted: every verdict so far is in the modules' {JOURNAL_NAME}; continue "
+                          "with the same command plus --resume")
         raise
     finally:
         for b in bars:
@@ -251,7 +252,8 @@ def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, al
     if frame_at is not None:
         for m in plan.modules:
             if not quiet:
-                err_console.print(f"detection quality of {m.name} on {len(m.config.frames)} source frames ...")
+                err_console.print(f"detection quality of {m.name} on {len(m.config.frames)} source "
+                                  "frames ...")
             detection[m.name] = evaluate_module(m.config, plan.folder(m), frame_at, min_points=min_points,
                                                 name=m.name)
     summary = summarize(plan, alpha=alpha, correction=correction, detection=detection, ground_truth=gt_note)
@@ -270,4 +272,5 @@ def report(out: Path, summary: dict, run: dict) -> None:
     for t in rich_tables(summary):
         wide.print(t)
     console.print(verdict_line(summary), highlight=False, soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}", soft_wrap=True)
+    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}",
+                  soft_wrap=True)

@@ -101,11 +101,13 @@ def module_table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
 def paired_table(summary: Mapping[str, Any], comp: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one candidate's paired table."""
     group = "n" if summary["kind"] == "lidar-mr1" else "transformation"
-    head = ["relation", group, "pairs", f"{comp['baseline']} (95% CI)", f"{comp['candidate']} (95% CI)", "b", "c",
+    head = ["relation", group, "pairs", f"{comp['baseline']} (95% CI)", f"{comp['candidate']} (95% CI)", "b",
+            "c",
             "Δ", "odds ratio c/b", "p", "p adj", "verdict"]
     rows = []
     for r in comp["rows"]:
-        rows.append([r["label"], str(r.get("n", r.get("transform"))), str(r["pairs"]), _rate_cell(r["baseline"]),
+        rows.append([r["label"], str(r.get("n", r.get("transform"))), str(r["pairs"]),
+                     _rate_cell(r["baseline"]),
                      _rate_cell(r["candidate"]), str(r["b"]), str(r["c"]), fmt_diff(r["diff"]), fmt_or(r),
                      fmt_p(r["p"]), fmt_p(r["p_adj"]), verdict_cell(r)])
     return head, rows
@@ -121,10 +123,12 @@ def quality_table(summary: Mapping[str, Any], comp: Mapping[str, Any]) -> tuple[
         for r in comp.get("recall", []):
             a, b = r["baseline"], r["candidate"]
             rows.append([r["relation"].split(":", 1)[1], f"{_frac(a['recall'])} ({a['tp']}/{a['gt']})",
-                         f"{_frac(b['recall'])} ({b['tp']}/{b['gt']})", _frac(a["precision"]), _frac(b["precision"]),
+                         f"{_frac(b['recall'])} ({b['tp']}/{b['gt']})", _frac(a["precision"]),
+                         _frac(b["precision"]),
                          f"{r['worse']}/{r['better']}", fmt_p(r["p"]), fmt_p(r["p_adj"]), verdict_cell(r)])
         return head, rows
-    head = ["measure", f"RMSE (°) {comp['baseline']}", f"RMSE (°) {comp['candidate']}", "seeds worse/better", "p",
+    head = ["measure", f"RMSE (°) {comp['baseline']}", f"RMSE (°) {comp['candidate']}", "seeds worse/better",
+            "p",
             "p adj", "verdict"]
     rows = []
     for r in comp.get("errors", []):
@@ -135,12 +139,12 @@ def quality_table(summary: Mapping[str, Any], comp: Mapping[str, Any]) -> tuple[
 
 
 def agreement_line(comp: Mapping[str, Any]) -> str:
-    """LiDAR: how often the two modules saw the same number of obstacles on the source frames ("" otherwise)."""
+    """LiDAR: how often both modules saw as many obstacles on the source frames ("" for camera benches)."""
     a = comp.get("source_agreement")
     if not a or not a["frames"]:
         return ""
-    return (f"source frames: {comp['candidate']} and {comp['baseline']} report the same number of obstacles in "
-            f"{a['same_count']} of {a['frames']} (mean |difference| {a['mean_abs_diff']:.2f} of "
+    return (f"source frames: {comp['candidate']} and {comp['baseline']} report the same number of obstacles "
+            f"in {a['same_count']} of {a['frames']} (mean |difference| {a['mean_abs_diff']:.2f} of "
             f"{a['mean_obstacles_baseline']:.1f} obstacles per frame)")
 
 
@@ -208,7 +212,8 @@ def rich_tables(summary: Mapping[str, Any]) -> list[Any]:
     out = [table("Modules", *module_table(summary))]
     for comp in summary["comparisons"]:
         head, rows = paired_table(summary, comp)
-        shown = [r for r, src in zip(rows, comp["rows"], strict=True) if src["k_baseline"] or src["k_candidate"]]
+        shown = [r for r, src in zip(rows, comp["rows"], strict=True)
+                 if src["k_baseline"] or src["k_candidate"]]
         hidden = len(rows) - len(shown)
         caption = "b: pairs only the baseline violates; c: only the candidate; Δ: candidate − baseline"
         if hidden:
@@ -218,8 +223,9 @@ def rich_tables(summary: Mapping[str, Any]) -> list[Any]:
         out.append(table(_title(comp) + " (paired, exact McNemar)", head, shown, caption=caption))
         head, rows = quality_table(summary, comp)
         if rows:
-            out.append(table(_title(comp) + (": detection on the source frames" if summary["kind"] == "lidar-mr1"
-                                             else ": error on the seed images (sign test)"), head, rows))
+            what = (": detection on the source frames" if summary["kind"] == "lidar-mr1"
+                    else ": error on the seed images (sign test)")
+            out.append(table(_title(comp) + what, head, rows))
     return out
 
 
@@ -334,9 +340,9 @@ def junit(summary: Mapping[str, Any]) -> str:
             name = f"{r['relation']} {'n=' if 'n' in r else ''}{where}"
             if r["regression"]:
                 if "c" in r:
-                    msg = (f"{r['label']}: {r['k_candidate']}/{r['pairs']} pairs violate with {comp['candidate']}, "
-                           f"{r['k_baseline']}/{r['pairs']} with {comp['baseline']} (b={r['b']}, c={r['c']}, "
-                           f"adjusted p={r['p_adj']:.3g})")
+                    msg = (f"{r['label']}: {r['k_candidate']}/{r['pairs']} pairs violate with "
+                           f"{comp['candidate']}, {r['k_baseline']}/{r['pairs']} with {comp['baseline']} "
+                           f"(b={r['b']}, c={r['c']}, adjusted p={r['p_adj']:.3g})")
                 else:
                     msg = (f"{r['label']}: worse on {r['worse']} units, better on {r['better']} "
                            f"(adjusted p={r['p_adj']:.3g})")
@@ -354,22 +360,26 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     if lidar:
         lines += [f"- recording: `{cfg['source']['path']}`, map `{cfg['roi']['map']}`",
                   f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: "
-                  f"{cfg['trials']}, seed: {cfg['seed']}, region: {cfg['region']['shape']} {cfg['region']['size']:g} m",
+                  f"{cfg['trials']}, seed: {cfg['seed']}, region: {cfg['region']['shape']} "
+                  f"{cfg['region']['size']:g} m",
                   f"- ground truth: {summary.get('ground_truth') or 'none'}"]
     else:
         crit = summary["criteria"]
         lines += [f"- images: `{cfg['images']}`, frames: {len(cfg['frames'])}, transformations: "
-                  f"{', '.join(t['name'] for t in cfg['transforms'])}, trials: {cfg['trials']}, seed: {cfg['seed']}",
-                  "- relations: " + (f"DeepTest Eq. 2 at λ = {crit['lambda']:g} with Eq. 3 at ε = {crit['epsilon']:g} "
+                  f"{', '.join(t['name'] for t in cfg['transforms'])}, trials: {cfg['trials']}, seed: "
+                  f"{cfg['seed']}",
+                  "- relations: " + (f"DeepTest Eq. 2 at λ = {crit['lambda']:g} with Eq. 3 at ε = "
+                                     f"{crit['epsilon']:g} "
                                       "(the seeds have labels), and " if summary["labelled"] else "")
                   + f"DeepRoad at {crit['tolerance_deg']:g}°"]
-    lines += [f"- baseline: `{summary['baseline']}`; test: {summary['test']}; α = {summary['alpha']:g}, correction: "
-              f"{summary['correction']} (one family per candidate)",
+    lines += [f"- baseline: `{summary['baseline']}`; test: {summary['test']}; α = {summary['alpha']:g}, "
+              f"correction: {summary['correction']} (one family per candidate)",
               f"- command: `{run.get('command', '')}`" if run.get("command") else "",
               "", "## Modules", "", _md(*module_table(summary)), ""]
     for comp in summary["comparisons"]:
         lines += [f"## {_title(comp)}", "", _md(*paired_table(summary, comp)), "",
-                  "b: pairs only the baseline violates; c: pairs only the candidate violates; Δ = (c − b) / pairs.",
+                  "b: pairs only the baseline violates; c: pairs only the candidate violates; Δ = (c − b) / "
+                  "pairs.",
                   "", agreement_line(comp), ""]
         head, rows = quality_table(summary, comp)
         if rows:
@@ -379,8 +389,8 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     for name in charts(summary):
         lines.append(f"![{name}]({name})")
     lines.append("")
-    lines += ["Module folders (ordinary campaign run folders): " + ", ".join(f"[`{m['name']}/`]({m['name']}/)"
-                                                                              for m in summary["modules"]), ""]
+    folders = ", ".join(f"[`{m['name']}/`]({m['name']}/)" for m in summary["modules"])
+    lines += [f"Module folders (ordinary campaign run folders): {folders}", ""]
     return "\n".join(x for x in lines if x is not None)
 
 

@@ -13,16 +13,17 @@ def register(app: typer.Typer) -> None:
     app.command(name="bench", help=BENCH_HELP)(bench)
 
 
-BENCH_HELP = """Regression benchmark of steering models: the same seed images and transformations through every model.
+BENCH_HELP = """Regression benchmark of steering models: the same images and transformations through each
+model.
 
 Each --model gets an ordinary camera campaign in its own folder under --out (journal, --resume), all with the
 same images, transformations, seed and trials, so every model sees exactly the same transformed images. The
 first --model is the baseline (or --baseline FOLDER: the baseline of an earlier camera bench, or a `lidarmt
 camera fuzz` run of one model on the same images and transformations). The journals are paired per (image,
-transformation, parameter, trial): with labels, DeepTest's Eq. 2 at --lambda (Eq. 3's filter at --epsilon), and
-always DeepRoad's |Δθ| > --tolerance; per transformation and over all, both violation rates with Wilson
-intervals and the exact McNemar test on the discordant pairs. With labels, RMSE on the seed images per model and
-a sign test on the per-seed errors. Speed: median model time per image. A regression is a worse row whose
+transformation, parameter, trial): with labels, DeepTest's Eq. 2 at --lambda (Eq. 3's filter at --epsilon),
+and always DeepRoad's |Δθ| > --tolerance; per transformation and over all, both violation rates with Wilson
+intervals and the exact McNemar test on the discordant pairs. With labels, RMSE on the seed images per model
+and a sign test on the per-seed errors. Speed: median model time per image. A regression is a worse row whose
 p-value, Holm-adjusted over the candidate's rows, is below --alpha.
 
 Exit status: 0 when the bench ran; 1 with --fail-on-regression when a candidate regressed; 2 on bad input.
@@ -81,11 +82,11 @@ def bench(
             raise BenchArgumentError(f"{name} {value}: give a positive number")
     names = [m.strip() for item in model for m in item.split(",") if m.strip()]
     if not names:
-        raise BenchArgumentError("--model: give the steering models to compare (the first is the baseline), e.g. "
-                                 "--model dave-orig --model epoch (see lidarmt camera models)")
+        raise BenchArgumentError("--model: give the steering models to compare (the first is the baseline), "
+                                 "e.g. --model dave-orig --model epoch (see lidarmt camera models)")
     if len(names) < 2 and baseline is None:
-        raise BenchArgumentError(f"--model {names[0]}: a bench compares models; give a second --model, or --baseline "
-                                 "FOLDER with the baseline of an earlier camera bench")
+        raise BenchArgumentError(f"--model {names[0]}: a bench compares models; give a second --model, or "
+                                 "--baseline FOLDER with the baseline of an earlier camera bench")
     options = parse_module_options(model_option, len(names), flag="--model-option", error=BenchArgumentError)
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
@@ -99,8 +100,9 @@ def bench(
     if baseline is not None:
         base, reused_from = reuse_baseline(baseline, "camera")
         if len(base.config.models) != 1:
-            raise BenchArgumentError(f"--baseline {baseline}: its campaign judged {len(base.config.models)} models "
-                                     "at once; a baseline is a one-model campaign (a camera bench's module folder)")
+            raise BenchArgumentError(f"--baseline {baseline}: its campaign judged {len(base.config.models)} "
+                                     "models at once; a baseline is a one-model campaign (a camera bench's "
+                                     "module folder)")
         modules.append(base)
     labels = [m.name for m in modules] + [baseline_label(c, "camera") for c in configs]
     names_f = folder_names(labels)
