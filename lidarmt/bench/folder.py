@@ -286,12 +286,14 @@ def _clear(plan: BenchPlan, out: Path) -> None:
 
 
 def run_modules(plan: BenchPlan, *, workers: int = 1, header_extra: Mapping[str, Any] | None = None,
-                on_module: Callable[[Module, bool], Any] | None = None) -> dict[str, Any]:
+                on_module: Callable[[Module, bool], Any] | None = None,
+                engine_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume) every module's campaign in its folder, one after the other; returns the engine's
     :class:`~lidarmt.fuzz.engine.CampaignResult` by module name (None for a reused baseline).
 
     ``on_module(module, resuming)`` is called before each campaign and may return ``(on_start, on_pair)``
-    callbacks for the engine (progress bars), or None."""
+    callbacks for the engine (progress bars), or None. ``engine_options`` go to every
+    :func:`~lidarmt.fuzz.engine.run_campaign` call as they are (e.g. where the workers run)."""
     from lidarmt.fuzz.engine import LOCK_NAME, run_campaign
     from lidarmt.fuzz.journal import JOURNAL_NAME
 
@@ -309,7 +311,7 @@ def run_modules(plan: BenchPlan, *, workers: int = 1, header_extra: Mapping[str,
         extra = {**dict(header_extra or {}), "bench": {"module": m.name, "role": role}}
         results[m.name] = run_campaign(m.config, folder, workers=workers, resume=resuming,
                                        force=stale and not resuming, on_start=on_start, on_pair=on_pair,
-                                       header_extra=extra)
+                                       header_extra=extra, **dict(engine_options or {}))
     return results
 
 

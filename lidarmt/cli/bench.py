@@ -196,7 +196,7 @@ def _check_suts(plan) -> None:
 
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
-             is_violation) -> dict:
+             is_violation, engine_options: dict | None = None) -> dict:
     """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
@@ -218,7 +218,7 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
         return bar.on_start, bar.on_pair
 
     try:
-        results = run_modules(plan, workers=used, on_module=on_module,
+        results = run_modules(plan, workers=used, on_module=on_module, engine_options=engine_options,
                               header_extra={"command": command, "environment": environment()})
     except KeyboardInterrupt:
         for b in bars:
