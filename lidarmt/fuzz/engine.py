@@ -225,7 +225,9 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
     """
 
     def put(kind: str, payload: Any) -> None:
-        results.put((wid, gen, kind, payload))
+        # synchronous: the message is in the pipe before the SUT call it announces starts, so a worker that
+        # dies inside that call (os._exit, a segfault) cannot take the announcement with it
+        results.send((wid, gen, kind, payload))
 
     _die_with_parent()
     if threads > 0:
@@ -375,7 +377,8 @@ def _environment(values: Mapping[str, str]):
 
 
 class _LocalTransport:
-    """Worker processes on this machine (``multiprocessing`` spawn context), one shared result queue."""
+    """Worker processes on this machine (``multiprocessing`` spawn context): tasks go down a queue per worker,
+    messages come back up a pipe per worker, written synchronously by the worker (no feeder thread)."""
 
     what = "worker process"
 
@@ -384,46 +387,56 @@ class _LocalTransport:
         import tempfile
 
         self.ctx = mp.get_context("spawn")
-        self.results = self.ctx.Queue()
         self._cfg = config.to_dict()
         self._threads = max(1, (os.cpu_count() or 1) // workers)
         self._tmp = tempfile.TemporaryDirectory(prefix="lidarmt-fuzz-")
+        self._readers: dict[Any, int] = {}  # open message pipes -> worker id
 
     def spawn(self, s: _Slot) -> None:
         tasks = self.ctx.Queue()
+        reader, writer = self.ctx.Pipe(duplex=False)
         proc = self.ctx.Process(target=_worker_main,
-                                args=(self._cfg, s.wid, s.gen, tasks, self.results, self._threads,
+                                args=(self._cfg, s.wid, s.gen, tasks, writer, self._threads,
                                       self._stack_file(s)),
                                 daemon=True, name=f"lidarmt-fuzz-{s.wid}")
         # the thread limits must be in the child's environment from its start: it imports numpy (whose BLAS
         # sizes its thread pool once, at import) before _worker_main runs
         with _environment({v: str(self._threads) for v in _THREAD_VARS if v not in os.environ}):
             proc.start()
-        s.handle = (proc, tasks)
+        writer.close()  # the child holds the only writer: its death is the pipe's end
+        self._readers[reader] = s.wid
+        s.handle = (proc, tasks, reader)
 
     def send(self, s: _Slot, task: tuple[str, Any]) -> None:
         s.handle[1].put(task)
 
     def receive(self, timeout: float) -> list[tuple[int, int, str, Any]]:
-        try:
-            out = [self.results.get(timeout=timeout)]
-        except queue.Empty:
+        from multiprocessing.connection import wait
+
+        if not self._readers:
+            time.sleep(timeout)
             return []
-        while len(out) < 256:  # what else is waiting, so the pool's checks run once per batch, not per message
+        out: list[tuple[int, int, str, Any]] = []
+        for conn in wait(list(self._readers), timeout):
             try:
-                out.append(self.results.get_nowait())
-            except queue.Empty:
-                break
+                while len(out) < 256 and conn.poll(0):  # a batch, so the pool's checks run once per batch
+                    out.append(conn.recv())
+            except (EOFError, OSError):  # the worker is gone and everything it wrote has been read
+                self._forget(conn)
         return out
 
     def drain(self) -> list[tuple[int, int, str, Any]]:
-        time.sleep(0.05)  # let the queue's feeder threads flush
-        out = []
+        out: list[tuple[int, int, str, Any]] = []
         while True:
-            try:
-                out.append(self.results.get_nowait())
-            except queue.Empty:
+            got = self.receive(0)
+            if not got:
                 return out
+            out.extend(got)
+
+    def _forget(self, conn) -> None:
+        self._readers.pop(conn, None)
+        with contextlib.suppress(OSError):
+            conn.close()
 
     def death(self, s: _Slot) -> str | None:
         code = s.handle[0].exitcode
@@ -432,6 +445,7 @@ class _LocalTransport:
     def kill(self, s: _Slot) -> None:
         s.handle[0].kill()
         s.handle[0].join()
+        self._forget(s.handle[2])
 
     def _stack_file(self, s: _Slot) -> str:
         return os.path.join(self._tmp.name, f"stack-{s.wid}.txt")
@@ -455,6 +469,8 @@ class _LocalTransport:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+        for conn in list(self._readers):
+            self._forget(conn)
         self._tmp.cleanup()
 
 

@@ -188,6 +188,10 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
                 if self._first is None and ev.first_call_s is not None:
                     self._first = ev.first_call_s
             msgs.put(("start", (keys, stage)))
+            if stage:  # the campaign's process has the announcement before the call starts: an actor that dies
+                delivered = threading.Event()  # inside it cannot take it along
+                msgs.put(delivered)
+                delivered.wait()
 
         ev.on_call = on_call
 
@@ -218,8 +222,12 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
             if batch and batch[-1] is _END:
                 batch.pop()
                 end = True
+            acks = [m for m in batch if isinstance(m, threading.Event)]
+            batch = [m for m in batch if not isinstance(m, threading.Event)]
             if batch:
-                yield batch
+                yield batch  # returns once the caller took it (backpressure of 1 object, see RayTransport.send)
+            for a in acks:
+                a.set()
             if end:
                 return
             since = state["since"]
@@ -259,7 +267,7 @@ class RayTransport:
         self._streams.pop(s.wid, None)
 
     def send(self, s, task) -> None:
-        self._streams[s.wid] = (s.gen, s.handle.run.remote(task))
+        self._streams[s.wid] = (s.gen, s.handle.run.options(_generator_backpressure_num_objects=1).remote(task))
 
     def _take(self, waitables: dict[Any, tuple[str, int, int]], ready: list[Any]) -> list[tuple[int, int, str, Any]]:
         ray = self.ray
