@@ -346,3 +346,23 @@ def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
     added = np.load(folder / "added.npy")
     again = cc.follow_up_of(frame, roi, info["seed_tuple"]).extra
     assert added.tobytes() == again.tobytes()
+
+
+def test_random_strategies_run_the_random_arm_alone(udacity, scenes, tmp_path):
+    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.report.search import camera_summary
+    from lidarmt.search.camera import CameraSearchConfig
+    from lidarmt.search.lidar import LidarSearchConfig
+
+    cfg = CameraSearchConfig(str(udacity), ModelRef("dave-orig"), "random", (0, 3), budget=3, space="rain",
+                             run_dir=str(tmp_path / "r"))
+    res = run_campaign(cfg, tmp_path / "r")
+    recs = _records(tmp_path / "r")
+    assert res.ran == 3 and {r["arm"] for r in recs} == {"random"} and all(r["sigma"] is None for r in recs)
+    s = camera_summary(cfg, res.tally)
+    assert list(s["arms"]) == ["random"] and s["arms"]["random"]["evaluations"] == 3
+    assert s["arms"]["random"]["curve"] == sorted(s["arms"]["random"]["curve"])  # best so far never drops
+    lcfg = LidarSearchConfig(SourceSpec(str(scenes)), RoiSpec("test_fuzz_support:strip_roi"),
+                             SutSpec("test_fuzz_support:grid_sut"), (0,), (1, 2), strategy="random", budget=2, top=2)
+    assert lcfg.keys_of(0) == [(0, 1, 0)] and lcfg.keys_of(2) == [(2, r, v) for r in range(2) for v in (0, 1)]
+    assert lcfg.total == 2 + 2 * 2 * 2
