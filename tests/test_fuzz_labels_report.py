@@ -136,6 +136,9 @@ def test_fuzz_with_label_roi_reports_reach_lost_obstacles_and_filters(rec, tmp_p
     assert all(r["subset_relation"]["k"] == 0 for r in f["by_n"])
     assert sum(r["lost_filtered_out"] for r in f["by_n"]) >= viol
     assert (out / "journal.jsonl").read_bytes()[: len(journal)] == journal
+    from lidarmt.fuzz.campaign import violating_keys
+
+    assert len(violating_keys(out)) >= 1 and violating_keys(out, lost_filter=LostFilter(min_points=100000)) == []
 
 
 def test_fuzz_without_any_roi_says_what_to_give(rec, tmp_path, capsys):

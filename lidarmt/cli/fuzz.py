@@ -231,7 +231,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
         bar.stop()
 
     # bug bundles
-    viol = violating_keys(out)
+    viol = violating_keys(out, lost_filter=config.lost_filter)  # bundles for the violations the filter counts
     chosen_b = select_bundles(viol, per_n)
     bundle_infos: list[dict] = []
     if chosen_b:

@@ -258,11 +258,16 @@ class Evaluator(EvaluatorBase):
         return make_bundle(self, tuple(key), Path(out_dir), **opts)
 
 
-def violating_keys(out: str | os.PathLike[str]) -> list[tuple[Key, dict[str, Any]]]:
-    """(key, record) of every pair that violates the count or the subset relation, sorted by (n, frame, trial)."""
+def violating_keys(out: str | os.PathLike[str], *,
+                   lost_filter: LostFilter | None = None) -> list[tuple[Key, dict[str, Any]]]:
+    """(key, record) of every pair that violates the count or the subset relation, sorted by (n, frame, trial).
+    With an active ``lost_filter`` (--min-points, --min-size), only pairs that lost an obstacle passing it."""
     found: dict[Key, dict] = {}
+    flt = lost_filter if lost_filter is not None and lost_filter.active else None
     for rec in iter_records(Path(out) / JOURNAL_NAME):
         if rec["status"] == "ok" and (rec["verdict"]["count_violation"] or rec["verdict"]["subset_violation"]):
+            if flt is not None and not any(flt.keeps(m) for m in rec["verdict"]["missing"]):
+                continue
             found.setdefault(record_key(rec), rec)
     return sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))
 
