@@ -261,7 +261,7 @@ def test_search_argument_errors_are_one_line(udacity, tmp_path, capsys):
     for extra, want in ((["--strategy", "bogus"], "--strategy"), (["--strategy", "es"], "--space"),
                         (["--strategy", "es", "--space", "mirror"], "no continuous"),
                         (["--strategy", "es", "--space", "fog", "--criterion", "nc"], "--criterion"),
-                        (["--budget", "0"], "--budget")):
+                        (["--budget", "0"], "--budget"), (["--seed", "-1"], "--seed")):
         assert main(base + extra) == 2
         err = capsys.readouterr().err.strip()
         assert want in err and "\n" not in err, err

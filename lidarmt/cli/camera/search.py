@@ -81,6 +81,8 @@ def search(
 
     if bundles < 0:
         raise SearchArgumentError(f"--bundles {bundles}: give 0 or more")
+    if seed < 0:
+        raise SearchArgumentError(f"--seed {seed}: give 0 or a positive integer")
     for name, v in (("--lambda", lam), ("--tolerance", tolerance)):
         if not (v > 0 and math.isfinite(v)):
             raise SearchArgumentError(f"{name} {v}: give a positive number")
