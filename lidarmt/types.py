@@ -286,7 +286,8 @@ class Frame:
             def pad(a: np.ndarray | None) -> np.ndarray | None:
                 if a is None:
                     return None
-                return np.concatenate([a, np.full(len(extra), -1, dtype=a.dtype)])
+                fill = -1 if np.issubdtype(a.dtype, np.signedinteger) or a.dtype.kind == "f" else np.iinfo(a.dtype).max
+                return np.concatenate([a, np.full(len(extra), fill, dtype=a.dtype)])
 
             lb = self.labels
             labels = Labels(lb.boxes, pad(lb.point_instance), pad(lb.point_meta), pad(lb.point_semantic))

@@ -5,7 +5,10 @@
 * :class:`HDMapRoi`: Apollo's query (lanes within 60 m -> road-section and junction polygons) and
   ``mask(pose) -> RoiMask``, the bitmap ROI (implements :class:`lidarmt.types.Roi`).
 * :class:`SensorPolygonRoi`: the same for GeoJSON maps drawn in sensor coordinates (no pose).
-* :class:`PointLabelRoi`: ROI from per-point road labels (real KITTI frames without a map).
+* :class:`LabelRoi` / :func:`label_roi`: Apollo-style area ROI from per-point ground labels (``GROUND_LABELS``:
+  road, parking, sidewalk, other-ground), for real frames without a map (``--roi labels``); every point above the
+  labelled ground is inside. :class:`PointLabelRoi` (the labelled points themselves) is kept for the API only:
+  no command uses it.
 
 Example::
 
@@ -28,10 +31,21 @@ from lidarmt.roi.model import (
     Road,
     RoadSection,
 )
-from lidarmt.roi.query import HDMapRoi, SensorPolygonRoi, downsample_boundary, section_polygon
+from lidarmt.roi.query import (
+    GROUND_LABELS,
+    HDMapRoi,
+    LabelRoi,
+    SensorPolygonRoi,
+    downsample_boundary,
+    label_roi,
+    section_polygon,
+)
 
 __all__ = [
+    "GROUND_LABELS",
     "HDMapRoi",
+    "LabelRoi",
+    "label_roi",
     "PointLabelRoi",
     "RoiMask",
     "SensorPolygonRoi",
