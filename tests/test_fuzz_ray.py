@@ -256,3 +256,21 @@ def test_an_address_where_nothing_answers_fails_at_once(monkeypatch):
         connect(f"127.0.0.1:{port}")
     with pytest.raises(FuzzInputError, match="give HOST:PORT"):
         connect("headnode")
+
+
+def test_camera_cli_refuses_an_unknown_backend_in_one_line(tmp_path, capsys):
+    from test_camera_campaign import write_udacity
+
+    from lidarmt.cli import main
+
+    src = write_udacity(tmp_path / "drive", n=2)
+    out = tmp_path / "o"
+    code = main(["camera", "fuzz", "--images", str(src), "--model", "test_camera_campaign:tilt", "--transforms",
+                 "mirror", "--out", str(out), "--quiet", "--backend", "spark"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend 'spark'" in err[0]
+    assert not out.exists()
+    with pytest.raises(FuzzArgumentError, match="needs --backend ray"):
+        run_campaign(lidar_config(Path(src)), tmp_path / "o2", address="auto")
+    assert not (tmp_path / "o2").exists()
