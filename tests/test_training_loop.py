@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,8 +21,6 @@ from lidarmt.perception.apollo.train import (  # noqa: E402
     train,
     write_start_checkpoint,
 )
-
-WEIGHTS = Path(__file__).resolve().parents[1] / "lidarmt" / "perception" / "apollo" / "weights" / "cnnseg640.pt"
 
 
 def test_sample_crop_shapes_and_consistency():
@@ -146,18 +143,23 @@ def test_missing_data_is_a_user_error(tmp_path):
         train(cfg, log=lambda _m: None)
 
 
-@pytest.mark.skipif(not WEIGHTS.is_file(), reason="shipped weights not trained yet")
-def test_shipped_weights_load_with_weights_only():
+@pytest.mark.parametrize("grid", [640, 512])
+def test_shipped_weights_load_with_weights_only(grid):
+    from lidarmt.perception.apollo.config import DEFAULT_WEIGHTS
     from lidarmt.perception.apollo.network import build_network
 
-    obj = torch.load(WEIGHTS, map_location="cpu", weights_only=True)
+    path = DEFAULT_WEIGHTS[grid]  # where apollo / apollo-512 look for them
+    if not path.is_file():
+        pytest.skip(f"shipped weights {path.name} not trained yet")
+    obj = torch.load(path, map_location="cpu", weights_only=True)
     sd = obj.get("state_dict", obj)
-    ref = build_network(640).state_dict()
+    ref = build_network(grid).state_dict()
     assert set(sd) == set(ref)
     for k, v in ref.items():
         assert sd[k].shape == v.shape, k
         assert torch.isfinite(sd[k].float()).all(), k
-    assert WEIGHTS.stat().st_size <= 15 * 1024 * 1024
+    assert path.stat().st_size <= 15 * 1024 * 1024
+    assert obj["meta"]["config"]["grid"] == grid
 
 
 def test_train_cli_rejects_bad_class_weights(tmp_path, capsys):
