@@ -162,6 +162,10 @@ def test_lidar_study_sources_vs_follow_ups(rec) -> None:
             assert x["with_follow_ups"] == x["sources"] + x["new_units"], c
             assert x["pairs_beyond"] == sum(p["beyond"][c] > 0 for p in row["pairs_detail"])
             assert x["new_units"] <= sum(p["beyond"][c] for p in row["pairs_detail"])
+    for row in s["per_n"]:  # widening the bounds can only shrink what lies beyond them
+        for c in ("nbc", "snac"):
+            counts = [row["criteria"][c]["pairs_beyond"]] + [row["widened"][w][c]["pairs_beyond"] for w in ("0.5", "1.0")]
+            assert counts == sorted(counts, reverse=True), (c, counts)
     big = s["per_n"][1]
     assert big["shift_sigma"]["median"] > s["per_n"][0]["shift_sigma"]["median"] > 0
     assert big["criteria"]["nbc"]["pairs_beyond"] > 0  # 2,000 points in the CNN's grid leave the sources' range

@@ -16,10 +16,13 @@ reach? :func:`run_study` answers it per ``n`` with every criterion:
    (measured against the sources' cumulative coverage, not committed), and MR1's verdict; per n: the
    cumulative coverage of sources ∪ follow-ups against the sources alone; and how far the follow-up moves the
    network from its own source: the largest change of any neuron, in units of that neuron's standard deviation
-   over the profile (``shift_sigma``), which separates "crosses a bound by a hair" from "reaches a new state".
+   over the profile, floored at a tenth of the median standard deviation of its layer so that neurons the
+   sources leave (almost) constant do not divide by ~0 (``shift_sigma``), and how many neurons move by more
+   than one such unit (``moved``); this separates "crosses a bound by a hair" from "reaches a new state".
 
 With few source frames the bounds are tight, and a follow-up of the frame that set a neuron's maximum crosses it
-with any nudge; ``widen`` (DeepGauge's 0, 0.5σ, 1σ widening of the bounds) asks for a real excursion.
+with any nudge; NBC and SNAC are therefore also reported with the bounds widened by each of ``widen_levels``
+standard deviations (DeepGauge's 0.5σ and 1σ), which asks for a real excursion.
 
 Costs one network forward pass per frame and follow-up (the perception call the campaign makes anyway).
 """
@@ -82,9 +85,18 @@ def build_profile(evaluator: Any, frames: Sequence[int], *, probe: NeuronProbe |
     return acc.result(probe.names, probe.sizes or [], {"frames": len(frames), "network": "cnnseg"})
 
 
+def _scale(profile: Profile, offsets: np.ndarray) -> np.ndarray:
+    """Per-neuron unit of change: its std, at least a tenth of its layer's median std (inf for constant layers)."""
+    std = profile.std.astype(np.float64)
+    floor = np.repeat([0.1 * float(np.median(std[a:b])) for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
+                      np.diff(offsets))
+    scale = np.maximum(std, floor)
+    return np.where(scale > 0, scale, np.inf)
+
+
 def run_study(evaluator: Any, *, profile: Profile | None = None, profile_frames: Sequence[int] | None = None,
-              config: CoverageConfig | None = None, progress: Callable[[int], None] | None = None
-              ) -> dict[str, Any]:
+              config: CoverageConfig | None = None, widen_levels: Sequence[float] = (0.5, 1.0),
+              progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """The study over the evaluator's campaign (its frames, ``ns``, trials, seed and region); JSON-ready."""
     from lidarmt.fuzz.oracle import judge
 
@@ -123,8 +135,15 @@ def run_study(evaluator: Any, *, profile: Profile | None = None, profile_frames:
         tracker.update_activations(a)
     sources = tracker.copy()
     base_counts = sources.covered_counts()
-    std = profile.std.astype(np.float64)
-    scale = np.where(std > 0, std, np.inf)
+    scale = _scale(profile, probe.offsets)
+    wide: dict[float, CoverageTracker] = {}
+    for w in widen_levels:
+        base = tracker.config
+        wcfg = CoverageConfig(criteria=("nbc", "snac"), nc_threshold=base.nc_threshold, kmnc_k=base.kmnc_k,
+                              tknc_k=base.tknc_k, widen=base.widen + float(w))
+        wide[float(w)] = CoverageTracker(probe, profile=profile, config=wcfg)
+        for a in source_acts:
+            wide[float(w)].update_activations(a)
     src_acts = {f: a for (f, *_), a in zip(loaded, source_acts, strict=True)}
     per_n = []
     for n in cfg.ns:
@@ -142,9 +161,12 @@ def run_study(evaluator: Any, *, profile: Profile | None = None, profile_frames:
                 beyond = sources.update_activations(acts, commit=False).new  # units no source covers
                 cum.update_activations(acts)
                 verdict = judge(obstacles, follow)
-                shift = float(np.max(np.abs(acts[0].astype(np.float64) - src_acts[f][0]) / scale))
+                moves = np.abs(acts[0].astype(np.float64) - src_acts[f][0]) / scale
+                wb = {str(w): {c: int(v[0]) for c, v in t.update_activations(acts, commit=False).new.items()}
+                      for w, t in wide.items()}
                 pairs.append({"frame": f, "trial": trial, "beyond": {c: int(v[0]) for c, v in beyond.items()},
-                              "shift_sigma": round(shift, 4),
+                              "shift_sigma": round(float(moves.max()), 4), "moved": int((moves > 1).sum()),
+                              "beyond_widened": wb,
                               "count_violation": bool(verdict.count_violation),
                               "subset_violation": bool(verdict.subset_violation),
                               "added_reached": int(evaluator.reach.count(fu.extra))})
@@ -153,9 +175,20 @@ def run_study(evaluator: Any, *, profile: Profile | None = None, profile_frames:
         viol = np.array([p["count_violation"] or p["subset_violation"] for p in pairs], dtype=bool)
         row["violations"] = int(viol.sum())
         shifts = np.array([p["shift_sigma"] for p in pairs])
+        moved = np.array([p["moved"] for p in pairs])
         row["shift_sigma"] = {"median": round(float(np.median(shifts)), 4) if len(shifts) else None,
                               "max": round(float(shifts.max()), 4) if len(shifts) else None,
-                              "violations_median": round(float(np.median(shifts[viol])), 4) if viol.any() else None}
+                              "violations_median": round(float(np.median(shifts[viol])), 4) if viol.any() else None,
+                              "moved_median": float(np.median(moved)) if len(moved) else None,
+                              "moved_max": int(moved.max()) if len(moved) else None}
+        row["widened"] = {}
+        for w in wide:
+            row["widened"][str(w)] = {
+                c: {"pairs_beyond": int(sum(p["beyond_widened"][str(w)][c] > 0 for p in pairs)),
+                    "max_beyond": int(max((p["beyond_widened"][str(w)][c] for p in pairs), default=0)),
+                    "violations_beyond": int(sum(p["beyond_widened"][str(w)][c] > 0 and bool(v)
+                                                 for p, v in zip(pairs, viol, strict=True)))}
+                for c in ("nbc", "snac")}
         for c in tracker.criteria:
             b = np.array([p["beyond"][c] for p in pairs])
             units = tracker.units(c)
@@ -178,6 +211,7 @@ def run_study(evaluator: Any, *, profile: Profile | None = None, profile_frames:
         "seed": cfg.seed, "region": {"shape": cfg.region.shape, "size": cfg.region.size},
         "neurons": probe.size, "layers": [{"name": li.name, "size": li.size, "relu": li.relu} for li in probe.layers],
         "criteria": list(tracker.criteria), "config": tracker.config.to_dict(), "profile": profile_note,
+        "widen_levels": [float(w) for w in widen_levels],
         "profile_count": profile.count, "sources": {c: {"covered": base_counts[c], "units": tracker.units(c)}
                                                     for c in tracker.criteria},
         "per_n": per_n,

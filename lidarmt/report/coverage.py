@@ -302,22 +302,39 @@ def lidar_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def lidar_shift_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["n", "pairs", "MR1 violations", "median shift (σ)", "max shift (σ)", "median shift of violations (σ)"]
+    head = ["n", "pairs", "MR1 violations", "median shift (σ)", "max shift (σ)", "shift of violations (σ)",
+            "neurons moved > 1σ: median", "max"]
     rows = []
     for r in summary["per_n"]:
         s = r["shift_sigma"]
         rows.append([str(r["n"]), str(r["pairs"]), str(r["violations"]),
-                     "–" if s["median"] is None else f"{s['median']:.3f}",
-                     "–" if s["max"] is None else f"{s['max']:.3f}",
-                     "–" if s["violations_median"] is None else f"{s['violations_median']:.3f}"])
+                     "–" if s["median"] is None else f"{s['median']:.3g}",
+                     "–" if s["max"] is None else f"{s['max']:.3g}",
+                     "–" if s["violations_median"] is None else f"{s['violations_median']:.3g}",
+                     "–" if s.get("moved_median") is None else f"{s['moved_median']:g}",
+                     "–" if s.get("moved_max") is None else str(s["moved_max"])])
+    return head, rows
+
+
+def lidar_widened_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    head = ["n", "bounds widened by", "NBC: pairs beyond", "max units", "SNAC: pairs beyond", "max units",
+            "violations beyond (NBC)"]
+    rows = []
+    for r in summary["per_n"]:
+        for w, x in r.get("widened", {}).items():
+            rows.append([str(r["n"]), f"{float(w):g} σ", f"{x['nbc']['pairs_beyond']}/{r['pairs']}",
+                         str(x["nbc"]["max_beyond"]), f"{x['snac']['pairs_beyond']}/{r['pairs']}",
+                         str(x["snac"]["max_beyond"]), str(x["nbc"]["violations_beyond"])])
     return head, rows
 
 
 LIDAR_TABLES = (
     ("Coverage of Apollo's CNN: source frames vs MR1 follow-ups (units beyond: covered by a follow-up, by no "
      "source frame)", lidar_rows),
-    ("How far a follow-up moves the CNN from its source (largest neuron change, in profile standard deviations)",
-     lidar_shift_rows),
+    ("NBC and SNAC with the bounds widened (a real excursion, not a hair across the sources' extreme)",
+     lidar_widened_rows),
+    ("How far a follow-up moves the CNN from its source (largest neuron change, in profile standard deviations "
+     "floored at a tenth of the layer's median)", lidar_shift_rows),
 )
 
 
