@@ -145,8 +145,9 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
 
 
 def _worst(config, tally, *, lam: float, tolerance: float) -> list[tuple[tuple, dict]]:
-    """Bundle keys and options of the erroneous behaviours found, worst first: DeepTest's kept mutants breaking
-    Eq. 2 (labelled sources) or DeepRoad's ε; an ES/random condition's seeds whose angle changed by more than ε."""
+    """Bundle keys and options of the erroneous behaviours found: DeepTest's kept mutants breaking Eq. 2
+    (labelled sources) or DeepRoad's ε; an ES/random condition's seeds whose angle changed by more than ε. The
+    worst of each seed image come first (worst first), then the others."""
     found: list[tuple[float, tuple, dict]] = []
     if config.strategy == "deeptest":
         for r in tally.arm(0):
@@ -179,7 +180,12 @@ def _worst(config, tally, *, lam: float, tolerance: float) -> list[tuple[tuple, 
                             "steps": steps, "frame": r["frames"][j],
                             "relation": {"name": "deeproad", "tolerance_deg": tolerance}}))
     found.sort(key=lambda t: (-t[0], t[1]))
-    return [(k, o) for _, k, o in found]
+    # the worst per seed image first (so a few bundles show different images), then the rest, worst first
+    firsts, rest, seen = [], [], set()
+    for item in found:
+        (rest if item[2]["frame"] in seen else firsts).append(item)
+        seen.add(item[2]["frame"])
+    return [(k, o) for _, k, o in firsts + rest]
 
 
 def _complete(out: Path, b: dict) -> dict:
