@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -100,6 +101,22 @@ def normalised(out: Path) -> dict[tuple, dict]:
         assert key not in got, f"{key} twice in the journal"
         got[key] = r
     return got
+
+
+def assert_same(a, b, path: str = "summary") -> None:
+    """Equal structures, floats equal to 1e-12 relative (sums taken in another order), everything else exactly."""
+    if isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-300) or (math.isnan(a) and math.isnan(b)), (path, a, b)
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), (path, a, b)
+        for k in a:
+            assert_same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), (path, a, b)
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, (path, a, b)
 
 
 # ----------------------------------------------------------------------------------------------- LiDAR
@@ -192,8 +209,10 @@ def test_camera_campaign_resumes_on_ray_with_the_local_records(ray_session, tmp_
     assert normalised(tmp_path / "mixed") == normalised(tmp_path / "local")
     crit = Criteria()
     c2, t2 = load_tally(tmp_path / "mixed")
-    assert t2.summary(c2.to_dict(), crit, c2.param_labels()) == local.tally.summary(cfg.to_dict(), crit,
-                                                                                   cfg.param_labels())
+    # the same up to the last bits of its means: CameraTally sums in journal order, which differs (as it does
+    # between 1 and 2 local workers)
+    assert_same(t2.summary(c2.to_dict(), crit, c2.param_labels()),
+                local.tally.summary(cfg.to_dict(), crit, cfg.param_labels()))
 
 
 # ----------------------------------------------------------------------------------------------- without Ray
