@@ -152,8 +152,11 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     except (KeyError, TypeError, ValueError) as err:
         raise FuzzInputError(f"{json_path}: corrupt bundle.json (bad or missing {err}); it is not a bundle "
                              "lidarmt wrote") from err
+    conditioned = hasattr(config, "follow_up_of")  # a search's noise condition names its own seed tuple
+    tuple_ok = (seed_tuple[:2] == [config.seed, frame_index] if conditioned
+                else seed_tuple == [config.seed, frame_index, n, trial])
     check("bundle.json is consistent",
-          seed_tuple == [config.seed, frame_index, n, trial] and list(info.get("key", [])) == [frame_index, n, trial]
+          tuple_ok and list(info.get("key", [])) == [frame_index, n, trial]
           and relation in ("count", "subset") and n >= 0 and bool(np.all(minimal_idx >= 0))
           and bool(np.all(minimal_idx < n)) and bool(np.all(np.diff(minimal_idx) > 0)),
           "the seed tuple, key, relation or minimal_indices do not fit together")
@@ -177,8 +180,11 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     # the gate ran above on all the bundle names; the user's own --sut / --map are theirs to run
     roi = build_roi_provider(roi_spec, origin=None if map_path else json_path, trust_code=trust_code).roi_for(frame)
     sut_obj = build_sut(sut_spec, origin=None if sut else json_path, trust_code=trust_code)
-    s, f, nn, t = seed_tuple
-    fu = make_follow_up(frame, roi, nn, seed=s, frame_index=f, trial=t, region=config.region)
+    if conditioned:
+        fu = config.follow_up_of(frame, roi, seed_tuple)
+    else:
+        s, f, nn, t = seed_tuple
+        fu = make_follow_up(frame, roi, nn, seed=s, frame_index=f, trial=t, region=config.region)
     if stored_follow is not None:
         check("follow-up regenerated from the seed tuple", _same_points(fu.frame.points, stored_follow.points),
               "the injector produced other points than the stored followup.npz")
@@ -239,7 +245,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
 
 
 def _specs(folder: Path, info: dict, *, map_path: str | None, sut: str | None):
-    from lidarmt.fuzz.campaign import CampaignConfig
+    from lidarmt.fuzz.engine import config_from_dict
 
     try:
         cfg = json.loads(json.dumps(info["config"]))  # a copy
@@ -250,7 +256,9 @@ def _specs(folder: Path, info: dict, *, map_path: str | None, sut: str | None):
         cfg["source"]["path"] = _resolve(str(cfg["source"]["path"]), info.get("cwd"))
         if sut:
             cfg["sut"]["name"] = sut
-        config = CampaignConfig.from_dict(cfg)
+        if cfg.get("kind", "lidar-mr1") not in ("lidar-mr1", "lidar-condition"):
+            raise ValueError(f"kind {cfg.get('kind')!r} is not a LiDAR bundle")
+        config = config_from_dict(cfg)  # MR1 campaigns, or a noise condition found by a search
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise FuzzInputError(f"{folder / 'bundle.json'}: corrupt bundle.json (bad or missing config {err}); it "
                              "is not a bundle lidarmt wrote") from err
