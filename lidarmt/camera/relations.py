@@ -44,6 +44,13 @@ DEEPTEST_TABLE7 = {
 }
 
 
+def _mean(values) -> float:
+    """A correctly rounded mean (math.fsum): the same bits whatever order the journal holds the records in (workers,
+    resume, Ray), so summary.json is byte-identical across runs."""
+    vals = [float(v) for v in values]
+    return math.fsum(vals) / len(vals)
+
+
 def expected(value: float, relation: str) -> float:
     """What the follow-up's answer must be near: the value itself ("keep") or its negation ("negate")."""
     return -value if relation == "negate" else value
@@ -137,7 +144,7 @@ class CameraTally:
     def mse_orig(self, m: int) -> float | None:
         """The model's MSE on the seed images (each seed once) that have labels."""
         vals = [(p - lab) ** 2 for (mm, _), (lab, p) in self.source.items() if mm == m and not math.isnan(lab)]
-        return float(np.mean(vals)) if vals else None
+        return _mean(vals) if vals else None
 
     def mse_group(self, m: int, t: int, p: int) -> float | None:
         g = self.groups.get((m, t, p))
@@ -149,7 +156,7 @@ class CameraTally:
         if not ok.any():
             return None
         exp = -labels[ok] if rel == "negate" else labels[ok]
-        return float(np.mean((np.asarray(g.pred_t)[ok] - exp) ** 2))
+        return _mean((np.asarray(g.pred_t)[ok] - exp) ** 2)
 
     def passes_filter(self, m: int, t: int, p: int, epsilon: float) -> bool:
         """Eq. 3 for simple transformations; composite (weather) and mirror pass unfiltered, as in DeepTest."""
@@ -232,8 +239,8 @@ class CameraTally:
                    "pairs": len(g.frames), "crashes": g.crashes, "timeouts": g.timeouts,
                    "mse": self.mse_group(m, t, p),
                    "deeproad": {f"{e:g}": int(self.deeproad_mask(m, t, p, e).sum()) for e in DEEPROAD_EPS_DEG},
-                   "mean_abs_change_deg": (math.degrees(float(np.mean(np.abs(
-                       np.asarray(g.pred_t) - np.asarray([expected(s, rel) for s in g.pred_s])))))
+                   "mean_abs_change_deg": (math.degrees(_mean(np.abs(
+                       np.asarray(g.pred_t) - np.asarray([expected(s, rel) for s in g.pred_s]))))
                        if g.frames else None)}
             if labelled:
                 row["passes_filter"] = self.passes_filter(m, t, p, criteria.epsilon)
