@@ -2,7 +2,7 @@
 
 * **SUT** (system under test): a registered perception name (``apollo``...) resolved by
   :func:`lidarmt.perception.registry.get_perception`, or ``package.module:callable`` returning an object with
-  ``name`` and ``detect(frame, roi)``.
+  ``name`` and ``detect(frame, roi)``, or ``exec:COMMAND``: a program speaking the exec protocol.
 * **ROI**: an HD-map path (any format :func:`lidarmt.roi.load_map` reads) turned into a per-frame mask by
   ``HDMapRoi(map, range=...).mask(pose)``; or ``"labels"`` (:data:`LABELS`): the area each source frame's own
   ground labels cover (:class:`lidarmt.roi.query.LabelRoi`, for frames with SemanticKITTI labels and no map); or ``package.module:callable`` returning an object with
@@ -16,8 +16,8 @@ it. A spec read from a *file* (a bug bundle's ``bundle.json``, a journal header,
 may have written, so building from it goes through a gate: pass ``origin=`` (the file it came from) to
 :func:`build_sut` / :func:`build_roi_provider` and it refuses, with :class:`UntrustedCodeError`, anything
 that would import code other than lidarmt's registered built-ins and installed entry points: a
-``module:callable`` SUT or ROI spec, and any option value shaped like ``module:callable`` (for a plug-in
-that might import it). ``trust_code=True`` (``--trust-code`` on the command line) lifts the gate;
+``module:callable`` SUT or ROI spec, an ``exec:COMMAND`` SUT (it runs a program), and any option value
+shaped like ``module:callable`` (for a plug-in that might import it). ``trust_code=True`` (``--trust-code`` on the command line) lifts the gate;
 :func:`code_in_sut` / :func:`code_in_roi` say what would be imported, to show the user first.
 """
 
@@ -116,7 +116,9 @@ def code_in_sut(spec: SutSpec) -> list[str]:
     """
     found: list[str] = []
     name = spec.name.strip()
-    if ":" in name and name not in _builtin_perceptions():  # get_perception imports anything with a colon
+    if name.startswith("exec:"):  # get_perception runs the program (perception/exec_sut.py)
+        found.append(f"SUT {name!r} (runs the program {name[5:].strip()!r})")
+    elif ":" in name and name not in _builtin_perceptions():  # get_perception imports anything with a colon
         found.append("SUT " + _describe_ref(name, spec.options))
     return found + [f"SUT {x}" for x in code_in_options(dict(spec.options))]
 

@@ -8,6 +8,8 @@
       mydet = "mypkg.perception:MyDetector"
 
 * ``"package.module:callable"``: anything importable.
+* ``"exec:COMMAND"``: an external program speaking the lidarmt exec protocol on stdin/stdout
+  (:class:`lidarmt.perception.exec_sut.ExecPerception`, ``docs/exec-sut.md``).
 
 The object found is called with the keyword options given to :func:`get_perception` and must return an object
 with ``name`` and ``detect(frame, roi) -> Obstacles`` (:class:`lidarmt.perception.base.Perception`). A class or
@@ -118,6 +120,10 @@ def get_perception(spec: str, **options: Any) -> Perception:
     spec = spec.strip()
     if spec in BUILTINS:
         return BUILTINS[spec](**options)
+    if spec.startswith("exec:"):  # an external program (perception/exec_sut.py), not an import
+        from lidarmt.perception.exec_sut import ExecPerception
+
+        return ExecPerception(spec, **options)
     if ":" in spec:
         return _instantiate(_load_object(spec), spec, options)
     plugins = _plugins()
