@@ -16,7 +16,7 @@ reach? :func:`run_study` answers it per ``n`` with every criterion:
    (measured against the sources' cumulative coverage, not committed), and MR1's verdict; per n: the
    cumulative coverage of sources ∪ follow-ups against the sources alone; and how far the follow-up moves the
    network from its own source: the largest change of any neuron, in units of that neuron's standard deviation
-   over the profile, floored at a tenth of the median standard deviation of its layer so that neurons the
+   over the profile, floored at a tenth of the mean standard deviation of its layer so that neurons the
    sources leave (almost) constant do not divide by ~0 (``shift_sigma``), and how many neurons move by more
    than one such unit (``moved``); this separates "crosses a bound by a hair" from "reaches a new state".
 
@@ -86,9 +86,10 @@ def build_profile(evaluator: Any, frames: Sequence[int], *, probe: NeuronProbe |
 
 
 def _scale(profile: Profile, offsets: np.ndarray) -> np.ndarray:
-    """Per-neuron unit of change: its std, at least a tenth of its layer's median std (inf for constant layers)."""
+    """Per-neuron unit of change: its std, at least a tenth of its layer's mean std (inf for constant layers);
+    the mean, not the median, because most channels of a layer may be (almost) silent on every source frame."""
     std = profile.std.astype(np.float64)
-    floor = np.repeat([0.1 * float(np.median(std[a:b])) for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
+    floor = np.repeat([0.1 * float(np.mean(std[a:b])) for a, b in zip(offsets[:-1], offsets[1:], strict=True)],
                       np.diff(offsets))
     scale = np.maximum(std, floor)
     return np.where(scale > 0, scale, np.inf)

@@ -334,7 +334,7 @@ LIDAR_TABLES = (
     ("NBC and SNAC with the bounds widened (a real excursion, not a hair across the sources' extreme)",
      lidar_widened_rows),
     ("How far a follow-up moves the CNN from its source (largest neuron change, in profile standard deviations "
-     "floored at a tenth of the layer's median)", lidar_shift_rows),
+     "floored at a tenth of the layer's mean)", lidar_shift_rows),
 )
 
 
