@@ -125,6 +125,9 @@ def test_auto_timeout_scales_with_the_first_call():
     assert auto_timeout(None) == engine.AUTO_TIMEOUT_FIRST
     assert auto_timeout(0.01) == engine.AUTO_TIMEOUT_MIN
     assert auto_timeout(10.0) == 10.0 * engine.AUTO_TIMEOUT_FACTOR
+    # the limit scales with the call's units of work: a batch of 64 images gets 64 times one image's limit
+    assert auto_timeout(1.0, 64) == 64 * engine.AUTO_TIMEOUT_FACTOR
+    assert auto_timeout(0.01, 64) == engine.AUTO_TIMEOUT_MIN
 
 
 def test_a_hung_sut_without_timeout_is_stopped(rec, tmp_path, monkeypatch):

@@ -346,6 +346,13 @@ def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
     added = np.load(folder / "added.npy")
     again = cc.follow_up_of(frame, roi, info["seed_tuple"]).extra
     assert added.tobytes() == again.tobytes()
+    # lidarmt replay rebuilds the condition from bundle.json (a plug-in SUT: only with trust) and reproduces it
+    from lidarmt.fuzz.replay import replay_bundle
+
+    res = replay_bundle(folder, trust_code=True)
+    assert res.same, res.details
+    np.save(folder / "added.npy", np.zeros_like(added))
+    assert not replay_bundle(folder, trust_code=True).same
 
 
 def test_random_strategies_run_the_random_arm_alone(udacity, scenes, tmp_path):
@@ -366,10 +373,3 @@ def test_random_strategies_run_the_random_arm_alone(udacity, scenes, tmp_path):
                              SutSpec("test_fuzz_support:grid_sut"), (0,), (1, 2), strategy="random", budget=2, top=2)
     assert lcfg.keys_of(0) == [(0, 1, 0)] and lcfg.keys_of(2) == [(2, r, v) for r in range(2) for v in (0, 1)]
     assert lcfg.total == 2 + 2 * 2 * 2
-    # lidarmt replay rebuilds the condition from bundle.json (a plug-in SUT: only with trust) and reproduces it
-    from lidarmt.fuzz.replay import replay_bundle
-
-    res = replay_bundle(folder, trust_code=True)
-    assert res.same, res.details
-    np.save(folder / "added.npy", np.zeros_like(added))
-    assert not replay_bundle(folder, trust_code=True).same

@@ -235,7 +235,8 @@ class CameraEvaluator(EvaluatorBase):
 
     def predict(self, m: int, batch: np.ndarray, keys: Any, stage: str) -> np.ndarray:
         model = self.models[m]
-        return _finite(self.call(model.predict, batch, keys=keys, stage=stage), len(batch), model.name)
+        return _finite(self.call(model.predict, batch, keys=keys, stage=stage, work=len(batch)), len(batch),
+                       model.name)
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config

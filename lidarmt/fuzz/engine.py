@@ -137,19 +137,21 @@ AUTO_TIMEOUT_FACTOR = 30.0  # later calls: this many times the first call...
 AUTO_TIMEOUT_MIN = 60.0  # ...but never less than this
 
 
-def auto_timeout(first_call_s: float | None) -> float:
+def auto_timeout(first_call_s: float | None, work: int = 1) -> float:
     """The time limit per call when the user set none: generous, and scaled by the measured first call (which
-    includes warm-up, so later calls are usually much faster than it)."""
+    includes warm-up, so later calls are usually much faster than it). ``first_call_s`` is the first call's time
+    per unit of work (one frame; one image of a batch) and ``work`` the units the current call does, so a batch of
+    64 images gets 64 times the limit of one."""
     if first_call_s is None:
         return AUTO_TIMEOUT_FIRST
-    return max(AUTO_TIMEOUT_MIN, AUTO_TIMEOUT_FACTOR * first_call_s)
+    return max(AUTO_TIMEOUT_MIN, AUTO_TIMEOUT_FACTOR * first_call_s * max(1, int(work)))
 
 
 def describe_timeout(timeout: float | None) -> str:
     if timeout is not None:
         return f"{timeout:g} s (--timeout)"
     return (f"automatic: {AUTO_TIMEOUT_FIRST:g} s for the first call, then {AUTO_TIMEOUT_FACTOR:g}x the first "
-            f"call (at least {AUTO_TIMEOUT_MIN:g} s)")
+            f"call's time per unit of work (frame, image) times the call's units (at least {AUTO_TIMEOUT_MIN:g} s)")
 
 
 @contextlib.contextmanager
@@ -180,26 +182,28 @@ class EvaluatorBase:
     def __init__(self, timeout: float | None, *, enforce_timeout: bool = True) -> None:
         self.timeout = timeout
         self._enforce = enforce_timeout
-        self.first_call_s: float | None = None
-        self.on_call: Callable[[Any, str], None] = lambda keys, stage: None
+        self.first_call_s: float | None = None  # the first call's seconds per unit of work
+        self.on_call: Callable[..., None] = lambda keys, stage, work=1: None
 
-    def limit(self) -> float:
-        return self.timeout if self.timeout is not None else auto_timeout(self.first_call_s)
+    def limit(self, work: int = 1) -> float:
+        return self.timeout if self.timeout is not None else auto_timeout(self.first_call_s, work)
 
-    def call(self, fn: Callable[..., Any], *args: Any, keys: Any = None, stage: str = "bundle") -> Any:
-        """``fn(*args)`` as one timed SUT call; ``keys`` (a key, a list of keys or None) are the pairs it serves."""
-        self.on_call(keys, stage)
+    def call(self, fn: Callable[..., Any], *args: Any, keys: Any = None, stage: str = "bundle", work: int = 1) -> Any:
+        """``fn(*args)`` as one timed SUT call; ``keys`` (a key, a list of keys or None) are the pairs it serves,
+        ``work`` its units of work (images in a batch) for the automatic time limit."""
+        work = max(1, int(work))
+        self.on_call(keys, stage, work)
         t0 = time.perf_counter()
         ok = False
         try:
-            with _alarm(self.limit() if self._enforce else None, self.what):
+            with _alarm(self.limit(work) if self._enforce else None, self.what):
                 out = fn(*args)
             ok = True
             return out
         finally:
             if ok and self.first_call_s is None:
-                self.first_call_s = time.perf_counter() - t0
-            self.on_call(keys, "")  # the call is over (the parent stops timing it)
+                self.first_call_s = (time.perf_counter() - t0) / work
+            self.on_call(keys, "", work)  # the call is over (the parent stops timing it)
 
 
 # ----------------------------------------------------------------------------------------------- workers
@@ -244,12 +248,13 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
     stack_fh = open(stack_file, "w", encoding="utf-8") if stack_file else None  # noqa: SIM115
     first: list[float] = []
 
-    def on_call(keys, stage) -> None:
+    def on_call(keys, stage, work: int = 1) -> None:
         if stack_fh is not None:
             import faulthandler
 
             if stage:
-                limit = config.timeout if config.timeout is not None else auto_timeout(first[0] if first else None)
+                limit = (config.timeout if config.timeout is not None
+                         else auto_timeout(first[0] if first else None, work))
                 stack_fh.seek(0)
                 stack_fh.truncate()
                 faulthandler.dump_traceback_later(max(0.5 * limit, limit - 0.25), file=stack_fh)
@@ -257,7 +262,7 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
                 faulthandler.cancel_dump_traceback_later()
         if not first and not stage and ev.first_call_s is not None:
             first.append(ev.first_call_s)
-        put("start", (keys, stage))
+        put("start", (keys, stage, work))
 
     ev.on_call = on_call
     put("ready", None)
@@ -310,7 +315,8 @@ class _Slot:
     done: set = field(default_factory=set)
     current: tuple[list[Key] | None, str] | None = None
     since: float = 0.0
-    first_call_s: float | None = None  # this process's first SUT call (for the automatic limit)
+    first_call_s: float | None = None  # this process's first SUT call per unit of work (the automatic limit)
+    work: int = 1  # units of work of the call in progress
     stacks: str = ""  # Python stacks the worker sent when its call neared the limit (transports that send them)
     dead: str | None = None  # why the worker is gone ("exit code 77"), set by transports that learn it by message
 
@@ -523,7 +529,7 @@ class _Pool:
 
     def _limit(self, s: _Slot) -> float:
         t = self.config.timeout
-        return t if t is not None else auto_timeout(s.first_call_s)
+        return t if t is not None else auto_timeout(s.first_call_s, s.work)
 
     def _death(self, s: _Slot) -> str | None:
         return s.dead or (self.transport.death(s) if s.handle is not None else None)
@@ -589,12 +595,13 @@ class _Pool:
         if kind == "ready":
             s.ready = True
         elif kind == "start":
-            keys, stage = payload
+            keys, stage, *more = payload
+            work = max(1, int(more[0])) if more else 1
             if stage:
-                s.current, s.since, s.stacks = (_keys_of(keys), stage), time.monotonic(), ""
+                s.current, s.since, s.stacks, s.work = (_keys_of(keys), stage), time.monotonic(), "", work
             else:
                 if s.current is not None and s.first_call_s is None:
-                    s.first_call_s = time.monotonic() - s.since
+                    s.first_call_s = (time.monotonic() - s.since) / work
                 s.current = None
         elif kind == "pair":
             s.done.add(self.config.record_key(payload))

@@ -168,10 +168,10 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
     def ready(self) -> tuple[str, Any]:
         return ("fatal", self._fatal) if self._fatal is not None else ("ready", None)
 
-    def _dump_after(self, since: float) -> float:
+    def _dump_after(self, since: float, work: int = 1) -> float:
         from lidarmt.fuzz.engine import auto_timeout
 
-        limit = self.config.timeout if self.config.timeout is not None else auto_timeout(self._first)
+        limit = self.config.timeout if self.config.timeout is not None else auto_timeout(self._first, work)
         return since + max(0.5 * limit, limit - 0.25)  # as the local workers' faulthandler does
 
     def run(self, task: tuple[str, Any]):
@@ -180,14 +180,14 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
         state: dict[str, Any] = {"since": None, "t0": None, "dumped": False}
         ev = self.ev
 
-        def on_call(keys, stage) -> None:
+        def on_call(keys, stage, work: int = 1) -> None:
             if stage:
-                state.update(since=time.monotonic(), dumped=False)
+                state.update(since=time.monotonic(), dumped=False, work=work)
             else:
                 state["since"] = None
                 if self._first is None and ev.first_call_s is not None:
                     self._first = ev.first_call_s
-            msgs.put(("start", (keys, stage)))
+            msgs.put(("start", (keys, stage, work)))
             if stage:  # the campaign's process has the announcement before the call starts: an actor that dies
                 delivered = threading.Event()  # inside it cannot take it along
                 msgs.put(delivered)
@@ -231,7 +231,7 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
             if end:
                 return
             since = state["since"]
-            if since is not None and not state["dumped"] and time.monotonic() >= self._dump_after(since):
+            if since is not None and not state["dumped"] and time.monotonic() >= self._dump_after(since, state.get("work", 1)):
                 state["dumped"] = True
                 frame = sys._current_frames().get(th.ident or -1)
                 if frame is not None:

@@ -297,7 +297,7 @@ class CameraSearchEvaluator(EvaluatorBase):
     # ------------------------------------------------------------------------------------------ set-up
 
     def _measure(self, tracker: Any, batch: np.ndarray, keys: Any) -> Any:
-        return self.call(lambda b: tracker.update(b, commit=False), batch, keys=keys, stage="follow")
+        return self.call(lambda b: tracker.update(b, commit=False), batch, keys=keys, stage="follow", work=len(batch))
 
     def prepare(self) -> None:
         """Forward the seeds once (their coverage is the baseline), then fold an earlier invocation's journal."""
@@ -311,7 +311,8 @@ class CameraSearchEvaluator(EvaluatorBase):
             wins.append(self.cam.model_input(window, self.history))
         preds = []
         for i in range(0, len(wins), 64):
-            step = self.call(self.tracker.update, np.stack(wins[i:i + 64]), stage="source")
+            batch = np.stack(wins[i:i + 64])
+            step = self.call(self.tracker.update, batch, stage="source", work=len(batch))
             preds.extend(float(v) for v in np.asarray(step.outputs).reshape(-1))
         for pos, p in enumerate(preds):
             self.seeds[pos]["pred"] = p
