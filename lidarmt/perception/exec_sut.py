@@ -241,9 +241,10 @@ def obstacles_to_reply(obstacles: Obstacles, *, seq: int, with_box: bool = True)
     same obstacles (floats in JSON round-trip exactly); without the box when ``with_box`` is False."""
     items = []
     for o in obstacles:
-        d: dict[str, Any] = {"class": ObstacleClass(o.cls).value, "score": float(o.score),
-                             "point_indices": [int(i) for i in o.point_indices],
-                             "meta_type": MetaType(int(o.meta_type)).name}
+        meta = o.meta_type
+        d: dict[str, Any] = {"class": getattr(o.cls, "value", o.cls), "score": float(o.score),  # as the module
+                             "point_indices": [int(i) for i in o.point_indices],  # said: lidarmt validates
+                             "meta_type": meta.name if isinstance(meta, MetaType) else meta}
         if with_box:
             d["box"] = {"center": [float(v) for v in o.center], "length": float(o.length), "width": float(o.width),
                         "height": float(o.height), "direction": [float(v) for v in o.direction],
