@@ -66,7 +66,7 @@ ship() {
 evaluate() {
   for grid in 640 512; do
     nice -n 10 $LIDARMT evaluate --grid "$grid" --weights "lidarmt/perception/apollo/weights/cnnseg$grid.pt" \
-      --data "$DATA/val3" --kitti "$KITTI" --out "$RUNS/eval_$grid.json" > "$LOGS/lidarmt_eval_$grid.log" 2>&1
+      --data "$DATA/val3" --frames 24 --kitti "$KITTI" --out "$RUNS/eval_$grid.json" > "$LOGS/lidarmt_eval_$grid.log" 2>&1
   done
   kitti40 640 lidarmt/perception/apollo/weights/cnnseg640.pt
   kitti40 640 lidarmt/perception/apollo/weights/cnnseg640.pt low_object_filter=true filter_noise=true
