@@ -218,15 +218,19 @@ def test_error_replies_and_bad_output_are_findings(tmp_path):
         assert sut.pid != pid and sut.restarts == 1
 
 
-def test_a_command_that_cannot_start_is_one_user_error(tmp_path):
+def test_a_command_that_cannot_start_is_one_user_error(rec, tmp_path, capsys):
     with pytest.raises(ExecStartError, match="no such program"):
         get_perception(f"exec:{tmp_path}/no-such-detector")
     quits = tmp_path / "quits.py"
     quits.write_text("import sys\nprint('cannot open the model file', file=sys.stderr)\nsys.exit(4)\n")
     with pytest.raises(ExecStartError, match=r"died during the handshake \(exit status 4\).*cannot open the model"):
         get_perception(f"exec:{sys.executable} {quits}")
-    assert main(["fuzz", "--bag", str(tmp_path), "--map", "test_fuzz_support:strip_roi", "--sut",
-                 f"exec:{tmp_path}/no-such-detector", "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    capsys.readouterr()
+    assert main(["fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--sut",
+                 f"exec:{sys.executable} {quits}", "--out", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lidarmt: error:") and "\n" not in err and "Traceback" not in err, err
+    assert "exit status 4" in err and "cannot open the model file" in err
 
 
 def test_own_timeout_kills_and_restarts(tmp_path):
