@@ -225,6 +225,10 @@ def test_a_command_that_cannot_start_is_one_user_error(rec, tmp_path, capsys):
     quits.write_text("import sys\nprint('cannot open the model file', file=sys.stderr)\nsys.exit(4)\n")
     with pytest.raises(ExecStartError, match=r"died during the handshake \(exit status 4\).*cannot open the model"):
         get_perception(f"exec:{sys.executable} {quits}")
+    talks = tmp_path / "talks.py"
+    talks.write_text("print('loading model...')\ninput()\n")
+    with pytest.raises(ExecStartError, match="its first line 'loading model...' is not the handshake"):
+        get_perception(f"exec:{sys.executable} {talks}")
     capsys.readouterr()
     assert main(["fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--sut",
                  f"exec:{sys.executable} {quits}", "--out", str(tmp_path / "run"), "--quiet"]) == 2

@@ -453,7 +453,7 @@ class ExecPerception:
         self._finalizer: weakref.finalize | None = None
         try:
             self._start()
-        except ExecSutError as err:
+        except (ExecSutError, ExecProtocolError) as err:
             raise ExecStartError(f"--sut exec:{self.command}: {err.detail}".replace("\n", " | ")) from err
 
     # -- process management
@@ -509,7 +509,7 @@ class ExecPerception:
         self.restarts += 1
         try:
             self._start()
-        except ExecSutError as err:
+        except (ExecSutError, ExecProtocolError) as err:
             self._stop()
             return f"; restarting it failed: {err.detail.splitlines()[0]}"
         return f" (restarted it, pid {self._child.pid})" if self._child is not None else ""
