@@ -37,7 +37,8 @@ Options (``--sut-option KEY=VALUE``): ``timeout`` (seconds per call, default non
 (seconds for the handshake, default 120) are lidarmt's; every other option is sent to the program in the
 handshake line (``{"lidarmt_exec": 1, "options": {...}}``) for it to interpret.
 
-POSIX only (pipes under ``selectors``). The program runs in its own session; killing it kills its process
+One instance serves one caller at a time (not thread-safe; the engine builds one per process). POSIX only
+(pipes under ``selectors``). The program runs in its own session; killing it kills its process
 group, and on Linux the kernel kills it when the process that started it dies (``PR_SET_PDEATHSIG``), so a
 campaign worker killed for a timeout does not leave it behind.
 
@@ -132,7 +133,12 @@ class ExecCrashed(ExecSutError):
 
 
 class ExecTimeout(ExecSutError):
-    """The program did not answer within the exec SUT's own ``timeout`` (it was killed and restarted)."""
+    """The program did not answer within the exec SUT's own ``timeout`` (it was killed and restarted).
+
+    ``is_timeout`` marks it for a campaign engine that records such exceptions as ``timeout`` findings (the
+    engine's own ``SutTimeout`` lives in :mod:`lidarmt.fuzz`, which perception must not import)."""
+
+    is_timeout = True
 
 
 class ExecReportedError(ExecSutError):
