@@ -47,6 +47,13 @@ def _png(path: Path, rgb: np.ndarray) -> None:
     path.write_bytes(buf.tobytes())
 
 
+def _torch_threads() -> int | None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
 def display_name(spec: str) -> str:
     """A model's name for tables: a Keras file by its stem, anything else as given."""
     return Path(spec).stem if spec.lower().endswith((".h5", ".hdf5", ".keras")) else spec
@@ -153,6 +160,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         "config": cfg.to_dict(), "cwd": os.getcwd(), "command": command, "environment": environment(),
         "frame_id": cur.frame_id, "model": mref.to_dict(), **info,
         "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
+        "torch_threads": _torch_threads(),  # replay uses as many: a network's sums may depend on the split
     }
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
     title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
@@ -266,6 +274,10 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
     mref = ModelRef(model, {}) if model else ModelRef.from_dict(info["model"])
     if model:
         res.imports.append(model)
+    if info.get("torch_threads"):  # the same thread count as when the bundle was made
+        import torch
+
+        torch.set_num_threads(max(1, min(int(info["torch_threads"]), os.cpu_count() or 1)))
     net = get_model(mref.name, trust_code=trust_code, **dict(mref.options))
     if "steps" in info:  # a search's mutant: its transformations in turn, each with its own seed
         steps = [(get_transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
