@@ -88,7 +88,7 @@ def command_line() -> str:
 def bench(
     bag: Annotated[str, typer.Option("--bag", help="Recording: ROS1/ROS2 bag, Cyber record, PCD/KITTI/.npz folder.")],
     map: Annotated[str, typer.Option("--map", help="HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder.")],
-    sut: Annotated[list[str], typer.Option("--sut", help="A perception module (repeat: the first is the baseline): a registered name or package.module:callable.")] = [],  # noqa: B006
+    sut: Annotated[list[str], typer.Option("--sut", help="A perception module (repeat: the first is the baseline): a registered name, package.module:callable, or exec:COMMAND (an external program, docs/exec-sut.md).")] = [],  # noqa: B006
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="[I:]KEY=VALUE for module I (1-based, in --sut order; without I: every module), repeatable.")] = [],  # noqa: B006
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier bench folder (or a `lidarmt fuzz` run folder) instead of running one; every --sut is then a candidate.")] = None,
     n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated.")] = "10,100,1000",

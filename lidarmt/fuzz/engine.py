@@ -125,7 +125,7 @@ class SutTimeout(Exception):
 def failure(err: BaseException) -> dict[str, Any]:
     """A finding's fields for an exception of the system under test (status, error, traceback)."""
     tb = "".join(traceback.format_exception(err))
-    if isinstance(err, SutTimeout):
+    if isinstance(err, SutTimeout) or getattr(err, "is_timeout", False):  # the engine's limit, or the SUT's own
         return {"status": "timeout", "error": str(err), "traceback": tb}
     return {"status": "crash", "error": f"{type(err).__name__}: {err}", "traceback": tb}
 
