@@ -75,7 +75,7 @@ def fuzz(
     n: Annotated[str | None, typer.Option("--n", help="Points to add, comma-separated (default and the study: 10,100,1000).")] = None,
     frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all; --preset study: 1000 or all there are).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every follow-up is reproducible from (seed, frame, n, trial).")] = 0,
-    sut: Annotated[str | None, typer.Option("--sut", help="Perception under test: a registered name or package.module:callable (default apollo; --preset study: apollo-512).")] = None,
+    sut: Annotated[str | None, typer.Option("--sut", help="Perception under test: a registered name, package.module:callable, or exec:COMMAND (an external program, docs/exec-sut.md) (default apollo; --preset study: apollo-512).")] = None,
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="KEY=VALUE passed to the SUT's constructor (repeatable).")] = [],  # noqa: B006
     mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
     trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
