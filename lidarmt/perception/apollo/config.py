@@ -47,6 +47,7 @@ class ApolloConfig:
     mode: str = "exact"  # "exact" (fp32, deterministic) | "fast" (channels_last + bf16 where supported)
     compile: bool = False  # torch.compile the network (fast mode)
     threads: int = 0  # torch intra-op threads for the CNN; 0 = leave torch's setting alone
+    device: str = "cpu"  # where the CNN runs: cpu | cuda | cuda:N | auto (cuda when available), see docs/gpu.md
     weights: str | None = field(default=None)  # None = the shipped weights for this grid size
 
     def __post_init__(self) -> None:
@@ -64,6 +65,10 @@ class ApolloConfig:
             raise ConfigError(f"min_pts_num must be >= 0, got {self.min_pts_num}")
         if self.threads < 0:
             raise ConfigError(f"threads must be >= 0, got {self.threads}")
+        dev = str(self.device).strip().lower()
+        head, sep, index = dev.partition(":")
+        if dev not in ("auto", "cpu", "cuda") and not (head == "cuda" and sep and index.isdigit()):
+            raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
     # ------------------------------------------------------------------ construction helpers
     @classmethod

@@ -27,6 +27,11 @@ available).
 
 Two execution modes (:class:`CnnRunner`): ``exact`` (fp32, deterministic algorithms, fixed threads) and ``fast``
 (channels_last, bf16 autocast where the CPU has native bf16 (AVX512-BF16 / AMX), optional ``torch.compile``).
+
+Devices (``device=``, resolved by :func:`resolve_device`): ``cpu``, ``cuda``/``cuda:N`` or ``auto`` (cuda when
+``torch.cuda.is_available()``). On CUDA, ``exact`` is fp32 with cuDNN's deterministic algorithms, cuDNN autotuning
+off and TF32 off (the same input on the same GPU, driver and torch gives the same bits); ``fast`` is bf16 (fp16 on
+GPUs without bf16) channels_last. Inputs go up through pinned memory; results always come back as CPU NumPy.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from lidarmt.perception.apollo.errors import WeightsError
+from lidarmt.perception.apollo.errors import ConfigError, WeightsError
+
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 
 HEAD_NAMES = ("category_score", "instance_pt", "confidence_score", "class_score", "heading_pt", "height_pt")
 HEAD_CHANNELS = {
@@ -272,36 +279,80 @@ def cpu_bf16_support() -> str:
     return ""
 
 
+def resolve_device(spec: str | None, *, flag: str = "device", error: type[Exception] = ConfigError) -> str:
+    """The concrete torch device string for ``spec``: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    ``auto`` (or ``None``/``""``) is ``cuda`` when ``torch.cuda.is_available()``, else ``cpu``. Asking for a CUDA
+    device that this machine does not have (no CUDA build, no driver, or N out of range) raises ``error`` (a
+    :class:`~lidarmt.errors.UserError` by default) with one line naming ``flag`` and what to pass instead.
+    Resolve once, in the parent, and pass the result on, so workers and bug bundles record the device used.
+    """
+    raw = (spec or "auto").strip().lower()
+    if raw == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if raw == "cpu":
+        return "cpu"
+    head, sep, index = raw.partition(":")
+    if head != "cuda" or (sep and not index.isdigit()):
+        raise error(f"{flag}={spec!r}: expected one of auto, cpu, cuda, cuda:N")
+    if not torch.cuda.is_available():
+        raise error(f"{flag}={spec!r}: this machine has no usable CUDA GPU (torch {torch.__version__}, "
+                    f"CUDA build {torch.version.cuda or 'none'}); use {flag}=cpu or {flag}=auto")
+    if sep and int(index) >= torch.cuda.device_count():
+        raise error(f"{flag}={spec!r}: only {torch.cuda.device_count()} CUDA device(s) here "
+                    f"(cuda:0..cuda:{torch.cuda.device_count() - 1})")
+    # cuBLAS needs a fixed workspace for deterministic results (exact mode); set before CUDA starts
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    return raw
+
+
+def gpu_half_dtype(device: torch.device) -> torch.dtype:
+    """bf16 where the GPU computes it natively (Ampere and later), else fp16."""
+    with torch.cuda.device(device):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
 @contextlib.contextmanager
-def _deterministic(threads: int) -> Iterator[None]:
+def _deterministic(threads: int, *, cuda: bool = False) -> Iterator[None]:
     prev_det = torch.are_deterministic_algorithms_enabled()
     prev_threads = torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
+    if cuda:
+        cudnn = torch.backends.cudnn
+        prev_cuda = (cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+        cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32 = True, False, False
+        torch.backends.cuda.matmul.allow_tf32 = False
     if threads:
         torch.set_num_threads(threads)
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(prev_det)
+        if cuda:
+            cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32 = prev_cuda[:3]
+            torch.backends.cuda.matmul.allow_tf32 = prev_cuda[3]
         if threads:
             torch.set_num_threads(prev_threads)
 
 
 class CnnRunner:
-    """Runs a :class:`CnnSegNet` on one feature grid in ``exact`` or ``fast`` mode.
+    """Runs a :class:`CnnSegNet` on one feature grid (or a batch of them) in ``exact`` or ``fast`` mode.
 
     * ``exact``: fp32, contiguous NCHW, ``torch.use_deterministic_algorithms(True)`` and a fixed thread count
-      (``threads``, 0 = torch's current) during the call: the same input gives the same bits.
-    * ``fast``: channels_last; where the CPU has native bf16 (AMX or AVX512-BF16) the network runs in bf16 (a
-      bf16 copy of the weights, the input cast once: what autocast does for convolutions, without re-casting
-      the weights and activations on every call), otherwise fp32 channels_last; ``compile=True`` wraps it in
-      ``torch.compile`` (the first call compiles: tens of seconds).
-    The network given is not modified (fast mode works on a copy). Outputs are always float32 NumPy arrays,
-    ``(C, H, W)`` (category, confidence, height: ``(H, W)``).
+      (``threads``, 0 = torch's current) during the call: the same input gives the same bits. On CUDA also
+      cuDNN deterministic, no autotuning, no TF32.
+    * ``fast``: channels_last; on the CPU, where it has native bf16 (AMX or AVX512-BF16) the network runs in bf16
+      (a bf16 copy of the weights, the input cast once: what autocast does for convolutions, without re-casting
+      the weights and activations on every call), otherwise fp32 channels_last; on CUDA bf16 (fp16 on GPUs
+      without bf16); ``compile=True`` wraps it in ``torch.compile`` (the first call compiles: tens of seconds).
+    ``device``: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (see :func:`resolve_device`).
+    The network given is not modified (fast mode and GPUs work on a copy). Outputs are always float32 NumPy
+    arrays on the CPU, ``(C, H, W)`` (category, confidence, height: ``(H, W)``).
     """
 
     def __init__(
-        self, net: CnnSegNet, *, mode: str = "exact", compile: bool = False, threads: int = 0
+        self, net: CnnSegNet, *, mode: str = "exact", compile: bool = False, threads: int = 0,
+        device: str = "cpu",
     ) -> None:
         import copy
 
@@ -309,46 +360,87 @@ class CnnRunner:
             raise ValueError(f"mode must be 'exact' or 'fast', got {mode!r}")
         self.mode = mode
         self.threads = threads
-        self.bf16 = mode == "fast" and bool(cpu_bf16_support())
-        self.dtype = torch.bfloat16 if self.bf16 else torch.float32
+        self.device = torch.device(resolve_device(device))
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            self.dtype = gpu_half_dtype(self.device) if mode == "fast" else torch.float32
+        else:
+            self.dtype = torch.bfloat16 if mode == "fast" and cpu_bf16_support() else torch.float32
+        self.bf16 = self.dtype == torch.bfloat16
         net = net.eval()
-        if mode == "fast":
-            net = copy.deepcopy(net).to(dtype=self.dtype, memory_format=torch.channels_last)
+        if mode == "fast" or self.cuda:
+            net = copy.deepcopy(net)
+            if mode == "fast":
+                net = net.to(dtype=self.dtype, memory_format=torch.channels_last)
+            net = net.to(self.device)
         for p in net.parameters():
             p.requires_grad_(False)
         self.net = net
         self._fn: Any = net
+        self._pinned: torch.Tensor | None = None
         self.compiled = compile and mode == "fast"
         if self.compiled:
             self._fn = torch.compile(net, dynamic=False)
 
     @property
     def precision(self) -> str:
-        return "bf16" if self.bf16 else "fp32"
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.dtype, "fp32")
+
+    def _upload(self, data: torch.Tensor) -> torch.Tensor:
+        """``data`` on the runner's device: through a reused pinned buffer and a non-blocking copy on CUDA."""
+        if not self.cuda:
+            return data
+        if self._pinned is None or self._pinned.shape != data.shape:
+            self._pinned = torch.empty(data.shape, dtype=torch.float32).pin_memory()
+        self._pinned.copy_(data)
+        # the copy is ordered on the current stream before the forward pass, and every call ends by copying
+        # the outputs back (a synchronisation), so the buffer is free again when the next call refills it
+        return self._pinned.to(self.device, non_blocking=True)
 
     def run_tensor(self, data: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Forward a ``(B, 8, H, W)`` float32 tensor; returns float32 tensors."""
+        """Forward a ``(B, 8, H, W)`` float32 CPU tensor; returns float32 tensors on the CPU."""
         with torch.inference_mode():
+            x = self._upload(data)
             if self.mode == "exact":
-                with _deterministic(self.threads):
-                    out = self._fn(data.contiguous())
-            else:
-                prev = torch.get_num_threads()
+                with _deterministic(self.threads, cuda=self.cuda):
+                    out = self._fn(x.contiguous())
+                    return {k: v.float().cpu() for k, v in out.items()}
+            prev = torch.get_num_threads()
+            if self.threads:
+                torch.set_num_threads(self.threads)
+            try:
+                out = self._fn(x.to(dtype=self.dtype, memory_format=torch.channels_last))
+                return {k: v.float().cpu() for k, v in out.items()}
+            finally:
                 if self.threads:
-                    torch.set_num_threads(self.threads)
-                try:
-                    out = self._fn(data.to(dtype=self.dtype, memory_format=torch.channels_last))
-                finally:
-                    if self.threads:
-                        torch.set_num_threads(prev)
-            return {k: v.float() for k, v in out.items()}
+                    torch.set_num_threads(prev)
+
+    @staticmethod
+    def _unpack(out: dict[str, torch.Tensor], b: int) -> dict[str, np.ndarray]:
+        res: dict[str, np.ndarray] = {}
+        for k, v in out.items():
+            a = v[b].contiguous().numpy()
+            res[k] = a[0] if a.shape[0] == 1 else a
+        return res
 
     def __call__(self, features: np.ndarray) -> dict[str, np.ndarray]:
         """Forward one ``(8, H, W)`` float32 feature grid; returns the six heads as float32 NumPy arrays."""
         data = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))[None]
+        return self._unpack(self.run_tensor(data), 0)
+
+    def run_many(self, features: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
+        """Forward several ``(8, H, W)`` grids in one pass (one batch): a GPU stays busy with the follow-ups of
+        a frame. In ``exact`` mode the heads equal those of one call per grid only where the convolution
+        kernels do not depend on the batch size; :meth:`batch_is_exact` checks that on this machine."""
+        if not features:
+            return []
+        data = torch.from_numpy(np.stack([np.asarray(f, dtype=np.float32) for f in features]))
         out = self.run_tensor(data)
-        res: dict[str, np.ndarray] = {}
-        for k, v in out.items():
-            a = v[0].contiguous().numpy()
-            res[k] = a[0] if a.shape[0] == 1 else a
-        return res
+        return [self._unpack(out, b) for b in range(len(features))]
+
+    def batch_is_exact(self, features: np.ndarray) -> bool:
+        """Whether a batch of two copies of ``features`` gives bit for bit the heads of one call (on this
+        device, mode and thread count): the condition under which batching follow-ups keeps replays exact."""
+        single = self(features)
+        pair = self.run_many([features, features])
+        return all(np.array_equal(single[k], p[k]) for p in pair for k in single)

@@ -4,7 +4,7 @@ Per frame (apollo-lop-facts.md §1, §3-§5), all in the sensor frame:
 
 1. ROI: ``roi.indices(frame)``; an empty ROI gives no obstacles (Apollo's HDMap filter fails the frame).
 2. Features from the **full** cloud when ``use_full_cloud`` (Apollo's setting), else from the ROI points.
-3. CNN (``exact`` fp32 or ``fast`` bf16/channels_last).
+3. CNN (``exact`` fp32 or ``fast`` bf16/channels_last; on the CPU or a CUDA GPU: ``device``, docs/gpu.md).
 4. Cluster2D on the ROI points only (``use_all_grids``: object cells need no ROI point).
 5. With ``low_object_filter`` (Apollo 2.5+; on in ``apollo-3.0``): drop the clusters that are low and flat, as
    Apollo's LowObjectFilter does between segmentation and MinBox (:mod:`lidarmt.perception.apollo.low_object`).
@@ -99,14 +99,15 @@ class ApolloLOP:
             net = load_network(path, grid=cfg.grid)
             self.weights_path = path
         self.network = net
-        self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads)
+        self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads, device=cfg.device)
         self.last_timings: dict[str, float] = {}
         self._feat_buf: np.ndarray | None = None
         self._feat_key: tuple[int, float] | None = None
 
     def __repr__(self) -> str:
         w = self.weights_path.name if self.weights_path else "random/in-memory"
-        return f"ApolloLOP(grid={self.config.grid}, mode={self.config.mode}/{self.runner.precision}, weights={w})"
+        return (f"ApolloLOP(grid={self.config.grid}, mode={self.config.mode}/{self.runner.precision}, "
+                f"device={self.runner.device}, weights={w})")
 
     # ------------------------------------------------------------------ stages
     def features(self, frame: Frame, roi_indices: np.ndarray | None = None) -> np.ndarray:
