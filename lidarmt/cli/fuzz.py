@@ -78,6 +78,7 @@ def fuzz(
     sut: Annotated[str | None, typer.Option("--sut", help="Perception under test: a registered name, package.module:callable, or exec:COMMAND (an external program, docs/exec-sut.md) (default apollo; --preset study: apollo-512).")] = None,
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="KEY=VALUE passed to the SUT's constructor (repeatable).")] = [],  # noqa: B006
     mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="Where the SUT's network runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed to the SUT as device=... (docs/gpu.md).")] = None,
     trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to the CPU cores, the frames and the memory available (about 0.9 GiB per Apollo worker), with a note.")] = 1,
     backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
@@ -162,6 +163,10 @@ def fuzz(
     options = _parse_options(sut_option)
     if mode is not None:
         options["mode"] = mode
+    if device is not None:
+        from lidarmt.perception.apollo.network import resolve_device
+
+        options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
     if search is not None:  # a search campaign (lidarmt.search.lidar) on the same recording, map and SUT
         from lidarmt.cli.fuzz_search import run_search
 

@@ -111,6 +111,9 @@ def perceive(
             "(bf16/channels_last where the CPU supports it)."
         ),
     ] = "exact",
+    device: Annotated[
+        str, typer.Option(help="Where the CNN runs: auto (cuda when available), cpu, cuda or cuda:N.")
+    ] = "cpu",
     weights: Annotated[
         Path | None,
         typer.Option(
@@ -183,7 +186,8 @@ def perceive(
         roi = _label_roi(frame, recording, roi_range=roi_range)
     if perception is None or perception.startswith("apollo"):
         preset = {"apollo-512": {"grid": 512}, "apollo-3.0": {"filter_noise": True}}.get(perception or "", {})
-        cfg = ApolloConfig(**{"grid": grid, **preset}, mode=mode, weights=str(weights) if weights else None)
+        cfg = ApolloConfig(**{"grid": grid, **preset}, mode=mode, weights=str(weights) if weights else None,
+                           device=device)
         if set_:
             cfg = cfg.with_overrides(set_)
         sut = get_perception(perception or ("apollo" if cfg.grid == 640 else "apollo-512"), config=cfg)

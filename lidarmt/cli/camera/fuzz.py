@@ -70,6 +70,7 @@ def fuzz(
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every transformed image is reproducible from (seed, frame, transformation, parameter, trial).")] = 0,
     trials: Annotated[int, typer.Option("--trials", help="Transformed images per frame and setting (random weather styles differ per trial).")] = 1,
     model_option: Annotated[list[str], typer.Option("--model-option", help="KEY=VALUE passed to every model's constructor (repeatable).")] = [],  # noqa: B006
+    device: Annotated[str | None, typer.Option("--device", help="Where every model runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed as device=... (docs/gpu.md).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording (default: the only one, or lidarmt simulate's).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to CPU cores, frames and memory.")] = 1,
     backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
@@ -101,6 +102,10 @@ def fuzz(
     if len(set(names)) != len(names):
         raise CameraArgumentError(f"--model {model!r}: a model is named twice")
     options = _parse_options(model_option)
+    if device is not None:
+        from lidarmt.perception.apollo.network import resolve_device
+
+        options["device"] = resolve_device(device, flag="--device", error=CameraArgumentError)
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         chosen = select_items(len(src), frames, seed, what="images", source=images)

@@ -274,7 +274,7 @@ def predict(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print every frame's angles and the metrics as JSON.")
     ] = False,
-    device: Annotated[str, typer.Option(help="torch device of the model (cpu, cuda).")] = "cpu",
+    device: Annotated[str, typer.Option(help="Where the model runs: auto (cuda when available), cpu, cuda or cuda:N.")] = "cpu",
 ) -> None:
     """Predict the steering angle of each frame; with labels, the error (MSE in rad², RMSE in degrees).
 
@@ -296,6 +296,10 @@ def predict(
     if out is not None:
         check_picture_path(out)
     options: dict[str, Any] = parse_model_options(model_option)
+    from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.perception.apollo.network import resolve_device
+
+    device = resolve_device(device, flag="--device", error=CameraArgumentError)
     if device != "cpu":
         options.setdefault("device", device)
     model = get_model(model_spec, **options)
