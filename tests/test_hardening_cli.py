@@ -256,13 +256,12 @@ def test_self_intersecting_polygon_is_repaired_with_a_warning(tmp_path):
     assert [s.id for s in road.sections] == ["1", "1_1"]
 
 
-def test_self_intersecting_road_with_lanes_is_refused(tmp_path, capsys):
+def test_self_intersecting_road_with_lanes_is_refused(tmp_path, small_scene, capsys):
     """With lanes, Apollo's query takes one polygon per lane: a road that falls apart cannot be kept whole."""
     p = tmp_path / "bowtie.geojson"
     _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [BOWTIE]}),
              ({"kind": "lane", "id": "l", "road": "r"}, {"type": "LineString", "coordinates": [[-20, 0], [20, 0]]}))
-    (tmp_path / "rec").mkdir()
-    _one_line(capsys, main(["roi", str(tmp_path / "rec"), "--map", str(p), "--out", str(tmp_path / "roi.png")]),
+    _one_line(capsys, main(["roi", str(small_scene / "rec"), "--map", str(p), "--out", str(tmp_path / "roi.png")]),
               "bowtie.geojson", "road 'r'", "simple ring")
     # a ring that only doubles back over itself stays one polygon: repaired, lanes or not
     spike = [[-30, -30], [30, -30], [30, 30], [-30, 30], [-30, 0], [-50, 0], [-30, 0], [-30, -30]]
@@ -296,12 +295,11 @@ def test_repaired_junction_and_valid_maps_are_untouched(tmp_path):
     assert _roi_area(hd) == pytest.approx(3600.0, abs=40.0)
 
 
-def test_polygon_without_area_is_refused(tmp_path, capsys):
+def test_polygon_without_area_is_refused(tmp_path, small_scene, capsys):
     line = [[0, 0], [10, 0], [20, 0], [0, 0]]
     p = tmp_path / "flat.geojson"
     _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [line]}))
-    (tmp_path / "rec").mkdir()
-    _one_line(capsys, main(["roi", str(tmp_path / "rec"), "--map", str(p), "--out", str(tmp_path / "roi.png")]),
+    _one_line(capsys, main(["roi", str(small_scene / "rec"), "--map", str(p), "--out", str(tmp_path / "roi.png")]),
               "flat.geojson", "no area")
 
 
