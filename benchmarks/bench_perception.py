@@ -12,10 +12,18 @@ Measured in one process, on the same frames (real KITTI HDL-64E frames of ../sha
 * fast-vs-exact agreement: per head the max absolute difference, the fraction of cells (all, and non-empty)
   whose objectness decision (category >= 0.5) flips, and whether the obstacle counts agree per frame.
 
+GPU (when CUDA is available, or ``--device cuda``): the same pipelines with ``device=cuda`` (exact = fp32 with
+cuDNN deterministic and TF32 off; fast = bf16, fp16 where the GPU has no bf16): per-stage medians and
+detects/s (one detect = one verdict's SUT call), the CNN alone timed with CUDA events at batch 1 and batched
+(``--gpu-batch``, the follow-ups of a frame in one pass), its achieved FLOP/s over a 8192x8192 matmul's FLOP/s in
+the same precision on the same GPU in the same run (bf16/fp16 and fp32), and GPU-vs-CPU agreement of exact mode.
+``--device cpu`` skips it; ``--skip-cpu`` times the GPU only.
+
 Weights: the shipped cnnseg640.pt when present, else random weights whose category/confidence biases are shifted
 so that half of the first frame's non-empty cells are objects (so that agreement and cluster costs mean something).
 
     .venv/bin/python benchmarks/bench_perception.py [--frames 4] [--repeat 3] [--grid 640] [--compile]
+        [--device auto|cpu|cuda] [--gpu-batch 8] [--skip-cpu]
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from lidarmt.perception.apollo.config import ApolloConfig  # noqa: E402
-from lidarmt.perception.apollo.network import conv_flops, cpu_bf16_support  # noqa: E402
+from lidarmt.perception.apollo.network import conv_flops, cpu_bf16_support, resolve_device  # noqa: E402
 from lidarmt.perception.apollo.pipeline import ApolloLOP  # noqa: E402
 from lidarmt.types import Frame, make_points  # noqa: E402
 
@@ -236,6 +244,118 @@ def agreement(exact: ApolloLOP, fast: ApolloLOP, frames) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------------ GPU
+
+
+def gpu_matmul_tflops(dtype: torch.dtype, device: torch.device, size: int = 8192, repeat: int = 10) -> float:
+    """A ``size``^2 matmul's rate on the GPU (TFLOP/s, best of ``repeat``, CUDA events); fp32 with TF32 off, so
+    that it is the peak an fp32 (exact mode) network can be compared with."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        a = torch.randn(size, size, device=device, dtype=dtype)
+        b = torch.randn(size, size, device=device, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        best = float("inf")
+        for _ in range(repeat):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            a @ b
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) / 1000)
+        return 2 * size**3 / best / 1e12
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def gpu_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, *, batch: int, repeat: int) -> dict:
+    """The CNN alone on the GPU: the forward pass timed with CUDA events on an input already on the device
+    (batch 1 and ``batch``), and the whole call from NumPy to NumPy (upload, forward, download) at batch 1."""
+    runner = p.runner
+    dev = runner.device
+    out: dict = {}
+    for b in sorted({1, batch}):
+        x = torch.from_numpy(np.stack([features] * b)).to(dev)
+        x = x.contiguous() if runner.mode == "exact" else x.to(dtype=runner.dtype, memory_format=torch.channels_last)
+        with torch.inference_mode():
+            for _ in range(3):
+                runner._fn(x)
+            times = []
+            for _ in range(repeat):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                runner._fn(x)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end) / 1000)
+        med = statistics.median(times)
+        out[f"batch{b}"] = {"forward_s_median": med, "frames_per_s": b / med, "tflops": b * flops / med / 1e12}
+    runner(features)
+    calls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        runner(features)
+        calls.append(time.perf_counter() - t0)
+    out["numpy_to_numpy_s_median"] = statistics.median(calls)
+    return out
+
+
+def gpu_section(args, frames, base: ApolloConfig, net, flops: int, cpu_exact: ApolloLOP | None) -> dict:
+    device = torch.device(resolve_device(args.device))
+    name = torch.cuda.get_device_name(device)
+    half = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    half_name = "bf16" if half == torch.bfloat16 else "fp16"
+    peaks = {"fp32": gpu_matmul_tflops(torch.float32, device), half_name: gpu_matmul_tflops(half, device)}
+    modes = {"exact": base.replace(device=str(device)), "fast": base.replace(mode="fast", device=str(device))}
+    pipes = {m: (ApolloLOP(c) if net is None else ApolloLOP(c, network=net)) for m, c in modes.items()}
+    feats0 = pipes["exact"].features(frames[0][0], frames[0][1].indices(frames[0][0])).copy()
+    res: dict = {"device": name, "matmul_8192_tflops": peaks, "modes": {}}
+    for m, p in pipes.items():
+        t = time_pipeline(p, frames, args.repeat)
+        cnn = gpu_cnn_rate(p, feats0, flops, batch=args.gpu_batch, repeat=max(args.repeat, 10))
+        peak = peaks[p.runner.precision]
+        res["modes"][m] = {
+            "precision": p.runner.precision,
+            "median_s": t,
+            "detects_per_s": 1 / t["total"],
+            "cnn": cnn,
+            "cnn_over_matmul": {k: v["tflops"] / peak for k, v in cnn.items() if k.startswith("batch")},
+            "obstacles_mean": float(np.mean([len(p.detect(f, r)) for f, r in frames])),
+        }
+    if cpu_exact is not None:
+        g = pipes["exact"]
+        diffs, same = 0.0, 0
+        for f, roi in frames:
+            a, b = cpu_exact.stages(f, roi), g.stages(f, roi)
+            if a.heads is not None and b.heads is not None:
+                diffs = max(diffs, max(float(np.abs(a.heads[k] - b.heads[k]).max()) for k in a.heads))
+            same += len(a.obstacles) == len(b.obstacles)
+        res["agreement_gpu_exact_vs_cpu_exact"] = {"max_abs_diff": diffs, "frames_with_equal_obstacle_count": same,
+                                                   "frames": len(frames)}
+    replay = [pipes["exact"].runner(feats0) for _ in range(2)]
+    res["exact_replays_bit_for_bit"] = all(np.array_equal(replay[0][k], replay[1][k]) for k in replay[0])
+    return res
+
+
+def print_gpu(res: dict, batch: int) -> None:
+    pk = res["matmul_8192_tflops"]
+    print(f"# GPU {res['device']}: matmul 8192^2 " + ", ".join(f"{k} {v:.1f} TFLOP/s" for k, v in pk.items()))
+    print(f"{'mode':<14}{'prec':<6}" + "".join(f"{s:>10}" for s in STAGES) + f"{'det/s':>8}"
+          + f"{'b1 TF/s':>9}{'/matmul':>9}{f'b{batch} TF/s':>10}{'/matmul':>9}")  # fmt: skip
+    for m, r in res["modes"].items():
+        t, c, o = r["median_s"], r["cnn"], r["cnn_over_matmul"]
+        print(f"{m:<14}{r['precision']:<6}" + "".join(f"{t[s] * 1000:>10.2f}" for s in STAGES)
+              + f"{r['detects_per_s']:>8.1f}{c['batch1']['tflops']:>9.2f}{o['batch1']:>9.3f}"
+              + f"{c[f'batch{batch}']['tflops']:>10.2f}{o[f'batch{batch}']:>9.3f}")  # fmt: skip
+    if "agreement_gpu_exact_vs_cpu_exact" in res:
+        ag = res["agreement_gpu_exact_vs_cpu_exact"]
+        print(f"# GPU exact vs CPU exact: max |diff| {ag['max_abs_diff']:.3g}, obstacle counts equal on "
+              f"{ag['frames_with_equal_obstacle_count']}/{ag['frames']} frames")  # fmt: skip
+    print(f"# GPU exact replays bit for bit: {res['exact_replays_bit_for_bit']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--frames", type=int, default=4)
@@ -245,8 +365,19 @@ def main() -> None:
     ap.add_argument(
         "--synthetic", action="store_true", help="use synthetic frames even when KITTI is present"
     )
+    ap.add_argument("--device", default="auto", help="auto (also time the GPU when CUDA is there), cpu, cuda")
+    ap.add_argument("--gpu-batch", type=int, default=8, help="GPU: grids per batched CNN pass")
+    ap.add_argument("--skip-cpu", action="store_true", help="GPU only: skip the CPU timings")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perception.json")
     args = ap.parse_args()
+    from lidarmt.errors import UserError
+
+    try:
+        use_gpu = resolve_device(args.device, flag="--device").startswith("cuda")
+    except UserError as err:
+        ap.error(str(err))
+    if args.skip_cpu and not use_gpu:
+        ap.error("--skip-cpu needs a CUDA GPU (--device cuda or auto with one)")
 
     frames = (
         synthetic_frames(args.frames) if args.synthetic or not KITTI.is_dir() else kitti_frames(args.frames)
@@ -257,16 +388,28 @@ def main() -> None:
     modes = {"exact": base, "fast": base.replace(mode="fast")}
     if args.compile:
         modes["fast+compile"] = base.replace(mode="fast", compile=True)
+    net = None if shipped else calibrated_random_network(args.grid, frames[0][0])
     if shipped:
         pipes = {m: ApolloLOP(c) for m, c in modes.items()}
     else:  # one random network shared by every mode, so that exact and fast see the same weights
-        net = calibrated_random_network(args.grid, frames[0][0])
         pipes = {m: ApolloLOP(c, network=net) for m, c in modes.items()}
+    flops = conv_flops(args.grid)
+    if args.skip_cpu:
+        res = gpu_section(args, frames, base, net, flops, None)
+        print(f"# Apollo perception on the GPU, grid {args.grid}, {len(frames)} {source} frames, "
+              f"CNN = {flops / 1e9:.1f} GFLOP")
+        print_gpu(res, args.gpu_batch)
+        out = args.out.with_name(args.out.stem + "-gpu.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        from lidarmt._atomic import atomic_write_text
+
+        atomic_write_text(out, json.dumps({"grid": args.grid, "source": source, "gpu": res}, indent=2) + "\n")
+        print(f"# written {out}")
+        return
 
     threads = torch.get_num_threads()
     peak_bf16 = matmul_gflops(torch.bfloat16)
     peak_fp32 = matmul_gflops(torch.float32)
-    flops = conv_flops(args.grid)
     results: dict = {
         "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": threads,
                     "cpu_bf16": cpu_bf16_support() or "none",
@@ -318,6 +461,9 @@ def main() -> None:
     print(f"# objectness flips: {ag['objectness_flip_fraction_all_cells']:.2e} of all cells, "
           f"{ag['objectness_flip_fraction_nonempty_cells']:.2e} of non-empty cells; obstacle counts equal on "
           f"{ag['frames_with_equal_obstacle_count']}/{ag['frames']} frames")  # fmt: skip
+    if use_gpu:
+        results["gpu"] = gpu_section(args, frames, base, net, flops, pipes["exact"])
+        print_gpu(results["gpu"], args.gpu_batch)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     from lidarmt._atomic import atomic_write_text
 
