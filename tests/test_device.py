@@ -19,7 +19,7 @@ from test_fuzz_support import make_scene, strip_roi
 from lidarmt.cli import main
 from lidarmt.errors import UserError
 from lidarmt.perception.apollo.config import WEIGHTS_DIR, ApolloConfig
-from lidarmt.perception.apollo.network import CnnRunner, build_network, resolve_device
+from lidarmt.perception.apollo.network import CnnRunner, build_network, clamp_gpu_workers, resolve_device
 from lidarmt.perception.apollo.pipeline import ApolloLOP
 from lidarmt.perception.registry import get_perception
 
@@ -109,6 +109,18 @@ def test_the_given_network_is_not_moved_or_cast() -> None:
     CnnRunner(net, mode="fast", device="auto")
     for k, v in net.state_dict().items():
         assert v.device.type == "cpu" and v.dtype == torch.float32 and torch.equal(v, before[k])
+
+
+def test_gpu_worker_clamp_leaves_cpu_campaigns_alone() -> None:
+    assert clamp_gpu_workers(8, "cpu") == (8, "")
+    assert clamp_gpu_workers(1, "cuda", per_worker=1 << 60) == (1, "")
+
+
+@needs_cuda
+def test_gpu_worker_clamp_by_free_memory() -> None:
+    n, note = clamp_gpu_workers(4, "cuda", per_worker=1 << 50)  # a petabyte per worker: only one fits
+    assert n == 1 and "--workers 4: using 1" in note and "GiB free" in note
+    assert clamp_gpu_workers(2, "cuda", per_worker=1) == (2, "")
 
 
 # ------------------------------------------------------------------------------------------ command line

@@ -197,6 +197,11 @@ def fuzz(
 
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
+    if backend == "local" and str(options.get("device", "")).startswith("cuda"):  # W workers share one GPU
+        from lidarmt.perception.apollo.network import clamp_gpu_workers
+
+        used, gpu_note = clamp_gpu_workers(used, str(options["device"]))
+        note = gpu_note or note
     if note:
         err_console.print(note)
     with RunLock(out) as lock:
@@ -267,7 +272,8 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     findings.sort(key=lambda r: (r["n"], r["frame"], r["trial"]))
     from lidarmt.fuzz.engine import describe_timeout
 
-    run_info = {"workers": workers, "backend": backend, "timeout": describe_timeout(config.timeout), "ran": result.ran, "resumed_from": result.resumed,
+    run_info = {"workers": workers, "backend": backend, "timeout": describe_timeout(config.timeout), "ran": result.ran,
+                "resumed_from": result.resumed,
                 "elapsed_s": round(result.elapsed, 3),
                 "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
                 "environment": environment(), "command": command, "violations": len(viol),
@@ -277,23 +283,26 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     out_console = wide_console()  # piped or logged: do not squeeze the tables
     for table in rich_tables(summary):
         out_console.print(table)
+    def say(text: str) -> None:  # result lines: never wrapped (paths, obstacle details)
+        out_console.print(text, soft_wrap=True, highlight=False)
+
     if run_info["throughput"]:
-        console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
+        say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
                       f"{workers} worker(s)); {len(viol)} violating pairs, {len(bundle_infos)} bundles")
     for b in bundle_infos[:12]:
         if b.get("error"):
-            console.print(f"  bundle {b['id']}: failed ({b['error']})")
+            say(f"  bundle {b['id']}: failed ({b['error']})")
             continue
         dd = b.get("ddmin") or {}
         mini = (f"; {dd.get('size')} added point(s) suffice"
                 f"{' (1-minimal)' if dd.get('one_minimal') else ' (not minimised further: ' + str(dd.get('stopped')) + ')'}"
                 ) if dd else ""
         what = f" ({b['lost_details']})" if b.get("lost_details") else ""
-        console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} obstacles, "
+        say(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} obstacles, "
                       f"{b.get('lost')}{what}{mini}")
     if len(bundle_infos) > 12:
-        console.print(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+        say(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
+    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
     bad = sum(r["count_relation"]["k"] + r["subset_relation"]["k"] + r["crashes"] + r["timeouts"]
               for r in summary["by_n"])
     if fail_on_violation and bad:

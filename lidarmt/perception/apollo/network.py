@@ -306,6 +306,28 @@ def resolve_device(spec: str | None, *, flag: str = "device", error: type[Except
     return raw
 
 
+#: GPU memory one campaign worker holds with Apollo's CNN on a GPU: its own CUDA context (~0.5 GiB), the weights
+#: and the activations of one 640x640 pass (~0.3 GiB in fp32), rounded up. An estimate, not a measurement.
+GPU_WORKER_BYTES = 1 << 30
+
+
+def clamp_gpu_workers(requested: int, device: str, *, per_worker: int = GPU_WORKER_BYTES) -> tuple[int, str]:
+    """How many worker processes may share the GPU ``device``: each holds its own CUDA context and copy of the
+    network, and the GPU runs their kernels in turn (time-slicing; several workers help by overlapping one
+    worker's CPU stages with another's CNN), so the limit is the free GPU memory over ``per_worker``.
+    Returns (count, a one-line note when it is lower than asked, else ""). Nothing changes for a CPU device or
+    one worker; otherwise this starts CUDA in the calling process (to read the free memory)."""
+    if requested <= 1 or not str(device).startswith("cuda") or not torch.cuda.is_available():
+        return requested, ""
+    dev = torch.device(device)
+    free, _total = torch.cuda.mem_get_info(dev)
+    n = max(1, min(requested, int(free // per_worker)))
+    if n >= requested:
+        return requested, ""
+    return n, (f"--workers {requested}: using {n} ({dev} has {free / 2**30:.1f} GiB free at about "
+               f"{per_worker / 2**30:.1f} GiB per GPU worker)")
+
+
 def gpu_half_dtype(device: torch.device) -> torch.dtype:
     """bf16 where the GPU computes it natively (Ampere and later), else fp16."""
     with torch.cuda.device(device):
