@@ -222,7 +222,7 @@ def _interrupted(out: Path) -> None:
 def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, per_n: int | None,
          backend: str = "local", address: str | None = None,
          ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, bar) -> None:
-    from lidarmt.cli._common import console, progress, wide_console
+    from lidarmt.cli._common import progress, wide_console
     from lidarmt.fuzz.campaign import bundle_id, select_bundles, violating_keys
     from lidarmt.fuzz.engine import environment, make_bundles, run_campaign
     from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
