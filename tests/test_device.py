@@ -88,19 +88,15 @@ def test_batched_forward_matches_singles_and_reports_whether_it_is_exact() -> No
     singles = [runner(g) for g in grids]
     batch = runner.run_many(grids)
     assert runner.run_many([]) == []
-    identical = True
     for s, b in zip(singles, batch, strict=True):
         assert s.keys() == b.keys()
         for k in s:
             assert s[k].shape == b[k].shape and s[k].dtype == np.float32
             np.testing.assert_allclose(b[k], s[k], rtol=1e-4, atol=1e-5)
-            identical &= bool(np.array_equal(b[k], s[k]))
     # batch_is_exact compares a pair of copies of one grid with a single call
     pair = runner.run_many([grids[0], grids[0]])
     direct = all(np.array_equal(singles[0][k], p[k]) for p in pair for k in singles[0])
     assert runner.batch_is_exact(grids[0]) == direct
-    if not identical:
-        assert not direct or not runner.batch_is_exact(grids[1])
 
 
 def test_the_given_network_is_not_moved_or_cast() -> None:
