@@ -137,6 +137,33 @@ def test_fuzz_device_cuda_without_a_gpu_is_one_line_exit_2(tmp_path, capsys, spe
     assert not out.exists()
 
 
+@pytest.mark.skipif(not WEIGHTS.is_file(), reason="needs the shipped cnnseg640.pt")
+def test_fuzz_device_auto_records_cpu_and_gives_the_default_verdicts(tmp_path, capsys) -> None:
+    from test_fuzz_support import write_scenes
+
+    rec = write_scenes(tmp_path / "frames", 2)
+
+    def campaign(name: str, *extra: str) -> tuple[dict, list[tuple]]:
+        out = tmp_path / name
+        code = main(["fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--sut", "apollo",
+                     "--sut-option", "grid=256", "--sut-option", f"weights={WEIGHTS}", "--n", "10,100",
+                     "--trials", "2", "--bundles", "0", "--out", str(out), "--quiet", *extra])
+        assert code == 0, capsys.readouterr().err
+        capsys.readouterr()
+        lines = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines()]
+        pairs = sorted((r["frame"], r["n"], r["trial"], json.dumps(r["verdict"], sort_keys=True))
+                       for r in lines if r.get("type") == "pair")
+        return lines[0]["config"]["sut"]["options"], pairs
+
+    opts_default, default = campaign("a")
+    opts_auto, auto = campaign("b", "--device", "auto")
+    assert "device" not in opts_default
+    assert opts_auto["device"] == ("cuda" if HAS_CUDA else "cpu")  # resolved once, recorded for replays
+    assert len(default) == 8 and any('"pedestrian": 3' in v for *_, v in default)
+    if not HAS_CUDA:
+        assert auto == default
+
+
 def test_fuzz_bad_device_name_is_one_line_exit_2(tmp_path, capsys) -> None:
     from test_fuzz_support import write_scenes
 
