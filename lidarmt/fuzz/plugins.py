@@ -38,19 +38,9 @@ from lidarmt.types import Frame, Roi
 
 
 def _load_callable(spec: str, what: str) -> Callable[..., Any]:
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise SutError(f"{what} spec {spec!r} is not of the form package.module:callable")
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as err:
-        raise SutError(f"{what} spec {spec!r}: cannot import module {mod_name!r} ({err})") from err
-    obj: Any = mod
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as err:
-            raise SutError(f"{what} spec {spec!r}: module {mod_name!r} has no attribute {attr!r}") from err
+    from lidarmt._plugins import load_object
+
+    obj = load_object(spec, what=what, error=SutError)
     if not callable(obj):
         raise SutError(f"{what} spec {spec!r} does not name a callable")
     return obj

@@ -18,7 +18,6 @@ factory that already is a Perception instance is returned as is.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
@@ -75,21 +74,9 @@ def available() -> list[str]:
 
 
 def _load_object(spec: str) -> Any:
-    mod_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(mod_name)
-    except ImportError as err:
-        raise UnknownPerceptionError(
-            f"cannot import module {mod_name!r} of perception {spec!r}: {err}"
-        ) from err
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as err:
-            raise UnknownPerceptionError(
-                f"module {mod_name!r} has no attribute {attr!r} (perception {spec!r})"
-            ) from err
-    return obj
+    from lidarmt._plugins import load_object
+
+    return load_object(spec, what="perception", error=UnknownPerceptionError)
 
 
 def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> Perception:

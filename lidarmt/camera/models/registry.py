@@ -105,21 +105,9 @@ def kind_of(spec: str) -> str:
 
 
 def _load_object(spec: str) -> Any:
-    mod_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(mod_name)
-    except ImportError as err:
-        raise UnknownModelError(
-            f"cannot import module {mod_name!r} of steering model {spec!r}: {err}"
-        ) from err
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as err:
-            raise UnknownModelError(
-                f"module {mod_name!r} has no attribute {attr!r} (steering model {spec!r})"
-            ) from err
-    return obj
+    from lidarmt._plugins import load_object
+
+    return load_object(spec, what="steering model", error=UnknownModelError)
 
 
 def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> SteeringModel:
