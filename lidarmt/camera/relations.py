@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt.fuzz.tally import KeyedTally
+
 DEEPROAD_EPS_DEG = (10.0, 20.0, 30.0, 40.0)
 DEEPTEST_LAMBDAS = tuple(float(v) for v in range(1, 11))
 DEEPTEST_EPSILONS = (0.01, 0.02, 0.03, 0.04, 0.05)
@@ -91,7 +93,7 @@ class _Group:
     timeouts: int = 0
 
 
-class CameraTally:
+class CameraTally(KeyedTally):
     """Totals of a camera campaign; :meth:`add` each journal record once (duplicate keys are ignored).
 
     ``transforms`` maps a transformation's index in the campaign to (name, family, relation); ``models`` lists the
@@ -99,24 +101,13 @@ class CameraTally:
     """
 
     def __init__(self, models: Sequence[str], transforms: Sequence[tuple[str, str, str]]) -> None:
+        super().__init__()
         self.models = list(models)
         self.transforms = list(transforms)
-        self._seen: set[tuple[int, ...]] = set()
         self.groups: dict[tuple[int, int, int], _Group] = {}
         self.source: dict[tuple[int, int], tuple[float, float]] = {}  # (model, frame) -> (label, θ(i))
 
-    def seen(self, key: tuple[int, ...]) -> bool:
-        return tuple(key) in self._seen
-
-    @property
-    def done(self) -> int:
-        return len(self._seen)
-
-    def add(self, rec: Mapping[str, Any]) -> None:
-        key = tuple(int(v) for v in rec["key"])
-        if key in self._seen:
-            return
-        self._seen.add(key)
+    def _add(self, key: tuple[int, ...], rec: Mapping[str, Any]) -> None:
         frame, m, t, p, _trial = key
         g = self.groups.get((m, t, p))
         if g is None:

@@ -142,19 +142,48 @@ def breakdown_dict(b: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
     return {s: {d: int(b.get(s, {}).get(d, 0)) for d in bands} for s in sizes}
 
 
-class Tally:
-    """Per-n totals; :meth:`add` each journal record once (duplicates of a key are ignored)."""
+class KeyedTally:
+    """What every relation's totals share: fold journal records key by key, each key once (a duplicate, e.g. a
+    verdict written again by a resumed campaign, is ignored), order-independent, so a resumed or parallel
+    campaign ends with exactly the totals of an uninterrupted one. Subclasses implement :meth:`_add`; records
+    name their key in ``rec["key"]`` unless :meth:`key_of` says otherwise."""
 
-    def __init__(self, ns: Iterable[int], *, lost_filter: LostFilter | None = None) -> None:
-        self.by_n: dict[int, NTally] = {int(n): NTally() for n in ns}
-        self._seen: set[tuple[int, int, int]] = set()
-        self.lost_filter = lost_filter or LostFilter()
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, ...]] = set()
 
-    def add(self, rec: dict[str, Any]) -> None:
-        key = (int(rec["frame"]), int(rec["n"]), int(rec["trial"]))
+    def key_of(self, rec: Any) -> tuple[int, ...]:
+        return tuple(int(v) for v in rec["key"])
+
+    def add(self, rec: Any) -> None:
+        key = self.key_of(rec)
         if key in self._seen:
             return
         self._seen.add(key)
+        self._add(key, rec)
+
+    def _add(self, key: tuple[int, ...], rec: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def seen(self, key: tuple[int, ...]) -> bool:
+        return tuple(key) in self._seen
+
+    @property
+    def done(self) -> int:
+        return len(self._seen)
+
+
+class Tally(KeyedTally):
+    """Per-n totals of MR1; :meth:`add` each journal record once (duplicates of a key are ignored)."""
+
+    def __init__(self, ns: Iterable[int], *, lost_filter: LostFilter | None = None) -> None:
+        super().__init__()
+        self.by_n: dict[int, NTally] = {int(n): NTally() for n in ns}
+        self.lost_filter = lost_filter or LostFilter()
+
+    def key_of(self, rec: Any) -> tuple[int, ...]:
+        return int(rec["frame"]), int(rec["n"]), int(rec["trial"])
+
+    def _add(self, key: tuple[int, ...], rec: Any) -> None:
         t = self.by_n.setdefault(key[1], NTally())
         status = rec["status"]
         if status == "crash":
@@ -199,13 +228,6 @@ class Tally:
                 ct.increased += 1
             else:
                 ct.same += 1
-
-    def seen(self, key: tuple[int, ...]) -> bool:
-        return tuple(key) in self._seen
-
-    @property
-    def done(self) -> int:
-        return len(self._seen)
 
     def to_dict(self) -> dict[str, Any]:
         return {str(n): self.by_n[n].to_dict() for n in sorted(self.by_n)}

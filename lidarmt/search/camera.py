@@ -36,6 +36,7 @@ import numpy as np
 from lidarmt.camera.campaign import ModelRef, TransformRef, transform_seed
 from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure
 from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+from lidarmt.fuzz.tally import KeyedTally
 from lidarmt.search.errors import SearchArgumentError
 from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, step_rng
 
@@ -189,12 +190,12 @@ class CameraSearchConfig:
 # ----------------------------------------------------------------------------------------------- tally
 
 
-class CameraSearchTally:
+class CameraSearchTally(KeyedTally):
     """The records of a camera search, by arm, in key order when asked."""
 
     def __init__(self, config: CameraSearchConfig) -> None:
+        super().__init__()
         self.config = config
-        self._seen: set[Key] = set()
         self.records: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
         self.skipped_keys: set[Key] = set()
 
@@ -202,18 +203,7 @@ class CameraSearchTally:
     def skipped(self) -> int:
         return len(self.skipped_keys)
 
-    def seen(self, key: Key) -> bool:
-        return tuple(key) in self._seen
-
-    @property
-    def done(self) -> int:
-        return len(self._seen)
-
-    def add(self, rec: Mapping[str, Any]) -> None:
-        key = tuple(int(v) for v in rec["key"])
-        if key in self._seen:
-            return
-        self._seen.add(key)
+    def _add(self, key: Key, rec: Mapping[str, Any]) -> None:
         if rec["status"] == "skipped":
             self.skipped_keys.add(key)
             return

@@ -46,6 +46,7 @@ from lidarmt.fuzz.inject import (
 )
 from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
 from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+from lidarmt.fuzz.tally import KeyedTally
 from lidarmt.search.errors import SearchArgumentError
 from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, step_rng
 
@@ -175,29 +176,18 @@ class LidarSearchConfig:
 # ----------------------------------------------------------------------------------------------- state
 
 
-class LidarSearchTally:
+class LidarSearchTally(KeyedTally):
     """The records of a LiDAR search, folded: per arm its evaluated candidates, and the validation pairs."""
 
     def __init__(self, config: LidarSearchConfig) -> None:
+        super().__init__()
         self.config = config
-        self._seen: set[Key] = set()
         self.search: dict[int, list[dict[str, Any]]] = {a: [] for a in range(len(ARMS))}
         self.validation: list[dict[str, Any]] = []
         self.skipped = 0
         self.failed = 0
 
-    def seen(self, key: Key) -> bool:
-        return tuple(key) in self._seen
-
-    @property
-    def done(self) -> int:
-        return len(self._seen)
-
-    def add(self, rec: Mapping[str, Any]) -> None:
-        key = tuple(int(v) for v in rec["key"])
-        if key in self._seen:
-            return
-        self._seen.add(key)
+    def _add(self, key: Key, rec: Mapping[str, Any]) -> None:
         if rec.get("phase") == "validate":
             self.validation.append(dict(rec))
         elif rec["status"] == "skipped":
