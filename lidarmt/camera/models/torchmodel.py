@@ -42,6 +42,11 @@ class TorchSteeringModel:
         self.card = card
         self.batch_size = int(batch_size)
         self.device = torch.device(device)
+        if self.device.type == "cuda":  # true fp32 and reproducible on a GPU: bundles replay bit for bit there too
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         self._module = module.to(self.device).eval()
         self._pre = preprocess
         self._post = postprocess
@@ -62,7 +67,11 @@ class TorchSteeringModel:
         out = np.empty(len(images), dtype=np.float64)
         with torch.inference_mode():
             for i in range(0, len(images), self.batch_size):
-                x = self._pre(images[i:i + self.batch_size]).to(self.device)
+                x = self._pre(images[i:i + self.batch_size])
+                if self.device.type == "cuda":
+                    x = x.pin_memory().to(self.device, non_blocking=True)
+                else:
+                    x = x.to(self.device)
                 y = self._module(x)
                 if self._post is not None:
                     ang = np.asarray(self._post(y), dtype=np.float64).reshape(-1)
