@@ -126,6 +126,44 @@ def test_study_images_are_the_campaigns(images) -> None:
             assert data.angles[0][p][k] == pytest.approx(want, abs=1e-6)
 
 
+@pytest.mark.slow
+def test_coverage_campaign_equals_the_in_memory_study_and_resumes(images, tmp_path, capsys) -> None:
+    """The journaled campaign gives exactly the summary of collect() + analyse(); a run cut short resumes to it."""
+    from lidarmt.camera.transforms.registry import select
+    from lidarmt.coverage import CoverageConfig
+    from lidarmt.coverage.study import analyse, collect, make_evaluator, seeds_for
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    out = tmp_path / "run"
+    args = ["camera", "coverage", "--model", "dave2", "--images", str(images), "--transforms", "brightness,rain",
+            "--frames", "3", "--seed", "2", "--kmnc-k", "50", "--out", str(out)]
+    ok(args, capsys)
+    got = json.loads((out / "summary.json").read_text())
+
+    frames = seeds_for(6, 3, 2)
+    ev = make_evaluator(str(images), "dave2", select("brightness,rain"), frames, seed=2)
+    tracker = tracker_for(ev.models[0], profile=load_profile_for("dave2"), config=CoverageConfig(kmnc_k=50))
+    want = json.loads(json.dumps(analyse(tracker, collect(ev, tracker))))
+    assert got == want
+    assert got["criteria"] == ["nc", "kmnc", "nbc", "snac", "tknc"] and got["images"] == 3 * 15
+
+    journal = out / JOURNAL_NAME
+    lines = journal.read_bytes().splitlines(keepends=True)
+    assert len(lines) >= 1 + 45
+    journal.write_bytes(b"".join(lines[:1 + 20]) + lines[21][:40])  # killed mid-record after 20 images
+    (out / "summary.json").unlink()
+    assert main(args) == 2
+    assert "--resume" in one_line_error(capsys)
+    ok([*args, "--resume"], capsys)
+    assert json.loads((out / "summary.json").read_text()) == want
+    run = json.loads((out / "run.json").read_text())
+    assert run["resumed_from"] == 20
+    assert main([*args, "--resume", "--nc-threshold", "0.3"]) == 2  # other settings than the journal's
+    assert "other settings" in one_line_error(capsys)
+    ok([*args, "--force", "--frames", "2"], capsys)
+    assert json.loads((out / "summary.json").read_text())["seeds"] == 2
+
+
 # ------------------------------------------------------------------------------------------ LiDAR
 
 

@@ -49,8 +49,23 @@ class StudyData:
     seed_angles: np.ndarray  # (S,)
     seed_acts: np.ndarray  # (S, U)
     angles: list[list[np.ndarray]]  # [t][p] -> (S,)
-    acts: list[list[np.ndarray]]  # [t][p] -> (S, U)
+    acts: list[list[np.ndarray]] | None  # [t][p] -> (S, U); None when only the hits are kept
     campaign_seed: int = 0
+    seed_hits: dict[str, np.ndarray] | None = None  # :func:`image_hits` of the seeds (from seed_acts when None)
+    hits: list[list[dict[str, np.ndarray]]] | None = None  # [t][p] -> image_hits (from acts when None)
+
+
+def image_hits(tracker: CoverageTracker, acts: np.ndarray) -> dict[str, np.ndarray]:
+    """What each of ``acts``' images covers, per criterion of ``tracker`` plus ``"nc"`` (always: the studies
+    count NC-active neurons): (N, units) bool masks, or (N, neurons) unit indices for ``kmnc`` (−1 = none).
+
+    Coverage over a set of images is the union of their hits, so :func:`analyse` needs nothing else; a coverage
+    campaign (:mod:`lidarmt.coverage.campaign`) journals these per image instead of the neuron values."""
+    acts = np.asarray(acts, dtype=np.float32)
+    out = tracker.hits(acts)
+    if "nc" not in out:
+        out["nc"] = nc_mask(acts, tracker.probe.offsets, tracker.config.nc_threshold)
+    return out
 
 
 def collect(evaluator: Any, tracker: CoverageTracker, *, progress: Callable[[int], None] | None = None
@@ -93,13 +108,20 @@ def collect(evaluator: Any, tracker: CoverageTracker, *, progress: Callable[[int
         acts=[[np.stack(a) for a in row] for row in per], campaign_seed=int(cfg.seed))
 
 
-def _cov(tracker: CoverageTracker, *acts: np.ndarray) -> dict[str, dict[str, float | int]]:
-    t = tracker.fresh()
-    for a in acts:
-        t.update_activations(a)
-    counts = t.covered_counts()
-    return {c: {"covered": counts[c], "units": t.units(c), "share": round(counts[c] / t.units(c), 6)}
-            for c in t.criteria}
+def _cov(tracker: CoverageTracker, neurons: int, *groups: dict[str, np.ndarray]
+         ) -> dict[str, dict[str, float | int]]:
+    """Cumulative coverage of the images of ``groups`` (:func:`image_hits`): the union of their hits."""
+    out: dict[str, dict[str, float | int]] = {}
+    for c in tracker.criteria:
+        units = tracker.units(c, neurons)
+        if not groups:
+            covered = 0
+        elif c == "kmnc":
+            covered = int(np.unique(np.concatenate([g[c][g[c] >= 0] for g in groups])).size)
+        else:
+            covered = int(np.count_nonzero(np.logical_or.reduce([g[c].any(0) for g in groups])))
+        out[c] = {"covered": covered, "units": units, "share": round(covered / units, 6)}
+    return out
 
 
 def _cohen_d(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -126,14 +148,18 @@ def analyse(tracker: CoverageTracker, data: StudyData) -> dict[str, Any]:
     """The four studies as a JSON-ready dict (see the module docstring)."""
     from scipy import stats
 
-    offsets = tracker.probe.offsets
-    thr = tracker.config.nc_threshold
-    neurons = int(offsets[-1])
+    neurons = int(tracker.probe.offsets[-1])
     s = len(data.frames)
-    seed_mask = nc_mask(data.seed_acts, offsets, thr)
+    seed_hits = data.seed_hits if data.seed_hits is not None else image_hits(tracker, data.seed_acts)
+    if data.hits is not None:
+        hits = data.hits
+    else:
+        assert data.acts is not None, "StudyData needs acts or hits"
+        hits = [[image_hits(tracker, a) for a in row] for row in data.acts]
+    seed_mask = seed_hits["nc"]
     n_o = seed_mask.sum(1)
-    masks = [[nc_mask(a, offsets, thr) for a in row] for row in data.acts]
-    all_transformed = [a for row in data.acts for a in row]
+    masks = [[h["nc"] for h in row] for row in hits]
+    all_transformed = [h for row in hits for h in row]
 
     per_param = []
     per_transform = []
@@ -144,7 +170,7 @@ def analyse(tracker: CoverageTracker, data: StudyData) -> dict[str, Any]:
             inc = n_t - n_o
             rel = np.where(n_o > 0, inc / np.maximum(n_o, 1), np.nan)
             rows.append({
-                "param": p, "label": label, "coverage": _cov(tracker, data.acts[t][p]),
+                "param": p, "label": label, "coverage": _cov(tracker, neurons, hits[t][p]),
                 "mean_image_nc": round(float(n_t.mean() / neurons), 6),
                 "median_increase": float(np.median(inc)), "median_increase_pct": _num(np.nanmedian(rel) * 100)
                 if np.isfinite(rel).any() else None,
@@ -160,18 +186,18 @@ def analyse(tracker: CoverageTracker, data: StudyData) -> dict[str, Any]:
         except ValueError:
             w = None
         d = _cohen_d(n_t_all, n_o_all)
-        with_seeds = _cov(tracker, data.seed_acts, *data.acts[t])
+        with_seeds = _cov(tracker, neurons, seed_hits, *hits[t])
         per_transform.append({
-            "transform": name, "images": int(len(n_t_all)), "coverage": _cov(tracker, *data.acts[t]),
+            "transform": name, "images": int(len(n_t_all)), "coverage": _cov(tracker, neurons, *hits[t]),
             "coverage_with_seeds": with_seeds,
             "median_increase": float(np.median(inc)),
             "median_increase_pct": _num(np.median(inc / np.maximum(n_o_all, 1)) * 100),
             "wilcoxon_p": None if w is None else _num(w.pvalue), "cohen_d": d, "effect": _effect(d),
         })
 
-    baseline = _cov(tracker, data.seed_acts)
-    transformed = _cov(tracker, *all_transformed)
-    together = _cov(tracker, data.seed_acts, *all_transformed)
+    baseline = _cov(tracker, neurons, seed_hits)
+    transformed = _cov(tracker, neurons, *all_transformed)
+    together = _cov(tracker, neurons, seed_hits, *all_transformed)
     table6 = {}
     for c in baseline:
         b, y = baseline[c]["covered"], together[c]["covered"]
@@ -217,7 +243,7 @@ def analyse(tracker: CoverageTracker, data: StudyData) -> dict[str, Any]:
         "model": data.model, "frames": data.frames, "seeds": s, "neurons": neurons,
         "layers": [{"name": li.name, "kind": li.kind, "size": li.size} for li in tracker.probe.layers],
         "config": tracker.config.to_dict(), "criteria": list(tracker.criteria), "campaign_seed": data.campaign_seed,
-        "transforms": data.transforms, "images": int(s * (1 + sum(len(r) for r in data.acts))),
+        "transforms": data.transforms, "images": int(s * (1 + sum(len(r) for r in hits))),
         "per_param": per_param, "per_transform": per_transform, "cumulative": cumulative, "jaccard": jacc,
         "rq1": rq1,
     }

@@ -57,6 +57,7 @@ KINDS: dict[str, str] = {
     "camera-search": "lidarmt.search.camera:CameraSearchConfig",
     "lidar-search": "lidarmt.search.lidar:LidarSearchConfig",
     "lidar-condition": "lidarmt.search.lidar:ConditionConfig",
+    "camera-coverage": "lidarmt.coverage.campaign:CoverageCampaignConfig",
 }
 DEFAULT_KIND = "lidar-mr1"  # journals written before kinds existed are LiDAR MR1 campaigns
 

@@ -37,7 +37,10 @@ def coverage(
     kmnc_k: Annotated[int, typer.Option("--kmnc-k", help="KMNC sections per neuron.")] = 1000,
     tknc_k: Annotated[int, typer.Option("--tknc-k", help="TKNC: top neurons per layer.")] = 2,
     topic: Annotated[str | None, typer.Option("--topic", "-t", help="Image topic of a recording.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite the reports in an existing run folder.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Start over in an existing run folder (its journal and "
+                                        "reports are replaced).")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the coverage run in --out from its journal "
+                                         "(repeat its original options).")] = False,
 ) -> None:
     """Measure how transformations move a model's neuron coverage (DeepTest §5, RQ1-RQ3).
 
@@ -49,6 +52,9 @@ def coverage(
     jaccard.png); Spearman's correlation between an image's coverage and its steering angle (RQ1). Writes
     report.md, summary.json, table.txt, charts and junit.xml into --out.
 
+    The images are judged as a campaign of the shared engine: each image's steering angle and covered units go
+    to a journal in --out as they are measured, so a killed run continues with --resume (same options).
+
     Examples:
 
     `lidarmt camera coverage --model dave-orig --images ../shared/data/udacity --out runs/coverage-dave-orig`
@@ -57,43 +63,62 @@ def coverage(
     --out runs/cov-dave2`
     """
     import sys
+    from contextlib import ExitStack
 
     from lidarmt import __version__
+    from lidarmt.camera.campaign import ModelRef, transform_refs
     from lidarmt.camera.errors import CameraOutputError
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
     from lidarmt.cli._common import progress, wide_console
-    from lidarmt.coverage import CoverageConfig
-    from lidarmt.coverage.camera import load_profile_for, tracker_for
-    from lidarmt.coverage.study import analyse, collect, make_evaluator, seeds_for
+    from lidarmt.coverage.camera import load_profile_for, profile_path_for
+    from lidarmt.coverage.campaign import CoverageCampaignConfig
+    from lidarmt.coverage.study import analyse, seeds_for
+    from lidarmt.fuzz.engine import LOCK_NAME, RunLock, run_campaign
     from lidarmt.report.coverage import rich_tables, write_reports
 
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise CameraOutputError(f"{out}: exists and is not empty; pass --force to overwrite its reports or "
-                                f"choose another --out")
-    config = CoverageConfig(nc_threshold=nc_threshold, kmnc_k=kmnc_k, tknc_k=tknc_k)
-    prof = load_profile_for(model, None if profile == "none" else profile)
+    if (out.exists() and (not out.is_dir() or any(p.name != LOCK_NAME for p in out.iterdir())) and not force
+            and not resume):
+        raise CameraOutputError(f"{out}: exists and is not empty; pass --resume to continue its run, --force to "
+                                f"start over, or choose another --out")
+    if profile == "none":
+        prof_path = None
+    elif profile == "auto":
+        auto = profile_path_for(model)
+        prof_path = str(auto) if auto is not None and auto.is_file() else None
+    else:
+        prof_path = str(profile)
+    prof = load_profile_for(model, prof_path)  # a missing or bad profile fails here, before anything is built
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         n = len(src)
     chosen = seeds_for(n, None if frames is None or frames >= n else frames, seed)
+    config = CoverageCampaignConfig(str(images), ModelRef(model), transform_refs(chosen_t), chosen, seed=seed,
+                                    topic=topic, profile=prof_path, nc_threshold=nc_threshold, kmnc_k=kmnc_k,
+                                    tknc_k=tknc_k)
     t0 = time.perf_counter()
-    ev = make_evaluator(str(images), model, chosen_t, chosen, seed=seed, topic=topic)
-    tracker = tracker_for(ev.models[0], profile=prof, config=config)
-    with progress() as bar:
-        task = bar.add_task("coverage", total=len(chosen), rate="")
-        data = collect(ev, tracker, progress=lambda k: bar.update(task, advance=k))
-    forward_s = time.perf_counter() - t0
-    summary = analyse(tracker, data)
-    prof_note = None if prof is None else f"{prof.meta.get('path')} ({prof.count} frames)"
-    run = {"command": "lidarmt " + " ".join(sys.argv[1:]) if sys.argv[1:] else "", "images": str(images),
-           "profile": prof_note, "seconds": round(time.perf_counter() - t0, 2), "forward_seconds": round(forward_s, 2),
-           "lidarmt": __version__}
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise CameraOutputError(f"{out}: cannot create the run folder ({err.strerror or err})") from err
-    write_reports(out, summary, run=run)
+    with RunLock(out) as lock, ExitStack() as stack:
+        bars: list = []
+
+        def start(total: int, done: int) -> None:  # the bar appears once the run folder and journal are ready
+            bar = stack.enter_context(progress())
+            bars[:] = [bar, bar.add_task("coverage", total=total, completed=done, rate="")]
+
+        result = run_campaign(config, out, resume=resume, force=force, lock=lock, on_start=start,
+                              on_pair=lambda rec: bars[0].update(bars[1], advance=1),
+                              header_extra={"command": "lidarmt " + " ".join(sys.argv[1:])})
+        stack.close()
+        forward_s = time.perf_counter() - t0
+        tracker = config.evaluator(enforce_timeout=False).prime()
+        summary = analyse(tracker, result.tally.study_data(tracker))
+        prof_note = None if prof is None else f"{prof.meta.get('path')} ({prof.count} frames)"
+        run = {"command": "lidarmt " + " ".join(sys.argv[1:]) if sys.argv[1:] else "", "images": str(images),
+               "profile": prof_note, "seconds": round(time.perf_counter() - t0, 2),
+               "forward_seconds": round(forward_s, 2), "resumed_from": result.resumed, "lidarmt": __version__}
+        try:
+            write_reports(out, summary, run=run)
+        except OSError as err:
+            raise CameraOutputError(f"{out}: cannot write the reports ({err.strerror or err})") from err
     wide = wide_console()
     for t in rich_tables(summary):
         wide.print(t)
