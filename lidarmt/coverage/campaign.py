@@ -6,16 +6,17 @@ transformation ``t`` and parameter setting ``p`` (indices into the campaign's li
 seed and all its transformed images in one batch, exactly as :func:`lidarmt.coverage.study.collect` does (the
 same images as ``lidarmt camera fuzz`` with the same seed), and journals per image what the studies need in
 compact form: the steering angle and, per criterion, what the image covers (:func:`~lidarmt.coverage.study.
-image_hits`): a base64 of the packed bitset for NC, NBC, SNAC and TKNC, a base64 of the little-endian int32
-section per neuron for KMNC (−1 = none). The tally keeps the records; :meth:`CoverageTally.study_data` rebuilds
-the :class:`~lidarmt.coverage.study.StudyData` from them, so :func:`~lidarmt.coverage.study.analyse` gives the
-same numbers as the in-memory study.
+image_hits`): a base64 of the packed bitset for NC, NBC, SNAC and TKNC, and for KMNC a base64 of the
+zlib-compressed section per neuron (little-endian int16, −1 = none). The tally keeps the records;
+:meth:`CoverageTally.study_data` rebuilds the :class:`~lidarmt.coverage.study.StudyData` from them, so
+:func:`~lidarmt.coverage.study.analyse` gives the same numbers as the in-memory study.
 """
 
 from __future__ import annotations
 
 import base64
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -115,12 +116,20 @@ class CoverageCampaignConfig:
                    int(d["tknc_k"]), d.get("timeout"))
 
 
-def encode_hits(hits: Mapping[str, np.ndarray], row: int) -> dict[str, str]:
-    """One image's hits (row ``row`` of :func:`~lidarmt.coverage.study.image_hits`) as base64 strings."""
+def _section_dtype(kmnc_k: int) -> str:
+    return "<i2" if kmnc_k < 2**15 else "<i4"
+
+
+def encode_hits(hits: Mapping[str, np.ndarray], row: int, kmnc_k: int) -> dict[str, str]:
+    """One image's hits (row ``row`` of :func:`~lidarmt.coverage.study.image_hits`) as base64 strings: packed
+    bitsets; for KMNC the zlib-compressed section per neuron (int16 when ``kmnc_k`` allows, −1 = none)."""
     out = {}
     for c, h in hits.items():
         if c == "kmnc":
-            out[c] = base64.b64encode(h[row].astype("<i4").tobytes()).decode("ascii")
+            n = h.shape[1]
+            sec = np.where(h[row] >= 0, h[row] - np.arange(n, dtype=np.int64) * kmnc_k, -1)
+            raw = zlib.compress(sec.astype(_section_dtype(kmnc_k)).tobytes(), 6)
+            out[c] = base64.b64encode(raw).decode("ascii")
         else:
             out[c] = base64.b64encode(np.packbits(h[row]).tobytes()).decode("ascii")
     return out
@@ -132,7 +141,11 @@ def decode_hits(enc: Mapping[str, str], neurons: int, kmnc_k: int) -> dict[str, 
     for c, s in enc.items():
         raw = base64.b64decode(s)
         if c == "kmnc":
-            out[c] = np.frombuffer(raw, dtype="<i4").astype(np.int64)[None]
+            sec = np.frombuffer(zlib.decompress(raw), dtype=_section_dtype(kmnc_k)).astype(np.int64)
+            if sec.size != neurons:
+                raise CameraArgumentError(f"a journal record holds KMNC sections of {sec.size} neurons, the model "
+                                          f"has {neurons}; run again with --force")
+            out[c] = np.where(sec >= 0, np.arange(neurons, dtype=np.int64) * kmnc_k + sec, -1)[None]
         else:
             units = 2 * neurons if c == "nbc" else neurons
             out[c] = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), count=units).astype(bool)[None]
@@ -246,7 +259,7 @@ class CoverageEvaluator(EvaluatorBase):
         for k in keys:
             i = row[tuple(k)]
             extra: dict[str, Any] = {"angle": float(angles[i]), "nc_active": int(hits["nc"][i].sum()),
-                                     "hits": encode_hits(hits, i)}
+                                     "hits": encode_hits(hits, i, self.config.kmnc_k)}
             if k[1] == SEED:
                 extra.update(model=self.model.name, label=label, frame_id=cur.frame_id)
             emit("pair", pair_record(self.config, tuple(k), "ok", "follow", **extra))
