@@ -47,7 +47,7 @@ class StudyData:
     transforms: list[str]
     param_labels: list[list[str]]
     seed_angles: np.ndarray  # (S,)
-    seed_acts: np.ndarray  # (S, U)
+    seed_acts: np.ndarray  # (S, U); (S, 0) when rebuilt from a coverage journal (seed_hits set)
     angles: list[list[np.ndarray]]  # [t][p] -> (S,)
     acts: list[list[np.ndarray]] | None  # [t][p] -> (S, U); None when only the hits are kept
     campaign_seed: int = 0
