@@ -27,6 +27,7 @@ from lidarmt.camera.campaign import ModelRef, TransformRef
 from lidarmt.camera.errors import CameraArgumentError
 from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, pair_record
 from lidarmt.fuzz.journal import JOURNAL_NAME
+from lidarmt.fuzz.tally import KeyedTally
 
 OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "jaccard.png",
          "params.png", "cumulative.png")
@@ -152,23 +153,20 @@ def decode_hits(enc: Mapping[str, str], neurons: int, kmnc_k: int) -> dict[str, 
     return out
 
 
-class CoverageTally:
-    """The records of a coverage campaign by key (what the engine folds the journal into)."""
+class CoverageTally(KeyedTally):
+    """The records of a coverage campaign by key (what the engine folds the journal into; each key once)."""
 
     def __init__(self, config: CoverageCampaignConfig) -> None:
+        super().__init__()
         self.config = config
         self.records: dict[Key, dict[str, Any]] = {}
 
-    def seen(self, key: Key) -> bool:
-        return tuple(key) in self.records
-
-    def add(self, rec: Mapping[str, Any]) -> None:
+    def add(self, rec: Any) -> None:
         if rec.get("type") == "pair":
-            self.records[self.config.record_key(rec)] = dict(rec)
+            super().add(rec)
 
-    @property
-    def done(self) -> int:
-        return len(self.records)
+    def _add(self, key: tuple[int, ...], rec: Any) -> None:
+        self.records[key] = dict(rec)
 
     def study_data(self, tracker: Any) -> Any:
         """The :class:`~lidarmt.coverage.study.StudyData` of a finished campaign (hits instead of neuron values);
