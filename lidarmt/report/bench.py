@@ -21,7 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lidarmt.report.common import failure_body, junit_xml, savefig, write_report_set
+from lidarmt.report.common import (
+    failure_body,
+    junit_xml,
+    markdown_table,
+    rich_table,
+    savefig,
+    write_report_set,
+)
 from lidarmt.report.stats import fmt_rate
 
 CLASSES = ("car", "pedestrian", "cyclist", "unknown")
@@ -171,15 +178,6 @@ def _text(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _md(head: list[str], rows: list[list[str]]) -> str:
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|")
-
-    lines = ["| " + " | ".join(esc(h) for h in head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def _title(comp: Mapping[str, Any]) -> str:
     return f"{comp['candidate']} vs baseline {comp['baseline']}"
 
@@ -199,15 +197,9 @@ def text_table(summary: Mapping[str, Any]) -> str:
 
 def rich_tables(summary: Mapping[str, Any]) -> list[Any]:
     """The modules table and, per candidate, the paired and quality tables, as rich Tables."""
-    from rich.table import Table
-
-    def table(title: str, head: list[str], rows: list[list[str]], caption: str | None = None) -> Table:
-        t = Table(title=title, caption=caption)
-        for i, h in enumerate(head):
-            t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-        for r in rows:
-            t.add_row(*r, style="bold red" if r[-1] == "REGRESSION" else None)
-        return t
+    def table(title: str, head: list[str], rows: list[list[str]], caption: str | None = None) -> Any:
+        return rich_table(title, head, rows, caption=caption,
+                          row_style=lambda r: "bold red" if r[-1] == "REGRESSION" else None)
 
     out = [table("Modules", *module_table(summary))]
     for comp in summary["comparisons"]:
@@ -375,15 +367,15 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     lines += [f"- baseline: `{summary['baseline']}`; test: {summary['test']}; α = {summary['alpha']:g}, "
               f"correction: {summary['correction']} (one family per candidate)",
               f"- command: `{run.get('command', '')}`" if run.get("command") else "",
-              "", "## Modules", "", _md(*module_table(summary)), ""]
+              "", "## Modules", "", markdown_table(*module_table(summary)), ""]
     for comp in summary["comparisons"]:
-        lines += [f"## {_title(comp)}", "", _md(*paired_table(summary, comp)), "",
+        lines += [f"## {_title(comp)}", "", markdown_table(*paired_table(summary, comp)), "",
                   "b: pairs only the baseline violates; c: pairs only the candidate violates; Δ = (c − b) / "
                   "pairs.",
                   "", agreement_line(comp), ""]
         head, rows = quality_table(summary, comp)
         if rows:
-            lines += [_md(head, rows), ""]
+            lines += [markdown_table(head, rows), ""]
     lines += ["## Verdict", "", verdict_line(summary), ""]
     lines += ["## Charts", ""]
     for name in charts(summary):

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from lidarmt.camera.relations import DEEPROAD_EPS_DEG, DEEPTEST_EPSILONS, DEEPTEST_TABLE7
-from lidarmt.report.common import failure_body, junit_xml, savefig, write_report_set
+from lidarmt.report.common import (
+    failure_body,
+    junit_xml,
+    markdown_table,
+    rich_table,
+    savefig,
+    write_report_set,
+)
 
 DEEPTEST_REF = "Tian et al., DeepTest, ICSE 2018"
 DEEPROAD_REF = "Zhang et al., DeepRoad, ASE 2018"
@@ -122,27 +129,12 @@ def text_table(summary: Mapping[str, Any], *, with_groups: bool = True) -> str:
 
 
 def rich_tables(summary: Mapping[str, Any]) -> list:
-    from rich.table import Table
-
     tables = []
     for title, fn in TABLES:
         head, rows = fn(summary)
-        if not head:
-            continue
-        t = Table(title=title)
-        for i, h in enumerate(head):
-            t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-        for r in rows:
-            t.add_row(*r)
-        tables.append(t)
+        if head:
+            tables.append(rich_table(title, head, rows))
     return tables
-
-
-def _md(head: list[str], rows: list[list[str]]) -> str:
-    esc = [h.replace("|", "\\|") for h in head]
-    lines = ["| " + " | ".join(esc) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: list[dict],
@@ -174,7 +166,7 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
     for title, fn in (*TABLES, ("Per transformation and parameter", mse_rows)):
         head, rows = fn(summary)
         if head:
-            lines += [f"## {title}", "", _md(head, rows), ""]
+            lines += [f"## {title}", "", markdown_table(head, rows), ""]
     if summary.get("table7"):
         lines += [f"For reference, {DEEPTEST_REF} reported at λ = 5 over Chauffeur, Epoch and Rambo: "
                   f"{DEEPTEST_TABLE7[5][2]} simple-transformation errors at ε = 0.03, fog {DEEPTEST_TABLE7[5][5]}, "

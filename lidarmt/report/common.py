@@ -73,3 +73,27 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
         atomic_write_text(paths["junit.xml"], junit)
     atomic_write_text(paths["report.md"], markdown)
     return paths
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table: the first column left-aligned, the others right-aligned, ``|`` escaped in cells."""
+    def esc(text: str) -> str:
+        return str(text).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(esc(h) for h in head) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def rich_table(title: str, head: list[str], rows: list[list[str]], *, caption: str | None = None,
+               row_style: Callable[[list[str]], str | None] | None = None):
+    """A rich Table with the house layout: first column left, numbers right, cells never wrapped."""
+    from rich.table import Table
+
+    t = Table(title=title, caption=caption)
+    for i, h in enumerate(head):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(*r, style=row_style(r) if row_style else None)
+    return t

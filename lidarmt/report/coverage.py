@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from lidarmt.report.common import failure_body, junit_xml, savefig, write_report_set
+from lidarmt.report.common import (
+    failure_body,
+    junit_xml,
+    markdown_table,
+    rich_table,
+    savefig,
+    write_report_set,
+)
 
 DEEPTEST_REF = "Tian et al., DeepTest, ICSE 2018"
 TITLES = {"nc": "NC", "kmnc": "KMNC", "nbc": "NBC", "snac": "SNAC", "tknc": "TKNC"}
@@ -134,25 +141,7 @@ def text_table(summary: Mapping[str, Any], *, with_params: bool = True) -> str:
 
 
 def rich_tables(summary: Mapping[str, Any]) -> list:
-    from rich.table import Table
-
-    tables = []
-    for title, fn in TABLES:
-        head, rows = fn(summary)
-        t = Table(title=title)
-        for i, h in enumerate(head):
-            t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-        for r in rows:
-            t.add_row(*r)
-        tables.append(t)
-    return tables
-
-
-def _md(head: list[str], rows: list[list[str]]) -> str:
-    esc = [h.replace("|", "\\|") for h in head]
-    lines = ["| " + " | ".join(esc) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(head))) + "|"]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
-    return "\n".join(lines)
+    return [rich_table(title, *fn(summary)) for title, fn in TABLES]
 
 
 def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> str:
@@ -179,7 +168,7 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> st
                 ("Coverage per transformation and parameter", per_param_rows)]
     for title, fn in sections:
         head, rows = fn(summary)
-        lines += [f"## {title}", "", _md(head, rows), ""]
+        lines += [f"## {title}", "", markdown_table(head, rows), ""]
         if fn is jaccard_rows:
             mp = summary["jaccard"]["median_of_pairs"]
             lines += [f"Median over the pairs: {mp if mp is not None else '–'} (DeepTest: 0.53 Chauffeur-CNN, "
@@ -347,18 +336,7 @@ def lidar_text(summary: Mapping[str, Any]) -> str:
 
 
 def lidar_rich_tables(summary: Mapping[str, Any]) -> list:
-    from rich.table import Table
-
-    tables = []
-    for title, fn in LIDAR_TABLES:
-        head, rows = fn(summary)
-        t = Table(title=title)
-        for i, h in enumerate(head):
-            t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-        for r in rows:
-            t.add_row(*r)
-        tables.append(t)
-    return tables
+    return [rich_table(title, *fn(summary)) for title, fn in LIDAR_TABLES]
 
 
 def lidar_markdown(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> str:
@@ -378,7 +356,7 @@ def lidar_markdown(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> str
     ]
     for title, fn in LIDAR_TABLES:
         head, rows = fn(summary)
-        lines += [f"## {title}", "", _md(head, rows), ""]
+        lines += [f"## {title}", "", markdown_table(head, rows), ""]
     lines += ["![units beyond the sources per n](beyond.png)", ""]
     return "\n".join(lines) + "\n"
 
