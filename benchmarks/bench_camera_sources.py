@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,36 +34,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _timing import interleaved, timed  # noqa: E402
+
 from lidarmt.camera.sources import open_images  # noqa: E402
-
-CPU: dict[int, list[float]] = {}
-
-
-def timed(fn, repeat: int) -> list[float]:
-    """Wall times of ``repeat`` calls; the process CPU times (all threads) are appended to CPU[id(result)]."""
-    out, cpu = [], []
-    for _ in range(repeat):
-        c = time.process_time()
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
-    CPU[id(out)] = cpu
-    return out
-
-
-def interleaved(fns: dict[str, object], repeat: int) -> dict[str, list[float]]:
-    """Wall times of each function, run in rounds (A, B, C, A, B, C, ...) so load drift hits all alike."""
-    out: dict[str, list[float]] = {k: [] for k in fns}
-    cpu: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(repeat):
-        for k, fn in fns.items():
-            w = timed(fn, 1)
-            out[k] += w
-            cpu[k] += CPU.pop(id(w))
-    for k in fns:
-        CPU[id(out[k])] = cpu[k]
-    return out
 
 
 def stream(path: Path, **kw) -> int:
@@ -140,9 +111,9 @@ def main() -> None:
         size = src[0].image.shape
     rows = []
 
-    def add(name: str, frames: int, times: list[float], note: str = "") -> dict:
+    def add(name: str, frames: int, times: list[float], cpus: list[float], note: str = "") -> dict:
         best, med = min(times), statistics.median(times)
-        cpu = min(CPU.get(id(times), [math.nan]))
+        cpu = min(cpus)
         row = {"case": name, "frames": frames, "best_s": round(best, 4), "median_s": round(med, 4),
                "fps_best": round(frames / best, 1), "fps_median": round(frames / med, 1),
                "cpu_s_best": round(cpu, 4), "fps_per_cpu_second": round(frames / cpu, 1), "note": note}
@@ -151,16 +122,16 @@ def main() -> None:
               f"CPU-second)  {note}", flush=True)
         return row
 
-    opening = timed(lambda: open_images(args.images).close(), args.repeat)
+    opening, _ = timed(lambda: open_images(args.images).close(), args.repeat)
     stream(args.images)  # warm-up: page cache
     order = np.random.default_rng(0).permutation(n)
     fns = {"stream": lambda: stream(args.images), "random": lambda: random_access(args.images, order)}
     if files:
         fns["bare"] = lambda: bare_cv2(files)
-    t = interleaved(fns, args.repeat)
-    seq = add("folder: stream", n, t["stream"])
-    ra = add("folder: random access", n, t["random"])
-    floor = add("bare cv2.imread + cvtColor", n, t["bare"], "the floor: no source") if files else None
+    t, c = interleaved(fns, args.repeat)
+    seq = add("folder: stream", n, t["stream"], c["stream"])
+    ra = add("folder: random access", n, t["random"], c["random"])
+    floor = add("bare cv2.imread + cvtColor", n, t["bare"], c["bare"], "the floor: no source") if files else None
     extra: dict[str, float] = {"open_ms_best": round(min(opening) * 1e3, 2),
                                "open_ms_median": round(statistics.median(opening) * 1e3, 2)}
     if floor:
@@ -182,12 +153,12 @@ def main() -> None:
                 fns = {"stream": lambda b=bag: stream(b), "random": lambda b=bag, o=o: random_access(b, o)}
                 if files:
                     fns["bare"] = lambda m=m: bare_cv2(files[:m])
-                t = interleaved(fns, args.repeat)
-                add(f"ROS1 bag {kind}: stream", m, t["stream"], f"{mb:.0f} MB bag, labels paired")
-                add(f"ROS1 bag {kind}: random access", m, t["random"])
+                t, c = interleaved(fns, args.repeat)
+                add(f"ROS1 bag {kind}: stream", m, t["stream"], c["stream"], f"{mb:.0f} MB bag, labels paired")
+                add(f"ROS1 bag {kind}: random access", m, t["random"], c["random"])
                 if files and compressed:
-                    add(f"bare cv2 on the same {m} files", m, t["bare"], "the floor for the JPEG bag")
-                t_open = timed(lambda b=bag: open_images(b).close(), args.repeat)
+                    add(f"bare cv2 on the same {m} files", m, t["bare"], c["bare"], "the floor for the JPEG bag")
+                t_open, _ = timed(lambda b=bag: open_images(b).close(), args.repeat)
                 extra[f"ros1_{kind}_open_ms_best"] = round(min(t_open) * 1e3, 2)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -31,6 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _timing import timed  # noqa: E402
+
 from lidarmt.io import (  # noqa: E402
     open_recording,
     write_cyber_record,
@@ -56,22 +58,6 @@ def read_all(path: Path) -> tuple[int, int]:
             pts += len(f)
             assert f.pose is not None
     return n, pts
-
-
-CPU: dict[int, list[float]] = {}
-
-
-def timed(fn, repeat: int) -> list[float]:
-    """Wall times of ``repeat`` calls; the process CPU times (all threads) go to CPU[id(fn)]."""
-    out, cpu = [], []
-    for _ in range(repeat):
-        c = time.process_time()
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-        cpu.append(time.process_time() - c)
-    CPU[id(fn)] = cpu
-    return out
 
 
 def generic_ros1(path: Path) -> int:
@@ -132,9 +118,9 @@ def main() -> None:
             n, pts = read_all(path)  # warm-up: page cache, numba compilation
             assert n == args.frames
             fn = lambda p=path: read_all(p)  # noqa: E731
-            times = timed(fn, args.repeat)
+            times, cpus = timed(fn, args.repeat)
             best, med = min(times), statistics.median(times)
-            cpu = min(CPU[id(fn)])
+            cpu = min(cpus)
             rows.append({"reader": name, "frames": n, "points": pts, "bytes": size, "write_s": round(t_write, 3),
                          "best_s": round(best, 4), "median_s": round(med, 4),
                          "fps_best": round(n / best, 1), "fps_median": round(n / med, 1),
@@ -144,7 +130,7 @@ def main() -> None:
                   f"{n / cpu:.1f} frames per CPU-second)", flush=True)
             if name.startswith("ROS1"):
                 generic_ros1(path)
-                g = timed(lambda p=path: generic_ros1(p), args.repeat)
+                g, _ = timed(lambda p=path: generic_ros1(p), args.repeat)
                 extra["ros1_generic_fps_best"] = round(n / min(g), 1)
                 extra["ros1_zero_copy_speedup"] = round(min(g) / best, 2)
                 order = np.random.default_rng(0).permutation(n)
@@ -154,7 +140,7 @@ def main() -> None:
                         for i in order:
                             rec[int(i)]
 
-                ra = timed(random_access, args.repeat)
+                ra, _ = timed(random_access, args.repeat)
                 extra["ros1_random_access_fps_best"] = round(n / min(ra), 1)
             else:
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()

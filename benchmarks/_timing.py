@@ -1,0 +1,31 @@
+"""Timing shared by the benchmark scripts: wall and process-CPU times of repeated calls, measured together."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+
+def timed(fn: Callable[[], object], repeat: int) -> tuple[list[float], list[float]]:
+    """(wall times, process CPU times over all threads) of ``repeat`` calls of ``fn``."""
+    wall, cpu = [], []
+    for _ in range(repeat):
+        c = time.process_time()
+        t = time.perf_counter()
+        fn()
+        wall.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    return wall, cpu
+
+
+def interleaved(fns: Mapping[str, Callable[[], object]], repeat: int
+                ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU times of each function, run in rounds (A, B, C, A, B, C, ...) so load drift hits all alike."""
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            w, c = timed(fn, 1)
+            wall[k] += w
+            cpu[k] += c
+    return wall, cpu
