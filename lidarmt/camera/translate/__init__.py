@@ -1,0 +1,1 @@
+"""Learned image-to-image translation (UNIT, MUNIT) for weather transformations."""
