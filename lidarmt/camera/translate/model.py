@@ -85,8 +85,15 @@ class LearnedTranslator:
                  card: str = "", weather: str = "", title: str = "") -> None:
         import torch
 
-        from lidarmt.camera.translate.nets import AdaINDecoder, ContentEncoder, NetConfig, ResBlock, StyleEncoder
-        from lidarmt.camera.translate.nets import _downsampler, _upsampler
+        from lidarmt.camera.translate.nets import (
+            AdaINDecoder,
+            ContentEncoder,
+            NetConfig,
+            ResBlock,
+            StyleEncoder,
+            _downsampler,
+            _upsampler,
+        )
 
         state, meta = read_translator(path)
         try:
@@ -98,7 +105,13 @@ class LearnedTranslator:
         self.meta = meta
         self.arch = self.net.arch
         self.style_dim = self.net.style_dim if self.arch == "munit" else 0
-        self.load_size = int(meta.get("load_size") or meta.get("size") or 128)
+        try:
+            self.load_size = int(meta.get("load_size") or meta.get("size") or 128)
+        except (TypeError, ValueError) as err:
+            raise ModelError(f"{path}: corrupt translator file (load_size {meta.get('load_size')!r})") from err
+        if self.load_size < self.net.multiple:
+            raise ModelError(f"{path}: corrupt translator file (load_size {self.load_size} is smaller than the "
+                             f"encoder stride {self.net.multiple})")
         self.device = device
         self.batch_size = max(1, int(batch_size))
         self.card = card
@@ -154,10 +167,20 @@ class LearnedTranslator:
         images = np.asarray(images)
         if images.ndim == 3:
             images = images[None]
-        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8 or 0 in images.shape[1:3]:
             raise ModelError(f"{self.name}: expected (N, H, W, 3) uint8 RGB frames, got {images.dtype} "
                              f"{images.shape}")
         return images
+
+    def _styles(self, style: Any, n: int) -> np.ndarray:
+        """``style`` as (n, style_dim) float32: one vector for all ``n`` frames or one row per frame, finite."""
+        s = np.asarray(style, dtype=np.float32)
+        if s.shape not in ((self.style_dim,), (n, self.style_dim)):
+            raise ModelError(f"{self.name}: style must have shape ({self.style_dim},) or ({n}, {self.style_dim}), "
+                             f"got {s.shape}")
+        if not np.all(np.isfinite(s)):
+            raise ModelError(f"{self.name}: the style vector has non-finite values")
+        return np.array(np.broadcast_to(s, (n, self.style_dim)), dtype=np.float32)  # a writable copy
 
     # ----------------------------------------------------------------------------------------- styles
     def random_styles(self, n: int, seed: int) -> np.ndarray:
@@ -185,6 +208,8 @@ class LearnedTranslator:
         import torch
 
         images = self._check(images)
+        if not len(images):
+            raise ModelError(f"{self.name}: no frames to encode")
         outs = []
         with torch.no_grad():
             for i in range(0, len(images), self.batch_size):
@@ -201,16 +226,19 @@ class LearnedTranslator:
         import torch
 
         h, w = size
+        if not len(content):
+            return np.empty((0, h, w, 3), np.uint8)
+        styles = None
+        if self.arch == "munit":
+            if style is None:
+                raise ModelError(f"{self.name}: MUNIT decoding needs a style vector")
+            styles = self._styles(style, len(content))
         outs = []
         with torch.no_grad():
             for i in range(0, len(content), self.batch_size):
-                c = content[i:i + self.batch_size]
-                if self.arch == "munit":
-                    if style is None:
-                        raise ModelError(f"{self.name}: MUNIT decoding needs a style vector")
-                    s = np.asarray(style, dtype=np.float32)
-                    s = s[i:i + len(c)] if s.ndim == 2 else np.broadcast_to(s, (len(c), self.style_dim))
-                    st = torch.from_numpy(np.ascontiguousarray(s)).reshape(len(c), self.style_dim, 1, 1)
+                c = content[i:i + self.batch_size].to(self.device)
+                if styles is not None:
+                    st = torch.from_numpy(styles[i:i + len(c)]).reshape(len(c), self.style_dim, 1, 1)
                     y = self.parts["dec"](c, st.to(self.device))
                 else:
                     y = self.parts["dec"](self.parts["dec_shared"](c))
@@ -223,13 +251,10 @@ class LearnedTranslator:
         ``style`` and ``seed`` (its translation is deterministic)."""
         images = self._check(images)
         h, w = images.shape[1:3]
-        if self.arch == "munit" and style is None:
-            style = self.random_styles(len(images), seed)
-        if style is not None and self.arch == "munit":
-            s = np.asarray(style, dtype=np.float32)
-            if s.shape not in ((self.style_dim,), (len(images), self.style_dim)):
-                raise ModelError(f"{self.name}: style must have shape ({self.style_dim},) or "
-                                 f"({len(images)}, {self.style_dim}), got {s.shape}")
+        if not len(images):
+            return images.copy()
+        if self.arch == "munit":
+            style = self.random_styles(len(images), seed) if style is None else self._styles(style, len(images))
         return self.decode(self.encode(images), style, (h, w))
 
     def describe(self) -> dict[str, Any]:

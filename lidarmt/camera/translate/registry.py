@@ -137,24 +137,37 @@ def get_translator(spec: str, *, trust_code: bool = True, device: str = "cpu", *
         "(or the path of a translator.pt from 'lidarmt camera train-translator', or 'package.module:callable')")
 
 
-def describe(spec: str) -> dict[str, Any]:
-    """What ``lidarmt camera translators`` shows: for a shipped one its settings, card and measured numbers."""
-    if spec in builtin_names():
-        from lidarmt.camera.translate.model import read_translator
+def _file_facts(path: Path) -> dict[str, Any]:
+    """Settings and size of a translator file, from its metadata and tensors (no network is built)."""
+    from lidarmt.camera.translate.model import read_translator
 
-        _state, meta = read_translator(WEIGHTS_DIR / f"{spec}.pt")
-        net = meta.get("net", {})
-        d: dict[str, Any] = {"name": spec, "kind": "builtin", "arch": net.get("arch"),
-                             "style_dim": net.get("style_dim", 0) if net.get("arch") == "munit" else 0,
-                             "load_size": meta.get("load_size"), "iterations": meta.get("iterations"),
-                             "net": net, "weights": str(WEIGHTS_DIR / f"{spec}.pt"),
-                             "card": str(WEIGHTS_DIR / f"{spec}.md")}
-        d.update(_metrics(spec))
+    state, meta = read_translator(path)
+    net = meta.get("net", {})
+    return {"arch": net.get("arch"), "style_dim": net.get("style_dim", 0) if net.get("arch") == "munit" else 0,
+            "load_size": meta.get("load_size"), "iterations": meta.get("iterations"),
+            "parameters": int(sum(t.numel() for t in state.values())), "net": net, "weights": str(path)}
+
+
+def describe(spec: str) -> dict[str, Any]:
+    """What ``lidarmt camera translators`` shows. A shipped translator: its settings, parameters, card and the
+    numbers of its metrics file; a translator file: its settings; a plug-in: its entry point and package (not
+    loaded: listing imports no code)."""
+    spec = str(spec).strip()
+    if spec in builtin_names():
+        card = WEIGHTS_DIR / f"{spec}.md"
+        d: dict[str, Any] = {"name": spec, "kind": "builtin", **_file_facts(WEIGHTS_DIR / f"{spec}.pt"),
+                             "card": str(card) if card.is_file() else ""}
+        for k, v in _metrics(spec).items():
+            d.setdefault(k, v)
         return d
+    if is_translator_path(spec):
+        p = Path(spec)
+        return {"name": p.parent.name if p.stem == "translator" else p.stem, "kind": "path", **_file_facts(p)}
     plugins = _plugins()
     if spec in plugins:
         ep = plugins[spec]
         dist = getattr(ep, "dist", None)
         return {"name": spec, "kind": "plugin", "entry_point": ep.value,
                 "package": getattr(dist, "name", None) if dist is not None else None}
-    raise UnknownTranslatorError(f"unknown translator {spec!r}; available: {', '.join(available()) or '(none)'}")
+    raise UnknownTranslatorError(f"unknown translator {spec!r}; available: {', '.join(available()) or '(none)'} "
+                                 "(or the path of a translator.pt)")

@@ -14,12 +14,18 @@ The recipe follows the authors' released configurations unless a setting says ot
   discriminators, learning rate halved every ``step_size`` iterations; one discriminator step, then one
   generator step, per iteration; batch size 1 as in the papers.
 * **Determinism**: one seed for the initial weights and the data order; ``threads`` torch threads (1 by default,
-  which makes CPU runs repeatable). A run resumed from its checkpoint continues where it stopped.
+  which makes CPU runs repeatable). A run resumed from its checkpoint continues where it stopped: the weights
+  after N iterations resumed are bit for bit those of a straight run (on one machine and device).
+* **Precision**: ``fp32``; ``bf16`` autocasts the networks to bfloat16 (CPU or GPU; no loss scaling needed);
+  ``fp16`` (CUDA only) autocasts to float16 and scales the losses with a ``GradScaler`` per optimiser, so small
+  gradients do not underflow.
+* **Interruption**: checkpoints are written atomically, so stopping a run (Ctrl-C) at any moment leaves the last
+  checkpoint valid; :class:`TrainingInterrupted` says which iteration it holds.
 
 Outputs in ``out``: ``checkpoint.pt`` (every ``checkpoint_every`` iterations and at the end: all networks,
 optimisers, random states), ``samples/iter_NNNNNN.png`` (every ``sample_every``: fixed held-out images of both
 domains and their translations), ``log.jsonl`` (losses every ``log_every``), ``translator.pt`` (the A→B half,
-fp16: what :func:`lidarmt.camera.translate.model.load_translator` reads) and ``config.json``.
+fp16: what :class:`lidarmt.camera.translate.model.LearnedTranslator` reads) and ``config.json``.
 """
 
 from __future__ import annotations
@@ -97,6 +103,12 @@ class TrainConfig:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise CameraArgumentError(f"{name}={v}: expected a finite number >= 0")
+        for name in ("beta1", "beta2"):
+            v = getattr(self, name)
+            if not (0.0 <= v < 1.0):
+                raise CameraArgumentError(f"{name}={v}: expected a number in [0, 1)")
+        if not math.isfinite(self.recon_x_cyc_w):
+            raise CameraArgumentError(f"recon_x_cyc_w={self.recon_x_cyc_w}: expected a finite number (-1 = default)")
         if self.precision not in ("fp32", "bf16", "fp16"):
             raise CameraArgumentError(f"--precision {self.precision}: expected fp32, bf16 or fp16")
         if self.precision == "fp16" and not str(self.device).startswith("cuda"):
@@ -116,6 +128,31 @@ class TrainConfig:
         return cls(**d)
 
 
+#: The settings ``--set KEY=VALUE`` may change (loss weights, optimiser, cadence, data), with their types.
+TUNABLE: dict[str, type] = {
+    "lr": float, "beta1": float, "beta2": float, "weight_decay": float, "step_size": int, "gan_w": float,
+    "recon_x_w": float, "recon_s_w": float, "recon_c_w": float, "recon_x_cyc_w": float, "recon_kl_w": float,
+    "recon_kl_cyc_w": float, "log_every": int, "max_images": int, "holdout": int,
+}
+
+
+def apply_settings(cfg: TrainConfig, settings: dict[str, Any], *, flag: str = "--set") -> TrainConfig:
+    """``cfg`` with the :data:`TUNABLE` ``settings`` changed (values converted to the setting's type); an
+    unknown key or a value of the wrong type raises :class:`CameraArgumentError` naming it."""
+    changes: dict[str, Any] = {}
+    for key, value in settings.items():
+        kind = TUNABLE.get(key)
+        if kind is None:
+            raise CameraArgumentError(f"{flag} {key}=...: unknown setting; known: {', '.join(sorted(TUNABLE))}")
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is int:
+            ok = ok and float(value).is_integer()
+        if not ok:
+            raise CameraArgumentError(f"{flag} {key}={value!r}: expected {'an integer' if kind is int else 'a number'}")
+        changes[key] = kind(value)
+    return replace(cfg, **changes)
+
+
 # ------------------------------------------------------------------------------------------------ data
 
 
@@ -129,18 +166,25 @@ def read_domain(folder: str | os.PathLike[str], *, short_side: int, max_images: 
     from lidarmt.camera.sources.folder import list_images
 
     p = Path(folder)
-    if not p.is_dir():
+    if not p.exists():
         raise ImageSourceError(f"{p}: no such folder; give a folder of images (png, jpg)")
+    if not p.is_dir():
+        raise ImageSourceError(f"{p}: not a folder; give the folder that holds the domain's images (png, jpg)")
     names = list_images(p)
     if len(names) < 2:
-        raise ImageSourceError(f"{p}: found {len(names)} image(s); a domain needs at least 2 (png, jpg, bmp)")
+        raise ImageSourceError(f"{p}: found {len(names)} image(s); a domain needs at least 2 (png, jpg, bmp) "
+                               "directly in the folder (sub-folders are not read)")
     if len(names) > max_images:
         keep = np.linspace(0, len(names) - 1, max_images).round().astype(int)
         names = [names[i] for i in keep]
     out: np.ndarray | None = None
     for i, name in enumerate(names):
-        data = np.fromfile(p / name, dtype=np.uint8)
-        img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+        try:
+            data = np.fromfile(p / name, dtype=np.uint8)
+            img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+        except (OSError, cv2.error) as err:
+            raise ImageSourceError(f"{p / name}: not a readable image ({type(err).__name__}); remove it or "
+                                   "convert it to png/jpg") from err
         if img is None:
             raise ImageSourceError(f"{p / name}: not a readable image; remove it or convert it to png/jpg")
         h, w = img.shape[:2]
@@ -197,6 +241,17 @@ class Trainer:
         self.opt_d = torch.optim.Adam(self.dis.parameters(), lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
         self.sched_g = torch.optim.lr_scheduler.StepLR(self.opt_g, cfg.step_size, gamma=0.5)
         self.sched_d = torch.optim.lr_scheduler.StepLR(self.opt_d, cfg.step_size, gamma=0.5)
+        # fp16 needs loss scaling (small gradients underflow in float16); disabled scalers are pass-throughs
+        fp16 = cfg.precision == "fp16"
+        kind = "cuda" if str(cfg.device).startswith("cuda") else "cpu"
+        self.scaler_g = torch.amp.GradScaler(kind, enabled=fp16)
+        self.scaler_d = torch.amp.GradScaler(kind, enabled=fp16)
+
+    def _update(self, loss: Any, opt: Any, scaler: Any) -> None:
+        """Backward and optimiser step through ``scaler`` (a plain ``backward(); step()`` unless fp16)."""
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     # -- translation (used for sample sheets)
     def translate(self, x: Any, direction: str, style: Any | None = None) -> Any:
@@ -224,10 +279,7 @@ class Trainer:
 
     def step(self, xa: Any, xb: Any) -> dict[str, float]:
         with self.autocast():
-            if self.cfg.net.arch == "munit":
-                losses = self._munit_step(xa, xb)
-            else:
-                losses = self._unit_step(xa, xb)
+            losses = self._munit_step(xa, xb) if self.cfg.net.arch == "munit" else self._unit_step(xa, xb)
         self.sched_g.step()
         self.sched_d.step()
         return losses
@@ -235,8 +287,7 @@ class Trainer:
     def _dis_step(self, fake_a: Any, fake_b: Any, xa: Any, xb: Any) -> float:
         self.opt_d.zero_grad(set_to_none=True)
         loss = self.cfg.gan_w * (self.dis["a"].loss_d(fake_a.detach(), xa) + self.dis["b"].loss_d(fake_b.detach(), xb))
-        loss.backward()
-        self.opt_d.step()
+        self._update(loss, self.opt_d, self.scaler_d)
         return float(loss.detach())
 
     def _munit_step(self, xa: Any, xb: Any) -> dict[str, float]:
@@ -271,8 +322,7 @@ class Trainer:
             cyc = l1_loss(ga.decode(ca_rec, sa_p), xa) + l1_loss(gb.decode(cb_rec, sb_p), xb)
             loss = loss + cfg.cyc_w * cyc
             out["cyc"] = float(cyc.detach())
-        loss.backward()
-        self.opt_g.step()
+        self._update(loss, self.opt_g, self.scaler_g)
         out["g"] = float(loss.detach())
         return out
 
@@ -301,40 +351,60 @@ class Trainer:
         kl_cyc = torch.mean(ha_rec ** 2) + torch.mean(hb_rec ** 2)
         loss = (cfg.gan_w * gan + cfg.recon_x_w * rx + cfg.recon_kl_w * kl + cfg.cyc_w * cyc
                 + cfg.recon_kl_cyc_w * kl_cyc)
-        loss.backward()
-        self.opt_g.step()
+        self._update(loss, self.opt_g, self.scaler_g)
         return {"d": loss_d, "gan": float(gan.detach()), "x": float(rx.detach()), "kl": float(kl.detach()),
                 "cyc": float(cyc.detach()), "g": float(loss.detach())}
 
     # -- state
     def state(self) -> dict[str, Any]:
-        return {"gen": self.gen.state_dict(), "dis": self.dis.state_dict(), "opt_g": self.opt_g.state_dict(),
-                "opt_d": self.opt_d.state_dict(), "sched_g": self.sched_g.state_dict(),
-                "sched_d": self.sched_d.state_dict()}
+        s = {"gen": self.gen.state_dict(), "dis": self.dis.state_dict(), "opt_g": self.opt_g.state_dict(),
+             "opt_d": self.opt_d.state_dict(), "sched_g": self.sched_g.state_dict(),
+             "sched_d": self.sched_d.state_dict()}
+        if self.scaler_g.is_enabled():
+            s["scaler_g"], s["scaler_d"] = self.scaler_g.state_dict(), self.scaler_d.state_dict()
+        return s
 
     def load_state(self, s: dict[str, Any]) -> None:
+        """Restore :meth:`state` (checkpoints written before loss scaling existed have no scaler states)."""
         self.gen.load_state_dict(s["gen"])
         self.dis.load_state_dict(s["dis"])
         self.opt_g.load_state_dict(s["opt_g"])
         self.opt_d.load_state_dict(s["opt_d"])
         self.sched_g.load_state_dict(s["sched_g"])
         self.sched_d.load_state_dict(s["sched_d"])
+        if self.scaler_g.is_enabled() and "scaler_g" in s:
+            self.scaler_g.load_state_dict(s["scaler_g"])
+            self.scaler_d.load_state_dict(s["scaler_d"])
 
 
 # ------------------------------------------------------------------------------------------ the run
 
 
+RUN_FILES = ("checkpoint.pt", "translator.pt", "config.json", "log.jsonl")
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """A training run stopped by Ctrl-C (``KeyboardInterrupt``). Checkpoints are written atomically, so the
+    run's ``checkpoint.pt`` is valid: it holds ``checkpoint_iteration`` (0: none was written yet), and
+    resuming goes on from there. ``iteration`` is the iteration that was running when the run stopped."""
+
+    def __init__(self, out: Path, iteration: int, checkpoint_iteration: int) -> None:
+        super().__init__(f"interrupted at iteration {iteration}; {out / 'checkpoint.pt'} holds iteration "
+                         f"{checkpoint_iteration}")
+        self.out, self.iteration, self.checkpoint_iteration = out, iteration, checkpoint_iteration
+
+
 def check_out(out: Path, *, force: bool, resume: bool) -> None:
-    """Refuse to overwrite an earlier run unless ``resume`` or ``force`` (which removes only the run's files)."""
+    """Refuse to overwrite an earlier run unless ``resume`` or ``force``. ``force`` (without ``resume``) removes
+    the run's own files only (:data:`RUN_FILES` and ``samples/iter_*.png``); anything else in ``out`` stays."""
     if out.exists() and not out.is_dir():
-        raise CameraOutputError(f"--out {out}: exists and is not a folder")
-    ours = ["checkpoint.pt", "translator.pt", "config.json", "log.jsonl"]
-    present = [n for n in ours if (out / n).exists()]
+        raise CameraOutputError(f"--out {out}: exists and is not a folder; pick a folder for the run")
+    present = [n for n in RUN_FILES if (out / n).exists()]
     if present and not (force or resume):
         raise CameraOutputError(f"--out {out}: holds a translator run ({', '.join(present)}); pass --resume to go "
                                 "on with it or --force to start again")
     if force and not resume:
-        for n in ours:
+        for n in RUN_FILES:
             (out / n).unlink(missing_ok=True)
         samples = out / "samples"
         if samples.is_dir():
@@ -342,27 +412,79 @@ def check_out(out: Path, *, force: bool, resume: bool) -> None:
                 f.unlink()
 
 
-def _save_checkpoint(path: Path, trainer: Trainer, it: int, rng: np.random.Generator, cfg: TrainConfig) -> None:
+def _save_checkpoint(path: Path, trainer: Trainer, it: int, rng: np.random.Generator, cfg: TrainConfig, *,
+                     seconds: float) -> None:
     import torch
 
     blob = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "iteration": it,
-            "config": json.dumps(cfg.to_dict()), "state": trainer.state(),
+            "config": json.dumps(cfg.to_dict()), "state": trainer.state(), "seconds": float(seconds),
             "torch_rng": torch.get_rng_state(), "numpy_rng": json.dumps(rng.bit_generator.state)}
+    if str(cfg.device).startswith("cuda"):  # the dropout-free nets draw their noise on the device
+        blob["cuda_rng"] = torch.cuda.get_rng_state(torch.device(cfg.device))
     with atomic_path(path) as tmp:
         torch.save(blob, tmp)
 
 
+_CHECKPOINT_KEYS = ("iteration", "config", "state", "torch_rng", "numpy_rng")
+
+
 def _load_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint written by this module, read as data (``weights_only=True``) and checked."""
     import torch
 
+    hint = "pass --force to start again (or restore the file from a backup)"
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - a damaged file can make the unpickler raise anything
-        raise CameraOutputError(f"{path}: not a translator checkpoint ({type(err).__name__}); "
-                                "pass --force to start again") from err
+        raise CameraOutputError(f"{path}: not a translator checkpoint ({type(err).__name__}); {hint}") from err
     if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
-        raise CameraOutputError(f"{path}: not a translator checkpoint; pass --force to start again")
+        raise CameraOutputError(f"{path}: not a translator checkpoint; {hint}")
+    if blob.get("version") != CHECKPOINT_VERSION:
+        raise CameraOutputError(f"{path}: checkpoint version {blob.get('version')!r} is not supported (this "
+                                f"lidarmt writes {CHECKPOINT_VERSION}); {hint}")
+    missing = [k for k in _CHECKPOINT_KEYS if k not in blob]
+    if missing or not isinstance(blob["iteration"], int) or blob["iteration"] < 0:
+        raise CameraOutputError(f"{path}: corrupt translator checkpoint (missing or bad "
+                                f"{', '.join(missing) or 'iteration'}); {hint}")
     return blob
+
+
+def checkpoint_config(blob: dict[str, Any], path: Path) -> TrainConfig:
+    """The :class:`TrainConfig` a checkpoint was written with."""
+    try:
+        return TrainConfig.from_dict(json.loads(blob["config"]))
+    except (TypeError, ValueError, KeyError) as err:
+        raise CameraOutputError(f"{path}: corrupt translator checkpoint (its settings do not parse: "
+                                f"{type(err).__name__}); pass --force to start again") from err
+
+
+def read_run_config(out: str | os.PathLike[str]) -> TrainConfig | None:
+    """The settings of the run in ``out`` (its checkpoint's; None when it has no checkpoint)."""
+    path = Path(out) / "checkpoint.pt"
+    if not path.is_file():
+        return None
+    return checkpoint_config(_load_checkpoint(path), path)
+
+
+def _trim_log(path: Path, upto: int) -> float:
+    """Drop the records of ``log.jsonl`` after iteration ``upto`` (written after the checkpoint a run resumes
+    from, so they would appear twice); returns the last kept record's ``seconds`` (0.0 when none)."""
+    if not path.is_file():
+        return 0.0
+    kept: list[str] = []
+    seconds = 0.0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+            it = int(rec["iteration"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut short by a crash
+        if it <= upto:
+            kept.append(line)
+            seconds = float(rec.get("seconds", seconds))
+    with atomic_open(path) as fh:
+        fh.write("".join(k + "\n" for k in kept))
+    return seconds
 
 
 def sample_sheet(trainer: Trainer, held_a: Any, held_b: Any, path: Path, *, seed: int = 0) -> None:
@@ -396,9 +518,18 @@ def sample_sheet(trainer: Trainer, held_a: Any, held_b: Any, path: Path, *, seed
 
 
 def train_translator(cfg: TrainConfig, *, resume: bool = False, force: bool = False,
-                     progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+                     progress: Callable[[int, int, str], None] | None = None,
+                     tick: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Train (or go on training) the translator ``cfg`` describes; returns a summary (iterations, seconds,
-    last losses, outputs). See the module docstring for the recipe and the files written."""
+    last losses, outputs). See the module docstring for the recipe and the files written.
+
+    ``resume`` goes on from ``<out>/checkpoint.pt`` with the run's own settings; what may change is the
+    length of the run (``iterations``), the cadence of outputs, ``threads``, ``device`` and the domain folders'
+    paths (for data that moved). ``progress(done, total, text)`` is told about image reading ("reading NAME")
+    and, every ``log_every`` iterations, the mean losses; ``tick(iteration, iterations)`` is called after every
+    iteration. Ctrl-C raises :class:`TrainingInterrupted` (a ``KeyboardInterrupt``) with the last checkpoint's
+    iteration.
+    """
     import torch
 
     cfg.check()
@@ -409,11 +540,11 @@ def train_translator(cfg: TrainConfig, *, resume: bool = False, force: bool = Fa
     blob: dict[str, Any] | None = None
     if resume and ckpt_path.is_file():
         blob = _load_checkpoint(ckpt_path)
-        old = TrainConfig.from_dict(json.loads(blob["config"]))
-        # what may change on resume: the length of the run, the cadence of outputs, threads, device
+        old = checkpoint_config(blob, ckpt_path)
         cfg = replace(old, iterations=cfg.iterations, sample_every=cfg.sample_every,
                       checkpoint_every=cfg.checkpoint_every, log_every=cfg.log_every, threads=cfg.threads,
-                      device=cfg.device)
+                      device=cfg.device, domain_a=cfg.domain_a, domain_b=cfg.domain_b, out=cfg.out)
+        cfg.check()
         start = int(blob["iteration"])
     torch.set_num_threads(cfg.threads)
     load = cfg.load_size or cfg.size
@@ -421,16 +552,28 @@ def train_translator(cfg: TrainConfig, *, resume: bool = False, force: bool = Fa
     dom_b = read_domain(cfg.domain_b, short_side=load, max_images=cfg.max_images, progress=progress)
     for name, d in (("--domain-a", dom_a), ("--domain-b", dom_b)):
         if len(d) <= cfg.holdout:
-            raise ImageSourceError(f"{name}: {len(d)} images; need more than the {cfg.holdout} held out for samples")
+            raise ImageSourceError(f"{name}: {len(d)} images; need more than the {cfg.holdout} held out for "
+                                   f"samples (add images or --set holdout=1)")
     out.mkdir(parents=True, exist_ok=True)
     with atomic_open(out / "config.json") as fh:
         json.dump(cfg.to_dict(), fh, indent=2)
     trainer = Trainer(cfg)
     rng = np.random.default_rng(cfg.seed)
     if blob is not None:
-        trainer.load_state(blob["state"])
-        torch.set_rng_state(blob["torch_rng"])
-        rng.bit_generator.state = json.loads(blob["numpy_rng"])
+        try:
+            trainer.load_state(blob["state"])
+            torch.set_rng_state(blob["torch_rng"])
+            rng.bit_generator.state = json.loads(blob["numpy_rng"])
+            if "cuda_rng" in blob and str(cfg.device).startswith("cuda"):
+                torch.cuda.set_rng_state(blob["cuda_rng"], torch.device(cfg.device))
+        except (KeyError, TypeError, ValueError, RuntimeError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise CameraOutputError(f"{ckpt_path}: corrupt translator checkpoint ({first[:200]}); pass --force to "
+                                    "start again") from err
+    # seconds spent before this session: the checkpoint's (or, for checkpoints without it, the log's)
+    elapsed0 = _trim_log(out / "log.jsonl", start) if resume else 0.0
+    if blob is not None and isinstance(blob.get("seconds"), float):
+        elapsed0 = blob["seconds"]
     # the last `holdout` images of each folder are never trained on; the sheets show them
     na, nb = len(dom_a) - cfg.holdout, len(dom_b) - cfg.holdout
 
@@ -446,38 +589,49 @@ def train_translator(cfg: TrainConfig, *, resume: bool = False, force: bool = Fa
     t0 = time.perf_counter()
     last: dict[str, float] = {}
     acc: dict[str, list[float]] = {}
-    it = start
-    with open(out / "log.jsonl", "a", encoding="utf-8") as log:
-        for it in range(start + 1, cfg.iterations + 1):
-            xa = _batch(dom_a, int(rng.integers(0, na)), cfg.size, rng, cfg.device)
-            xb = _batch(dom_b, int(rng.integers(0, nb)), cfg.size, rng, cfg.device)
-            losses = trainer.step(xa, xb)
-            if not all(math.isfinite(v) for v in losses.values()):
-                raise CameraOutputError(f"iteration {it}: a loss is not finite ({losses}); lower --lr or resume "
-                                        "from the last checkpoint")
-            for k, v in losses.items():
-                acc.setdefault(k, []).append(v)
-            if it % cfg.log_every == 0 or it == cfg.iterations:
-                last = {k: float(np.mean(v)) for k, v in acc.items()}
-                acc = {}
-                rec = {"iteration": it, "seconds": round(time.perf_counter() - t0, 2), **{k: round(v, 5) for k, v in
-                                                                                         last.items()}}
-                log.write(json.dumps(rec) + "\n")
-                log.flush()
-                if progress is not None:
-                    progress(it, cfg.iterations, " ".join(f"{k} {v:.3f}" for k, v in last.items()))
-            if it % cfg.sample_every == 0 or it == cfg.iterations:
-                trainer.gen.eval()
-                sample_sheet(trainer, held_a, held_b, out / "samples" / f"iter_{it:07d}.png", seed=cfg.seed)
-                trainer.gen.train()
-            if it % cfg.checkpoint_every == 0 or it == cfg.iterations:
-                _save_checkpoint(ckpt_path, trainer, it, rng, cfg)
-                export_translator(trainer, out / "translator.pt", cfg=cfg, iteration=it)
+    it = saved = start
+    try:
+        with open(out / "log.jsonl", "a", encoding="utf-8") as log:
+            for it in range(start + 1, cfg.iterations + 1):
+                xa = _batch(dom_a, int(rng.integers(0, na)), cfg.size, rng, cfg.device)
+                xb = _batch(dom_b, int(rng.integers(0, nb)), cfg.size, rng, cfg.device)
+                losses = trainer.step(xa, xb)
+                if not all(math.isfinite(v) for v in losses.values()):
+                    raise CameraOutputError(
+                        f"iteration {it}: a loss is not finite ({', '.join(f'{k} {v:.3g}' for k, v in losses.items())})"
+                        f"; resume from the last checkpoint (iteration {saved}) with a lower --set lr=..., or use "
+                        "--precision fp32")
+                for k, v in losses.items():
+                    acc.setdefault(k, []).append(v)
+                if it % cfg.log_every == 0 or it == cfg.iterations:
+                    last = {k: float(np.mean(v)) for k, v in acc.items()}
+                    acc = {}
+                    rec = {"iteration": it, "seconds": round(elapsed0 + time.perf_counter() - t0, 2),
+                           **{k: round(v, 5) for k, v in last.items()}}
+                    log.write(json.dumps(rec) + "\n")
+                    log.flush()
+                    if progress is not None:
+                        progress(it, cfg.iterations, " ".join(f"{k} {v:.3f}" for k, v in last.items()))
+                if it % cfg.sample_every == 0 or it == cfg.iterations:
+                    trainer.gen.eval()
+                    sample_sheet(trainer, held_a, held_b, out / "samples" / f"iter_{it:07d}.png", seed=cfg.seed)
+                    trainer.gen.train()
+                if it % cfg.checkpoint_every == 0 or it == cfg.iterations:
+                    _save_checkpoint(ckpt_path, trainer, it, rng, cfg, seconds=elapsed0 + time.perf_counter() - t0)
+                    saved = it
+                    export_translator(trainer, out / "translator.pt", cfg=cfg, iteration=it)
+                if tick is not None:
+                    tick(it, cfg.iterations)
+    except KeyboardInterrupt as err:
+        raise TrainingInterrupted(out, it, saved) from err
     if start >= cfg.iterations:
         export_translator(trainer, out / "translator.pt", cfg=cfg, iteration=start)
-    return {"iterations": it, "started_at": start, "seconds": round(time.perf_counter() - t0, 2),
+    seconds = time.perf_counter() - t0
+    return {"arch": cfg.net.arch, "iterations": it, "started_at": start, "seconds": round(seconds, 2),
+            "seconds_total": round(elapsed0 + seconds, 2),
+            "seconds_per_iteration": round(seconds / (it - start), 4) if it > start else None,
             "losses": last, "out": str(out), "translator": str(out / "translator.pt"),
-            "images_a": len(dom_a), "images_b": len(dom_b)}
+            "samples": str(out / "samples"), "images_a": len(dom_a), "images_b": len(dom_b)}
 
 
 def export_translator(trainer: Trainer, path: Path, *, cfg: TrainConfig, iteration: int) -> None:
