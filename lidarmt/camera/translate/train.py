@@ -90,8 +90,9 @@ class TrainConfig:
 
     def check(self) -> None:
         m = self.net.multiple
-        if self.size < 4 * m or self.size % m:
-            raise CameraArgumentError(f"--size {self.size}: expected a multiple of {m} of at least {4 * m}")
+        least = max(4 * m, 16 if self.net.arch == "munit" else 0)  # MUNIT's style encoder halves 4 times
+        if self.size < least or self.size % m:
+            raise CameraArgumentError(f"--size {self.size}: expected a multiple of {m} of at least {least}")
         if self.load_size and self.load_size < self.size:
             raise CameraArgumentError(f"--load-size {self.load_size} is smaller than --size {self.size}")
         for name in ("iterations", "step_size", "sample_every", "checkpoint_every", "log_every", "max_images",
