@@ -15,6 +15,10 @@ The folder is built beside its final place and renamed into it, so a bundle is e
 Replay rebuilds the model from the bundle's spec (a ``module:callable`` only with ``--trust-code``), re-derives
 the transformed window from the seed tuple and compares it byte for byte, predicts both windows again and
 compares the angles bit for bit, and checks that the relation is still violated.
+
+A learned translator (``munit-night``, a ``translator.pt``, a plug-in) is recorded in bundle.json under
+``translators``: its spec, kind, device and the SHA-256 of its weights file; replay rebuilds it on that device
+(a ``module:callable`` translator only with ``--trust-code``) and checks first that the weights are the same.
 """
 
 from __future__ import annotations
@@ -108,6 +112,27 @@ def violated(info: dict[str, Any], pred: float, pred_t: float) -> bool:
     return deeproad_violation(pred, pred_t, info["expect"], float(rel["tolerance_deg"]))
 
 
+def _step_transform(ev: Any, name: str) -> Any:
+    """A search step's transformation as the evaluator built it (a translator on its device), else by name."""
+    from lidarmt.camera.transforms.registry import get_transform
+
+    built = getattr(ev, "transforms", None)
+    if isinstance(built, dict) and name in built:
+        return built[name]
+    return get_transform(name)
+
+
+def translator_provenance(transforms: list[Any]) -> list[dict[str, Any]]:
+    """What a bundle records of the translators among ``transforms`` (spec, kind, device, weights' SHA-256)."""
+    out, seen = [], set()
+    for t in transforms:
+        prov = getattr(t, "provenance", None)
+        if getattr(t, "family", "") == "translator" and callable(prov) and t.name not in seen:
+            seen.add(t.name)
+            out.append(prov())
+    return out
+
+
 def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dict[str, Any],
                        command: str = "", steps: list[dict[str, Any]] | None = None,
                        frame: int | None = None) -> dict[str, Any]:
@@ -126,11 +151,9 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
 
     cfg = ev.config
     if steps is not None:
-        from lidarmt.camera.transforms.registry import get_transform
-
         got = ev.judge_steps(int(frame or 0), steps)
         mref = cfg.model
-        ts = [get_transform(s["transform"]) for s in steps]
+        ts = [_step_transform(ev, s["transform"]) for s in steps]
         expect = "negate" if sum(t.relation == "negate" for t in ts) % 2 else "keep"
         info = {"frame_index": int(frame or 0), "transform": "+".join(t.name for t in ts),
                 "family": ts[0].family if len(ts) == 1 else "composite", "expect": expect,
@@ -154,6 +177,10 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         resolve = getattr(transform, "resolve", None)  # the full setting applied (weather styles from the seed)
         if callable(resolve):
             info["resolved_params"] = resolve(dict(tr.grid[p]), info["transform_seed"])
+        ts = [transform]
+    translators = translator_provenance(ts)
+    if translators:
+        info["translators"] = translators
     cur = got["frame"]
     info = {
         "version": BUNDLE_VERSION, "kind": "camera", "id": out_dir.name, "key": list(key),
@@ -251,7 +278,8 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
     """Re-run a camera bundle (``info`` is its bundle.json, already read); see the module docstring."""
     from lidarmt.camera.campaign import CameraEvaluator, ModelRef, transform_seed
     from lidarmt.camera.models.registry import get_model
-    from lidarmt.camera.transforms.registry import get_transform
+    from lidarmt.camera.transforms.base import apply_window
+    from lidarmt.camera.transforms.registry import build
     from lidarmt.report.manifest import verify_manifest
 
     res = CameraReplay(folder, True)
@@ -278,22 +306,36 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
         import torch
 
         torch.set_num_threads(max(1, min(int(info["torch_threads"]), os.cpu_count() or 1)))
+    translators = {str(p.get("spec")): p for p in info.get("translators") or [] if isinstance(p, dict)}
+
+    def transform(name: str) -> Any:  # a translator on the device it ran on; code only with --trust-code
+        prov = translators.get(name) or {}
+        return build(name, {"device": str(prov["device"])} if prov.get("device") else {}, trust_code=trust_code)
+
     net = get_model(mref.name, trust_code=trust_code, **dict(mref.options))
     if "steps" in info:  # a search's mutant: its transformations in turn, each with its own seed
-        steps = [(get_transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
+        steps = [(transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
+        used = [t for t, _, _ in steps]
+    else:
+        used = [transform(info["transform"])]
+    for prov in translators.values():  # the same weights, before anything is run with them
+        if prov.get("sha256"):
+            from lidarmt.camera.translate.transform import sha256_of, weights_path
 
-        def mutate(img: np.ndarray) -> np.ndarray:
-            for tr, params, seed in steps:
-                img = tr.apply(img, params, seed)
-            return img
-
-        again = np.stack([mutate(img) for img in seed_w])
+            w = weights_path(str(prov["spec"]))
+            now = sha256_of(w) if w is not None and w.is_file() else None
+            check(f"translator {prov['spec']} weights (SHA-256)", now == prov["sha256"],
+                  f"{now or 'no weights file'} now, {prov['sha256']} stored")
+    if "steps" in info:
+        again = seed_w
+        for tr, params, seed in steps:
+            again = apply_window(tr, again, params, seed)
         what = "transformed image regenerated from the steps"
     else:
-        tr = get_transform(info["transform"])
+        tr = used[0]
         seed = transform_seed(*info["seed_tuple"])
         check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
-        again = np.stack([tr.apply(img, info["params"], seed) for img in seed_w])
+        again = apply_window(tr, seed_w, info["params"], seed)
         what = "transformed image regenerated from the seed tuple"
     check(what, again.shape == stored_t.shape and np.array_equal(again, stored_t),
           "the transformation produced other pixels than window.npz")

@@ -10,8 +10,14 @@ consecutive frames, oldest first; a transformation is applied to every frame of 
 parameters and seed (the weather is the same across the window); before the first frames of a source the window
 is padded by repeating the first frame.
 
-Every random choice of a transformation (the weather's style, rain streaks, snow flakes) comes from a seed
-derived from (campaign seed, frame, transformation, parameter, trial), so any pair can be replayed alone.
+Every random choice of a transformation (the weather's style, rain streaks, snow flakes, a translator's style
+vector) comes from a seed derived from (campaign seed, frame, transformation, parameter, trial), so any pair can
+be replayed alone.
+
+Learned translators (``--transforms munit-night``, the family ``translator``) are transformations like the
+others: one setting (the style drawn from the prior with that seed), built in each worker on the campaign's
+device (the TransformRef's ``options``), a window translated in one call, the content codes of a frame reused
+by its trials.
 """
 
 from __future__ import annotations
@@ -61,17 +67,31 @@ class ModelRef:
 @dataclass(frozen=True, slots=True)
 class TransformRef:
     """A transformation by name with the parameter settings the campaign walks (copied from its grid, so the
-    journal says exactly what was applied)."""
+    journal says exactly what was applied), and its options (a translator's ``device``; recorded only when
+    given, so journals without options read as before)."""
 
     name: str
     grid: tuple[Mapping[str, Any], ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "grid": [dict(p) for p in self.grid]}
+        d: dict[str, Any] = {"name": self.name, "grid": [dict(p) for p in self.grid]}
+        if self.options:
+            d["options"] = dict(self.options)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TransformRef:
-        return cls(str(d["name"]), tuple(dict(p) for p in d["grid"]))
+        return cls(str(d["name"]), tuple(dict(p) for p in d["grid"]), dict(d.get("options") or {}))
+
+
+def safe_name(name: str, limit: int = 24) -> str:
+    """A transformation's or model's name as it may appear in a folder name: a path by its stem (a
+    ``translator.pt`` by its folder), other characters than letters, digits, ``-`` and ``_`` replaced."""
+    p = Path(name)
+    if "/" in name or name.endswith((".pt", ".h5", ".hdf5", ".keras")):
+        name = p.parent.name if p.stem == "translator" and p.parent.name else p.stem
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:limit]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +154,7 @@ class CameraCampaignConfig:
     def bundle_id(self, key: Key) -> str:
         f, m, t, p, r = key
         model = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(self.models[m].name).stem)[:24]
-        return f"{model}-{self.transforms[t].name}-p{p}-f{f:06d}-t{r}"
+        return f"{model}-{safe_name(self.transforms[t].name, 40)}-p{p}-f{f:06d}-t{r}"
 
     def new_tally(self) -> CameraTally:
         from lidarmt.camera.transforms.registry import get_transform
@@ -151,8 +171,12 @@ class CameraCampaignConfig:
         return CameraEvaluator(self, enforce_timeout=enforce_timeout)
 
     def worker_memory(self) -> int:
-        """Bytes one worker holds: the models (a few MB of weights each), torch, a frame's transformed images."""
-        return (400 + 100 * len(self.models)) * 2**20
+        """Bytes one worker holds: the models (a few MB of weights each), torch, a frame's transformed images,
+        and the translators (weights and activations of a frame: a few hundred MB each at most)."""
+        from lidarmt.camera.transforms.registry import is_translator
+
+        translators = sum(1 for t in self.transforms if is_translator(t.name))
+        return (400 + 100 * len(self.models) + 200 * translators) * 2**20
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "images": self.images, "topic": self.topic,
@@ -190,13 +214,16 @@ class CameraEvaluator(EvaluatorBase):
                  trust_code: bool = True) -> None:
         from lidarmt.camera.models.registry import get_model
         from lidarmt.camera.sources.factory import open_images
-        from lidarmt.camera.transforms.registry import get_transform
+        from lidarmt.camera.transforms.registry import build
 
         super().__init__(config.timeout, enforce_timeout=enforce_timeout)
         self.config = config
         self.source = open_images(config.images, topic=config.topic)
         self.models = [get_model(m.name, trust_code=trust_code, **dict(m.options)) for m in config.models]
-        self.transforms = [get_transform(t.name) for t in config.transforms]
+        self.transforms = [build(t.name, dict(t.options), trust_code=trust_code) for t in config.transforms]
+        for t in self.transforms:  # translators: built now, once per process, so a bad one is a one-line error
+            if t.family == "translator":
+                getattr(t, "translator", None)
         self.history = max(int(m.input_spec.history) for m in self.models)
         self._decoded: dict[int, Any] = {}  # the last few decoded frames (windows of consecutive seeds overlap)
 
@@ -221,10 +248,12 @@ class CameraEvaluator(EvaluatorBase):
 
     def transformed(self, window: np.ndarray, frame: int, t: int, p: int, trial: int) -> np.ndarray:
         """The window with transformation t, parameter setting p applied to every frame (same seed)."""
+        from lidarmt.camera.transforms.base import apply_window
+
         tr = self.transforms[t]
         params = self.config.transforms[t].grid[p]
         seed = transform_seed(self.config.seed, frame, tr.name, p, trial)
-        return np.stack([tr.apply(img, params, seed) for img in window])
+        return apply_window(tr, window, params, seed)
 
     @staticmethod
     def model_input(window: np.ndarray, history: int) -> np.ndarray:
@@ -322,6 +351,9 @@ def criteria_of(d: Mapping[str, Any] | None) -> Criteria:
     return Criteria(float(d.get("lambda", 5.0)), float(d.get("epsilon", 0.03)), float(d.get("tolerance_deg", 10.0)))
 
 
-def transform_refs(names: Sequence[Any]) -> tuple[TransformRef, ...]:
-    """TransformRefs from Transform objects (their full campaign grids)."""
-    return tuple(TransformRef(t.name, tuple(dict(p) for p in t.grid)) for t in names)
+def transform_refs(names: Sequence[Any], *, device: str | None = None) -> tuple[TransformRef, ...]:
+    """TransformRefs from Transform objects (their full campaign grids); ``device`` (a resolved torch device)
+    goes to the translators, which run where the steering models do."""
+    return tuple(TransformRef(t.name, tuple(dict(p) for p in t.grid),
+                              {"device": device} if device is not None and t.family == "translator" else {})
+                 for t in names)

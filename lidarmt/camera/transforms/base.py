@@ -52,3 +52,13 @@ class Applied:
     transform: str
     param_index: int
     params: Mapping[str, Any] = field(default_factory=dict)
+
+
+def apply_window(transform: Any, window: np.ndarray, params: Mapping[str, Any], seed: int) -> np.ndarray:
+    """A transformation applied to every frame of a (T, H, W, 3) window with one setting and seed: in one call
+    when the transformation batches (``apply_batch``: translators), frame by frame otherwise. Campaigns,
+    searches and replay all go through here, so they make the same bytes."""
+    batch = getattr(transform, "apply_batch", None)
+    if callable(batch):
+        return np.asarray(batch(window, params, seed))
+    return np.stack([transform.apply(img, params, seed) for img in window])

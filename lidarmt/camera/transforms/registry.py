@@ -1,8 +1,12 @@
-"""Find image transformations by name: built-ins and installed plug-ins.
+"""Find image transformations by name: built-ins, installed plug-ins and learned translators.
 
 * Built-ins: DeepTest's seven simple transformations (``brightness``, ``contrast``, ``translation``,
   ``scale``, ``shear``, ``rotation``, ``blur``), the weather effects (``fog``, ``rain``, ``snow``,
   ``night``, ``glare``, ``droplets``, ``dirt``) and ``mirror``.
+* Translators (family ``translator``): every translator :mod:`lidarmt.camera.translate.registry` knows (the
+  shipped ``munit-night``, ``unit-snow``, ...; entry points of ``lidarmt.translator``), the path of a
+  ``translator.pt`` and ``package.module:callable`` (which imports code: refused with ``trust_code=False``),
+  wrapped by :class:`lidarmt.camera.translate.transform.TranslatorTransform`.
 * Plug-ins: any package declaring an entry point in the group ``lidarmt.transform``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.transform"]
@@ -12,8 +16,12 @@
   that returns one (see :class:`lidarmt.camera.transforms.base.Transform`).
 
 :func:`select` turns a campaign's ``--transforms`` value into the list to walk: ``"all"``, a family
-(``"simple"``, ``"weather"``, ``"mirror"``) or comma-separated names, which may mix families and names
-(``"simple,fog,mirror"``).
+(``"simple"``, ``"weather"``, ``"mirror"``, ``"translator"``) or comma-separated names, which may mix families
+and names (``"simple,fog,mirror"``, ``"weather,munit-night"``). ``"all"`` is every simple, weather and mirror
+transformation and plug-in, but no translator: a translator costs a network pass per image (tens of ms on a CPU,
+like the steering model itself) and ships or is installed separately, so ``all`` would grow and slow down, and a
+campaign started with ``all`` could no longer be resumed once a translator is installed. Name them, or add
+``translator``.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from lidarmt.camera.errors import TransformError
 from lidarmt.camera.transforms.base import Transform
 
 ENTRY_POINT_GROUP = "lidarmt.transform"
-FAMILIES = ("simple", "weather", "mirror")
+FAMILIES = ("simple", "weather", "mirror", "translator")
 RELATIONS = ("keep", "negate")
 
 # name → (module, class); modules are imported on first use so that listing names stays cheap
@@ -56,8 +64,31 @@ def _plugins() -> dict[str, Any]:
 
 
 def available() -> list[str]:
-    """Names :func:`get_transform` accepts: built-ins (simple, weather, mirror), then installed plug-ins."""
+    """Names of the built-ins (simple, weather, mirror), then installed plug-ins: what ``all`` selects."""
     return list(_BUILTINS) + sorted(n for n in _plugins() if n not in _BUILTINS)
+
+
+def translators() -> list[str]:
+    """Names of the translators installed (shipped, then plug-ins) that are not also a transformation's name:
+    what the family ``translator`` selects."""
+    from lidarmt.camera.translate.registry import available as translator_names
+
+    taken = set(available())
+    return [n for n in translator_names() if n not in taken]
+
+
+def is_translator(name: str) -> bool:
+    """Whether ``name`` is a translator spec (installed name, translator.pt path or module:callable) and not a
+    transformation's name."""
+    from lidarmt.camera.translate.registry import kind_of
+
+    name = name.strip()
+    return name not in _BUILTINS and name not in _plugins() and kind_of(name) != "unknown"
+
+
+def _known() -> str:
+    names = available() + translators()
+    return ", ".join(names) + " (or a translator.pt path)"
 
 
 def _check(obj: Any, name: str) -> Transform:
@@ -76,9 +107,21 @@ def _check(obj: Any, name: str) -> Transform:
     return obj
 
 
-def get_transform(name: str) -> Transform:
-    """The transformation called ``name``: a built-in or an entry point of the group ``lidarmt.transform``."""
+def get_transform(name: str, *, trust_code: bool = True) -> Transform:
+    """The transformation called ``name``: a built-in, an entry point of the group ``lidarmt.transform``, or a
+    translator spec (a translator is built on first use; ``trust_code=False`` refuses a ``module:callable``
+    one, as for a spec read from a bundle)."""
     name = name.strip()
+    if name not in _BUILTINS and is_translator(name):
+        from lidarmt.camera.translate.registry import UntrustedTranslatorError, kind_of
+
+        if kind_of(name) == "code" and not trust_code:
+            raise UntrustedTranslatorError(
+                f"transformation {name!r} would import and run module {name.partition(':')[0]!r} as a translator, "
+                "and it was read from a file that is not trusted; rerun with --trust-code if you trust that file")
+        from lidarmt.camera.translate.transform import TranslatorTransform
+
+        return TranslatorTransform(name, trust_code=trust_code)
     if name in _cache:
         return _cache[name]
     if name in _BUILTINS:
@@ -87,7 +130,7 @@ def get_transform(name: str) -> Transform:
     else:
         plugins = _plugins()
         if name not in plugins:
-            raise TransformError(f"unknown transformation {name!r}; known: {', '.join(available())}")
+            raise TransformError(f"unknown transformation {name!r}; known: {_known()}")
         try:
             obj = plugins[name].load()
             if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Transform)):
@@ -103,16 +146,30 @@ def get_transform(name: str) -> Transform:
     return obj
 
 
+def build(name: str, options: dict[str, Any] | None = None, *, trust_code: bool = True) -> Transform:
+    """The transformation ``name`` with a campaign's options applied (a translator's ``device``), behind the
+    trust gate for translators that are code."""
+    t = get_transform(name, trust_code=trust_code)
+    opts = dict(options or {})
+    if not opts:
+        return t
+    with_options = getattr(t, "with_options", None)
+    if not callable(with_options):
+        raise TransformError(f"transformation {name!r} takes no options; got {', '.join(sorted(opts))}")
+    return with_options(**opts)
+
+
 def select(spec: str) -> list[Transform]:
     """The transformations a spec names, in registry order for families, in the spec's order for names.
 
-    ``spec`` is ``"all"``, a family (``"simple"``, ``"weather"``, ``"mirror"``) or comma-separated names and
-    families; duplicates are dropped. An unknown item raises a TransformError listing the known ones.
+    ``spec`` is ``"all"`` (simple, weather, mirror and plug-ins; no translator), a family (``"simple"``,
+    ``"weather"``, ``"mirror"``, ``"translator"``) or comma-separated names, translator specs and families;
+    duplicates are dropped. An unknown item raises a TransformError listing the known ones.
     """
     if not isinstance(spec, str) or not spec.strip():
         raise TransformError(
-            f"empty transformation list {spec!r}; give all, simple, weather, mirror or names: "
-            f"{', '.join(available())}"
+            f"empty transformation list {spec!r}; give all, simple, weather, mirror, translator or names: "
+            f"{_known()}"
         )
     names: list[str] = []
     for raw in spec.split(","):
@@ -121,14 +178,21 @@ def select(spec: str) -> list[Transform]:
             continue
         if item == "all":
             names += available()
+        elif item == "translator":
+            found = translators()
+            if not found and len([x for x in spec.split(",") if x.strip()]) == 1:
+                raise TransformError(
+                    "--transforms translator: no translator is installed; train one with 'lidarmt camera "
+                    "train-translator' and pass its translator.pt, or install a lidarmt.translator plug-in")
+            names += found
         elif item in FAMILIES:
             names += [n for n in available() if get_transform(n).family == item]
-        elif item in _BUILTINS or item in _plugins():
+        elif item in _BUILTINS or item in _plugins() or is_translator(item):
             names.append(item)
         else:
             raise TransformError(
                 f"unknown transformation {item!r} in {spec!r}; give all, {', '.join(FAMILIES)} or names: "
-                f"{', '.join(available())}"
+                f"{_known()}"
             )
     out: list[Transform] = []
     seen: set[str] = set()
@@ -137,5 +201,6 @@ def select(spec: str) -> list[Transform]:
             seen.add(n)
             out.append(get_transform(n))
     if not out:
-        raise TransformError(f"no transformation in {spec!r}; give all, simple, weather, mirror or names")
+        raise TransformError(f"no transformation in {spec!r}; give all, simple, weather, mirror, translator or "
+                             "names")
     return out

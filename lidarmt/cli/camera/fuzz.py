@@ -20,7 +20,7 @@ FUZZ_HELP = """Check metamorphic relations of steering models under image transf
 
 For each sampled seed frame, each model predicts the seed once and every transformed image (each
 transformation at every setting of its grid: DeepTest's Table 4 for the simple ones, intensities 0.25..1 for
-the weather, the mirror), in batches. Raw predictions go to an append-only journal (resumable with
+the weather, the mirror, one style per trial for a learned translator), in batches. Raw predictions go to an append-only journal (resumable with
 --resume); the relations are evaluated on it afterwards:
 
 * with labels (a Udacity folder, the demo bag's steering topic): DeepTest Eq. 2, (θ(τ(i)) − θᵗ)² ≤ λ·MSE_orig,
@@ -42,6 +42,15 @@ Examples:
 `lidarmt camera fuzz --images drive/ --model path/to/model.h5 --transforms fog,rain,mirror --tolerance 20`
 
 `lidarmt camera fuzz --images bags/demo.bag --model dave-orig --transforms simple --out runs/cam --resume`
+
+Learned weather (DeepRoad's UNIT, TACTIC's MUNIT; lidarmt camera translators lists them) is named like any
+transformation, or all installed with `translator`; `all` does not include them (each costs a network pass per
+image, like the steering model). A MUNIT translator draws its style from the prior with the pair's seed, so
+--trials N gives N styles per frame; translators run on --device with the models:
+
+`lidarmt camera fuzz --images ../shared/data/udacity --model dave2 --transforms munit-night,unit-night --trials 3`
+
+`lidarmt camera fuzz --images drive/ --model dave2 --transforms fog,runs/tr/translator.pt --device cuda`
 """
 
 
@@ -62,7 +71,7 @@ def _positive(name: str, value: float) -> None:
 def fuzz(
     images: Annotated[str, typer.Option("--images", help="Image source: Udacity folder (center/ + CSV), image folder, or a ROS1/ROS2 bag / Cyber record with a camera topic.")],
     model: Annotated[str, typer.Option("--model", help="Steering models, comma-separated: zoo names (lidarmt camera models), Keras .h5 paths, package.module:callable.")] = "dave-orig",
-    transforms: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror, or comma-separated names.")] = "all",
+    transforms: Annotated[str, typer.Option("--transforms", help="all (simple, weather, mirror; no translator), simple, weather, mirror, translator (every installed learned translator), or comma-separated names, translator names and translator.pt paths.")] = "all",
     frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
     lam: Annotated[float, typer.Option("--lambda", help="DeepTest Eq. 2's λ: a pair errs when (θ(τ(i)) − θᵗ)² > λ·MSE_orig.")] = 5.0,
     epsilon: Annotated[float, typer.Option("--epsilon", help="DeepTest Eq. 3's ε: a simple transformation's setting counts when |MSE(t,p) − MSE_orig| ≤ ε.")] = 0.03,
@@ -70,7 +79,7 @@ def fuzz(
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every transformed image is reproducible from (seed, frame, transformation, parameter, trial).")] = 0,
     trials: Annotated[int, typer.Option("--trials", help="Transformed images per frame and setting (random weather styles differ per trial).")] = 1,
     model_option: Annotated[list[str], typer.Option("--model-option", help="KEY=VALUE passed to every model's constructor (repeatable).")] = [],  # noqa: B006
-    device: Annotated[str | None, typer.Option("--device", help="Where every model runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed as device=... (docs/gpu.md).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="Where every model and translator runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed as device=... (docs/gpu.md).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording (default: the only one, or lidarmt simulate's).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to CPU cores, frames and memory.")] = 1,
     backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
@@ -102,17 +111,18 @@ def fuzz(
     if len(set(names)) != len(names):
         raise CameraArgumentError(f"--model {model!r}: a model is named twice")
     options = _parse_options(model_option)
+    resolved = None
     if device is not None:
         from lidarmt.perception.apollo.network import resolve_device
 
-        options["device"] = resolve_device(device, flag="--device", error=CameraArgumentError)
+        resolved = options["device"] = resolve_device(device, flag="--device", error=CameraArgumentError)
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         chosen = select_items(len(src), frames, seed, what="images", source=images)
     out = out or Path("runs") / ("camera-" + Path(images.rstrip("/")).name.split(".")[0])
-    config = CameraCampaignConfig(images, tuple(ModelRef(n, options) for n in names), transform_refs(chosen_t),
-                                  chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
-                                  batch_size=batch_size)
+    config = CameraCampaignConfig(images, tuple(ModelRef(n, options) for n in names),
+                                  transform_refs(chosen_t, device=resolved), chosen, seed=seed, trials=trials,
+                                  topic=topic, timeout=timeout, batch_size=batch_size)
     criteria = Criteria(lam, epsilon, tolerance)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
