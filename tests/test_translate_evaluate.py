@@ -1,0 +1,225 @@
+"""Measuring translators: SSIM, the Fréchet distance, the evaluation of tiny translators, the picture sheet and the
+model cards."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _translators import image_folder, tiny_translator  # noqa: E402
+
+from lidarmt.camera.errors import CameraArgumentError  # noqa: E402
+from lidarmt.camera.translate import evaluate as ev  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------------ SSIM
+
+
+def _ssim_reference(a: np.ndarray, b: np.ndarray, L: float = 255.0) -> np.ndarray:
+    """SSIM map written from Wang et al.'s equation with scipy's Gaussian filter (mirrored borders, radius 5)."""
+    from scipy.ndimage import gaussian_filter
+
+    def g(x):
+        return gaussian_filter(x, 1.5, mode="mirror", truncate=5 / 1.5)
+
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    ma, mb = g(a), g(b)
+    va, vb, cab = g(a * a) - ma ** 2, g(b * b) - mb ** 2, g(a * b) - ma * mb
+    c1, c2 = (0.01 * L) ** 2, (0.03 * L) ** 2
+    return (2 * ma * mb + c1) * (2 * cab + c2) / ((ma ** 2 + mb ** 2 + c1) * (va + vb + c2))
+
+
+def test_ssim_of_two_flat_images_is_the_luminance_term_by_hand():
+    a = np.full((32, 40), 100.0)
+    b = np.full((32, 40), 150.0)
+    c1 = (0.01 * 255) ** 2
+    # no variance: SSIM = (2·100·150 + C1) / (100² + 150² + C1)
+    assert ev.ssim(a, b) == pytest.approx((2 * 100 * 150 + c1) / (100 ** 2 + 150 ** 2 + c1), rel=1e-9)
+    assert ev.ssim(a, b) == pytest.approx(30006.5025 / 32506.5025, rel=1e-12)
+
+
+def test_ssim_of_an_image_and_its_negative_by_hand():
+    # a two-level stripe pattern mirrored around 127.5: means equal where stripes are fine, covariance = −variance
+    a = np.zeros((48, 48))
+    a[:, ::2] = 255.0  # period 2: the Gaussian window's mean is ~127.5 everywhere inside
+    b = 255.0 - a
+    m = ev.ssim_map(a, b)
+    inner = m[5:-5, 5:-5]
+    # with μa ≈ μb and σab = −σ², SSIM ≈ (−2σ² + C2)/(2σ² + C2), σ² ≈ 127.5²
+    c2 = (0.03 * 255) ** 2
+    s2 = 127.5 ** 2
+    assert np.allclose(inner, (-2 * s2 + c2) / (2 * s2 + c2), atol=2e-3)
+
+
+def test_ssim_matches_a_scipy_reference_and_has_its_properties():
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (40, 56)).astype(np.float64)
+    a = (a + np.roll(a, 1, 0) + np.roll(a, 1, 1)) / 3  # some local structure
+    b = np.clip(a + rng.normal(0, 20, a.shape), 0, 255)
+    assert np.allclose(ev.ssim_map(a, b), _ssim_reference(a, b), atol=1e-9)
+    assert ev.ssim(a, a) == pytest.approx(1.0, abs=1e-12)
+    assert ev.ssim(a, b) == pytest.approx(ev.ssim(b, a), abs=1e-12)
+    noisier = np.clip(a + rng.normal(0, 60, a.shape), 0, 255)
+    assert 1.0 > ev.ssim(a, b) > ev.ssim(a, noisier) > -1.0
+    rgb = np.repeat(a.astype(np.uint8)[..., None], 3, axis=2)
+    assert ev.ssim(rgb, rgb[..., 0]) == pytest.approx(1.0)
+    with pytest.raises(CameraArgumentError):
+        ev.ssim_map(a, b[:-1])
+
+
+# ---------------------------------------------------------------------------------------- Fréchet distance
+
+
+def test_frechet_distance_of_identical_sets_is_zero_and_of_gaussians_the_closed_form():
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=(200, 6)) @ rng.normal(size=(6, 6))
+    assert ev.feature_distance(f, f) == pytest.approx(0.0, abs=1e-8)
+    # one dimension: (μ1 − μ2)² + (σ1 − σ2)²
+    assert ev.frechet_distance(np.array([1.0]), np.array([[4.0]]), np.array([3.0]), np.array([[9.0]])) == \
+        pytest.approx((1 - 3) ** 2 + (2 - 3) ** 2)
+    # diagonal covariances: a sum over the dimensions
+    v1, v2 = np.array([1.0, 4.0, 0.25]), np.array([9.0, 1.0, 1.0])
+    mu1, mu2 = np.zeros(3), np.array([1.0, 0.0, -2.0])
+    want = 1 + 4 + np.sum((np.sqrt(v1) - np.sqrt(v2)) ** 2)
+    assert ev.frechet_distance(mu1, np.diag(v1), mu2, np.diag(v2)) == pytest.approx(want)
+
+
+def test_frechet_distance_matches_an_eigendecomposition_reference():
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(300, 5)) @ rng.normal(size=(5, 5))
+    b = rng.normal(size=(250, 5)) @ rng.normal(size=(5, 5)) + 0.5
+    mu1, s1 = ev.gaussian_fit(a)
+    mu2, s2 = ev.gaussian_fit(b)
+    # tr((S1 S2)^½) = tr((S1^½ S2 S1^½)^½): the square root of a symmetric matrix from eigh
+    w, v = np.linalg.eigh(s1)
+    r1 = v @ np.diag(np.sqrt(w)) @ v.T
+    inner = np.linalg.eigvalsh(r1 @ s2 @ r1)
+    want = np.sum((mu1 - mu2) ** 2) + np.trace(s1) + np.trace(s2) - 2 * np.sum(np.sqrt(np.clip(inner, 0, None)))
+    got = ev.frechet_distance(mu1, s1, mu2, s2)
+    assert got == pytest.approx(want, rel=1e-8)
+    assert got == pytest.approx(ev.frechet_distance(mu2, s2, mu1, s1), rel=1e-8)
+    assert got > 0
+    with pytest.raises(CameraArgumentError):
+        ev.gaussian_fit(a[:1])
+
+
+# ----------------------------------------------------------------------------------------------- the draws
+
+
+def test_weather_draws_are_per_frame_and_seed_and_in_range():
+    draws = [ev.weather_draw(s, i) for s in range(3) for i in range(50)]
+    assert all(0.6 <= inten <= 1.0 for inten, _ in draws)
+    assert len({d[1] for d in draws}) == len(draws)
+    assert ev.weather_draw(2, 7) == ev.weather_draw(2, 7)
+    s = ev.style_for(8, 0, 5)
+    assert s.shape == (8,) and s.dtype == np.float32
+    assert np.array_equal(s, ev.style_for(8, 0, 5)) and not np.array_equal(s, ev.style_for(8, 1, 5))
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+
+
+class _Identity:
+    """A translator that changes nothing: every 'translated' number must equal the clear frames'."""
+
+    name, arch, style_dim, weather = "identity", "none", 0, "night"
+
+    def translate(self, images, style=None, seed=0):
+        return np.array(images, copy=True)
+
+    def describe(self):
+        return {"name": self.name, "arch": self.arch, "style_dim": 0}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tiny-translators")
+    src = image_folder(tmp / "frames", n=5, size=(48, 64), seed=4)
+    return {"munit": tiny_translator(tmp / "m", "munit"), "unit": tiny_translator(tmp / "u", "unit"), "src": src}
+
+
+def test_evaluate_tiny_translators_on_a_tiny_folder(tiny, tmp_path):
+    models = ["dave2", "epoch"]
+    trs = [str(tiny["munit"]), str(tiny["unit"]), _Identity()]
+    weathers = {"run-munit": "night", "run-unit": "snow"}
+    res = ev.evaluate_translators(trs, tiny["src"], seeds=(0, 1), models=models, weathers=weathers)
+    assert [s.name for s in res.scores] == ["run-munit", "run-unit", "identity"]
+    assert [s.arch for s in res.scores][:2] == ["munit", "unit"]
+    assert res.frame_indices == list(range(5)) and res.models == models and res.history_frames == 0
+    for s in res.scores:
+        assert s.frames == 5 and s.seeds == [0, 1]
+        assert -1 <= s.ssim_translated <= 1 and -1 <= s.ssim_procedural <= 1
+        assert min(s.fid_translated, s.fid_clear, s.fid_floor, s.fid_translated_clear) >= 0
+        assert 0 <= s.brightness["translated"] <= 255 and s.contrast["clear"] > 0
+        for m in s.models:
+            assert m.pairs == 10
+            counts = [m.deeproad_translated[f"{e:g}"] for e in ev.EPSILONS_DEG]
+            assert all(0 <= c <= m.pairs for c in counts) and counts == sorted(counts, reverse=True)
+    munit, unit, ident = res.scores
+    assert munit.style_dim == 3 and unit.style_dim == 0
+    # the night translator is compared with procedural night, the snow one with snow
+    assert munit.ssim_procedural != unit.ssim_procedural and munit.weather == "night"
+    assert ident.ssim_procedural == munit.ssim_procedural  # one procedural set per weather, shared
+    # procedural night is darker than the frames
+    assert munit.brightness["procedural"] < munit.brightness["clear"]
+    # the identity: SSIM 1, no distance to the clear frames, no steering change, moved = 1
+    assert ident.ssim_translated == pytest.approx(1.0)
+    assert ident.fid_translated_clear == pytest.approx(0.0, abs=1e-6)
+    assert ident.moved == pytest.approx(1.0, rel=1e-6)
+    assert ident.brightness["translated"] == pytest.approx(ident.brightness["clear"])
+    assert all(m.mean_abs_deg_translated == 0 and sum(m.deeproad_translated.values()) == 0 for m in ident.models)
+    assert any(m.mean_abs_deg_procedural > 0 for m in ident.models)
+    # MUNIT: one decoder pass per (seed, frame); UNIT: each frame once, whatever the seeds
+    assert munit.translated_images == 2 * 5 and unit.translated_images == 5
+    # tables and JSON
+    md = res.markdown()
+    assert "run-munit" in md and "epoch" in md and "SSIM(t,x)" in md
+    out = res.write_json(tmp_path / "eval.json")
+    d = json.loads(out.read_text())
+    assert d["frame_range"] == [0, 5] and d["feature_model"] == ev.FEATURE_MODEL
+    assert d["translators"][0]["models"][0]["deeproad_translated"].keys() == {"10", "20", "30", "40"}
+    # deterministic: the same numbers again (timings aside)
+    again = ev.evaluate_translators(trs[:1], tiny["src"], seeds=(0, 1), models=models, weathers=weathers)
+    a, b = again.scores[0].to_dict(), munit.to_dict()
+    for k in ("translate_seconds", "images_per_s"):
+        a.pop(k), b.pop(k)
+    assert a == b
+
+
+def test_models_with_history_see_windows_with_one_weather(tiny):
+    # chauffeur (10 previous frames) on 2 of the 4 frames: windows padded with frame 0 before the source starts
+    res = ev.evaluate_translators([str(tiny["munit"]), _Identity()], tiny["src"], frames=[1, 2, 3, 4],
+                                  models=["chauffeur", "dave2"], weathers={"run-munit": "night"}, history_frames=2)
+    assert res.history_frames == 2
+    munit, ident = res.scores
+    assert [m.pairs for m in munit.models] == [2, 4]
+    # singles of the 4 frames + a window of 11 for each of the 2 judged by chauffeur
+    assert munit.translated_images == 4 + 2 * 11
+    assert ident.model("chauffeur").mean_abs_deg_translated == 0
+    assert ident.model("chauffeur").mean_abs_deg_procedural > 0
+
+
+def test_evaluate_refuses_what_it_cannot_measure(tiny):
+    with pytest.raises(CameraArgumentError, match="cannot tell which procedural weather"):
+        ev.evaluate_translators([str(tiny["unit"])], tiny["src"], models=["dave2"])
+    with pytest.raises(CameraArgumentError, match="outside the 5 frames"):
+        ev.evaluate_translators([_Identity()], tiny["src"], frames=[3, 9], models=["dave2"])
+    with pytest.raises(CameraArgumentError, match="no translator"):
+        ev.evaluate_translators([], tiny["src"])
+
+
+def test_feature_extractor_pools_the_trunk():
+    fe = ev.FeatureExtractor()
+    imgs = np.random.default_rng(0).integers(0, 256, (3, 60, 80, 3), dtype=np.uint8)
+    f = fe(imgs)
+    assert f.shape == (3, 64) and np.isfinite(f).all()
+    assert np.allclose(fe(imgs[1:2]), f[1:2])
+    with pytest.raises(CameraArgumentError, match="windows"):
+        ev.FeatureExtractor("chauffeur")
+    assert math.isfinite(ev.feature_distance(f, f[::-1]))
