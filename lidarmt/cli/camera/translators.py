@@ -175,12 +175,12 @@ def train_translator(
             import time
 
             now = time.perf_counter()
-            if not clock:
-                clock.update(t0=now, it0=it - 1)
+            if not clock:  # the rate counts from the end of the first iteration (which includes set-up)
+                clock.update(t0=now, it0=it)
             dt = now - clock["t0"]
-            rate = (it - clock["it0"]) / dt if dt > 0 else 0.0
+            rate = f"{(it - clock['it0']) / dt:.2f} it/s" if dt > 0 else ""
             bar.update(task, completed=it, total=total, description=f"{cfg.net.arch} iteration",
-                       rate=f"{rate:.2f} it/s {losses['text']}")
+                       rate=f"{rate} {losses['text']}".strip())
 
         try:
             summary = run_training(cfg, resume=resume, force=force, progress=on_progress, tick=on_tick)
