@@ -21,6 +21,16 @@ is that arm alone. A candidate's fitness on the seed batch is Fc + Fd/(Fd + 1): 
 NBC) units the seeds leave uncovered that the transformed batch covers, Fd the mean |θ(τ(i)) − θ(i)| in radians
 (the model's output unit). The landscape is fixed (Fc is measured against the seeds' coverage, and the weather's
 random textures are seeded per frame, not per step), so a candidate's fitness depends on its parameters only.
+
+**TACTIC's style search** (``space`` a MUNIT translator, e.g. ``munit-night``): the space is the style vector
+``s0 .. s{d-1}`` in [-3, 3] (σ₀ = 5 in style units, as TACTIC). The seeds' content codes are computed once
+(``encode``), so a candidate costs one decoder pass over the seed batch (plus the model's forward). Next to ES
+and random, a third arm, ``deeproad``, is DeepRoad's single-style translation (``baseline``: a UNIT translator,
+or a MUNIT one at style 0, the prior's mode) applied once to the same seeds and judged by the same fitness and
+error counts: one candidate, so the rest of its budget cannot be used. A UNIT translator has no style space:
+it is a transformation for ``lidarmt camera fuzz``. Decoding the seed batch at once and translating one frame
+alone can differ by a grey level in rare pixels (the style MLP's batched matmul), so a bundle, which
+recomputes its mutant from scratch, may hold angles a hair away from the journal's.
 """
 
 from __future__ import annotations
@@ -43,7 +53,10 @@ from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_p
 OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "search.png",
          "conditions.png", "worst.png", "violations")
 STRATEGIES = ("deeptest", "es", "random")
-ARM_NAMES = {"deeptest": ("guided", "unguided"), "es": ("es", "random"), "random": ("es", "random")}
+ARM_NAMES = {"deeptest": ("guided", "unguided"), "es": ("es", "random", "deeproad"),
+             "random": ("es", "random", "deeproad")}
+BASELINE_ARM = 2  # DeepRoad's single-style translation: one candidate, at step 0
+EPS_DEG = (10.0, 20.0, 30.0, 40.0)
 SIMPLE = ("translation", "scale", "shear", "rotation", "contrast", "brightness", "blur")
 
 
@@ -70,10 +83,14 @@ def attempt_rng(seed: int, pos: int, attempt: int, arm: int) -> np.random.Genera
 
 
 def camera_space(transform: str) -> Space:
-    """A transformation's continuous parameters as a search space (all of its ``space``)."""
+    """A transformation's continuous parameters as a search space (all of its ``space``; a MUNIT translator's
+    style vector)."""
     from lidarmt.camera.transforms.registry import get_transform
 
     t = get_transform(transform)
+    if t.family == "translator" and not t.space:
+        raise SearchArgumentError(f"--space {transform}: a unimodal (UNIT) translator has no style space to "
+                                  f"search; run it as a transformation: lidarmt camera fuzz --transforms {transform}")
     if not t.space:
         raise SearchArgumentError(f"--space {transform}: this transformation has no continuous parameters; use "
                                   "fog, rain, snow, night, glare, droplets, dirt or a simple one")
@@ -98,6 +115,7 @@ class CameraSearchConfig:
     profile: str | None = "auto"
     nc_threshold: float = 0.2
     kmnc_k: int = 1000
+    baseline: str | None = None
     run_dir: str | None = field(default=None, compare=False)
 
     kind: ClassVar[str] = "camera-search"
@@ -117,16 +135,27 @@ class CameraSearchConfig:
                 raise SearchArgumentError(f"--criterion {self.criterion!r}: use kmnc or nbc (TACTIC's criteria)")
         if self.tries < 1:
             raise SearchArgumentError(f"--tries {self.tries}: allow at least one failed try per seed")
+        if self.baseline is not None and self.strategy == "deeptest":
+            raise SearchArgumentError("--baseline: DeepRoad's single-style arm is for --strategy es or random")
 
     # ------------------------------------------------------------------------------------------ items
 
     @property
     def arms(self) -> tuple[int, ...]:
-        return (1,) if self.strategy == "random" else (0, 1)
+        """The arms that run: ES (0) and random (1), or random alone; the baseline (2) when there is one."""
+        if self.strategy == "deeptest":
+            return (0, 1)
+        base = (1,) if self.strategy == "random" else (0, 1)
+        return base + ((BASELINE_ARM,) if self.baseline else ())
 
     @property
-    def arm_names(self) -> tuple[str, str]:
-        return ARM_NAMES[self.strategy]  # type: ignore[return-value]
+    def search_arms(self) -> tuple[int, ...]:
+        """The arms that spend the budget (every arm but the one-candidate baseline)."""
+        return tuple(a for a in self.arms if a != BASELINE_ARM)
+
+    @property
+    def arm_names(self) -> tuple[str, ...]:
+        return ARM_NAMES[self.strategy]
 
     @property
     def per_seed(self) -> int:
@@ -139,12 +168,14 @@ class CameraSearchConfig:
 
     @property
     def total(self) -> int:
-        return len(self.items) * (self.per_seed if self.strategy == "deeptest" else 1) * len(self.arms)
+        if self.strategy == "deeptest":
+            return len(self.items) * self.per_seed * len(self.arms)
+        return len(self.items) * len(self.search_arms) + (1 if self.baseline else 0)
 
     def keys_of(self, item: int) -> list[Key]:
         if self.strategy == "deeptest":
             return [(item, a, arm) for a in range(self.per_seed) for arm in self.arms]
-        return [(item, 0, arm) for arm in self.arms]
+        return [(item, 0, arm) for arm in self.arms if arm != BASELINE_ARM or item == 0]
 
     def key_fields(self, key: Key) -> dict[str, Any]:
         return {"key": list(key)}
@@ -159,10 +190,16 @@ class CameraSearchConfig:
         a, b, arm, j = (tuple(key) + (0, 0, 0, 0))[:4]
         if self.strategy == "deeptest":
             return f"{model[:24]}-{self.arm_names[arm]}-seed{a:03d}-try{b:02d}"
-        return f"{model[:24]}-{self.space}-{self.arm_names[arm]}-s{a:03d}-i{j:03d}"
+        from lidarmt.camera.campaign import safe_name
+
+        space = safe_name(str(self.baseline if arm == BASELINE_ARM else self.space), 40)
+        return f"{model[:24]}-{space}-{self.arm_names[arm]}-s{a:03d}-i{j:03d}"
 
     def transform_names(self) -> tuple[str, ...]:
-        return SIMPLE if self.strategy == "deeptest" else (str(self.space),)
+        if self.strategy == "deeptest":
+            return SIMPLE
+        extra = (str(self.baseline),) if self.baseline and self.baseline != self.space else ()
+        return (str(self.space), *extra)
 
     def new_tally(self) -> CameraSearchTally:
         return CameraSearchTally(self)
@@ -177,14 +214,16 @@ class CameraSearchConfig:
         return {"kind": self.kind, "images": self.images, "model": self.model.to_dict(), "strategy": self.strategy,
                 "frames": list(self.frames), "budget": self.budget, "seed": self.seed, "space": self.space,
                 "criterion": self.criterion, "tries": self.tries, "topic": self.topic, "timeout": self.timeout,
-                "profile": self.profile, "nc_threshold": self.nc_threshold, "kmnc_k": self.kmnc_k}
+                "profile": self.profile, "nc_threshold": self.nc_threshold, "kmnc_k": self.kmnc_k,
+                **({"baseline": self.baseline} if self.baseline else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CameraSearchConfig:
         return cls(str(d["images"]), ModelRef.from_dict(d["model"]), str(d["strategy"]),
                    tuple(int(f) for f in d["frames"]), int(d["budget"]), int(d["seed"]), d.get("space"),
                    str(d.get("criterion", "kmnc")), int(d.get("tries", 10)), d.get("topic"), d.get("timeout"),
-                   d.get("profile", "auto"), float(d.get("nc_threshold", 0.2)), int(d.get("kmnc_k", 1000)))
+                   d.get("profile", "auto"), float(d.get("nc_threshold", 0.2)), int(d.get("kmnc_k", 1000)),
+                   d.get("baseline"))
 
 
 # ----------------------------------------------------------------------------------------------- tally
@@ -196,7 +235,7 @@ class CameraSearchTally(KeyedTally):
     def __init__(self, config: CameraSearchConfig) -> None:
         super().__init__()
         self.config = config
-        self.records: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+        self.records: dict[int, list[dict[str, Any]]] = {0: [], 1: [], BASELINE_ARM: []}
         self.skipped_keys: set[Key] = set()
 
     @property
@@ -255,21 +294,23 @@ class CameraSearchEvaluator(EvaluatorBase):
 
     def __init__(self, config: CameraSearchConfig, *, enforce_timeout: bool = True) -> None:
         from lidarmt.camera.campaign import CameraCampaignConfig, CameraEvaluator
+        from lidarmt.camera.transforms.registry import is_translator
         from lidarmt.coverage import CoverageConfig
         from lidarmt.coverage.camera import load_profile_for, tracker_for
 
         super().__init__(config.timeout, enforce_timeout=enforce_timeout)
         self.config = config
         names = config.transform_names()
-        refs = tuple(TransformRef(n, ({},)) for n in names)
+        device = config.model.options.get("device")  # a translator runs where the model does
+        refs = tuple(TransformRef(n, ({},), {"device": str(device)} if device and is_translator(n) else {})
+                     for n in names)
         self.cam = CameraEvaluator(CameraCampaignConfig(config.images, (config.model,), refs, config.frames,
                                                         seed=config.seed, topic=config.topic,
                                                         timeout=config.timeout), enforce_timeout=False)
         self.model = self.cam.models[0]
         self.history = int(self.model.input_spec.history)
-        from lidarmt.camera.transforms.registry import get_transform
-
-        self.transforms = {n: get_transform(n) for n in names}
+        self.transforms = dict(zip(names, self.cam.transforms, strict=True))
+        self._content: dict[str, list[tuple[list[int], Any, tuple[int, ...]]]] = {}  # translator -> seed codes
         profile = load_profile_for(config.model.name, config.profile) if config.profile else None
         if config.strategy != "deeptest" and profile is None:
             raise SearchArgumentError(f"--model {config.model.name}: {config.criterion} needs the model's profile "
@@ -331,18 +372,66 @@ class CameraSearchEvaluator(EvaluatorBase):
                     ) -> np.ndarray:
         """The model input of seed ``pos`` with ``steps`` applied in order to every frame of its window."""
         win = self.seeds[pos]["window"] if window is None else window
-        out = np.stack([self.compose(img, steps) for img in win])
-        return self.cam.model_input(out, self.history)
+        return self.cam.model_input(self.compose(win, steps), self.history)
 
-    def compose(self, img: np.ndarray, steps: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    def compose(self, window: np.ndarray, steps: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """A (T, H, W, 3) window with ``steps`` applied in turn (each to the whole window: a translator
+        translates it in one call)."""
+        from lidarmt.camera.transforms.base import apply_window
+
         for s in steps:
-            img = self.transforms[s["transform"]].apply(img, s["params"], int(s["seed"]))
-        return img
+            window = apply_window(self.transforms[s["transform"]], window, s["params"], int(s["seed"]))
+        return window
+
+    # ------------------------------------------------------------------------------------------ translators
+
+    def seed_content(self, name: str) -> list[tuple[list[int], Any, tuple[int, ...]]] | None:
+        """The content codes of every seed window under translator ``name``, computed once: per frame size,
+        (seed positions, codes of their windows' frames in order, window shape); None when the translator
+        cannot split encoding from decoding."""
+        if name in self._content:
+            return self._content[name]
+        t = getattr(self.transforms[name], "translator", None)
+        if t is None or not (callable(getattr(t, "encode", None)) and callable(getattr(t, "decode", None))):
+            return None
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for pos in self.seeds:
+            groups.setdefault(tuple(self.seeds[pos]["window"].shape), []).append(pos)
+        out = []
+        for shape, poss in groups.items():
+            frames = np.concatenate([self.seeds[p]["window"] for p in poss])
+            out.append((poss, self.call(t.encode, frames, stage="source", work=len(frames)), shape))
+        self._content[name] = out
+        return out
+
+    def candidate_inputs(self, name: str, params: Mapping[str, Any]) -> np.ndarray:
+        """The model inputs of every seed under transformation ``name`` with ``params``: for a translator whose
+        style the parameters pin (every s_i given, or UNIT), one decoder pass over the cached content codes;
+        otherwise the transformation applied to each window."""
+        tr = self.transforms[name]
+        content = None
+        if tr.family == "translator":
+            style_dim = int(getattr(tr, "style_dim", 0))
+            if all(f"s{i}" in params for i in range(style_dim)):
+                content = self.seed_content(name)
+        if content is None:
+            return np.stack([self.apply_steps(pos, self.condition_steps(pos, params, name)) for pos in self.seeds])
+        style = tr.style(params, 0)  # pinned: the seed draws nothing
+        inputs: dict[int, np.ndarray] = {}
+        for poss, codes, shape in content:
+            t, h, w = shape[0], shape[1], shape[2]
+            frames = tr.decode(codes, style, (h, w)).reshape(len(poss), t, h, w, 3)
+            for p, win in zip(poss, frames, strict=True):
+                inputs[p] = self.cam.model_input(win, self.history)
+        return np.stack([inputs[p] for p in self.seeds])
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         self.prepare()
         for key in keys:
-            rec = self.deeptest_step(key) if self.config.strategy == "deeptest" else self.es_step(key)
+            if self.config.strategy == "deeptest":
+                rec = self.deeptest_step(key)
+            else:
+                rec = self.baseline_step(key) if key[2] == BASELINE_ARM else self.es_step(key)
             self.tally.add(rec)
             emit("pair", rec)
 
@@ -407,8 +496,25 @@ class CameraSearchEvaluator(EvaluatorBase):
             u, sigma = random_propose(space, rng), None
         params = space.to_params(u)
         rec = {**base, "unit": [float(v) for v in u], "params": params, "sigma": sigma}
+        return self.judge_candidate(rec, key, str(cfg.space), params)
+
+    def baseline_step(self, key: Key) -> dict[str, Any]:
+        """DeepRoad's single-style translation of the seeds (a UNIT translator, or a MUNIT one at style 0)."""
+        cfg = self.config
+        name = str(cfg.baseline)
+        base = {"type": "pair", "key": list(key), "arm": cfg.arm_names[BASELINE_ARM], "step": int(key[0])}
+        tr = self.transforms[name]
+        params = {f"s{i}": 0.0 for i in range(int(getattr(tr, "style_dim", 0)))} if tr.family == "translator" \
+            else {}
+        rec = {**base, "transform": name, "unit": [], "params": params, "sigma": None}
+        return self.judge_candidate(rec, key, name, params)
+
+    def judge_candidate(self, rec: dict[str, Any], key: Key, name: str, params: Mapping[str, Any]
+                        ) -> dict[str, Any]:
+        """Fitness, coverage and predictions of the seeds under one condition (``rec`` completed)."""
+        cfg = self.config
         try:
-            batch = np.stack([self.apply_steps(pos, self.condition_steps(pos, params)) for pos in self.seeds])
+            batch = self.candidate_inputs(name, params)
             outs, new_units = [], {c: 0 for c in self.tracker.criteria}
             acts = []
             for i in range(0, len(batch), 64):
@@ -434,9 +540,11 @@ class CameraSearchEvaluator(EvaluatorBase):
                 "frames": [self.seeds[p]["frame"] for p in self.seeds], "coverage": reach,
                 "seed_coverage": {c: self.seed_cov[c] for c in self.tracker.criteria}, "new_units": new_units}
 
-    def condition_steps(self, pos: int, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """One transformation with the candidate's parameters; the random textures are seeded per frame."""
-        name = str(self.config.space)
+    def condition_steps(self, pos: int, params: Mapping[str, Any], name: str | None = None
+                        ) -> list[dict[str, Any]]:
+        """One transformation (the space's, or ``name``) with the candidate's parameters; the random textures
+        are seeded per frame."""
+        name = str(self.config.space) if name is None else name
         return [{"transform": name, "params": dict(params),
                  "seed": transform_seed(self.config.seed, self.seeds[pos]["frame"], name, 0, 0)}]
 
@@ -445,7 +553,7 @@ class CameraSearchEvaluator(EvaluatorBase):
     def judge_steps(self, frame: int, steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Seed window and mutant of ``frame`` and both predictions, from scratch (bundles)."""
         window, cur = self.cam.window(frame)
-        tw = np.stack([self.compose(img, steps) for img in window])
+        tw = self.compose(window, steps)
         pred = float(self.cam.predict(0, self.cam.model_input(window, self.history)[None], None, "bundle")[0])
         pred_t = float(self.cam.predict(0, self.cam.model_input(tw, self.history)[None], None, "bundle")[0])
         return {"frame": cur, "window": window, "transformed": tw, "pred": pred, "pred_t": pred_t}
@@ -465,3 +573,61 @@ def deeptest_errors(records: Sequence[Mapping[str, Any]], lam: float) -> int:
 def deeproad_errors(pred: Sequence[float], pred_t: Sequence[float], eps_deg: float) -> int:
     """Pairs with |θ(τ(i)) − θ(i)| > ε."""
     return int(np.sum(np.abs(np.asarray(pred_t) - np.asarray(pred)) > math.radians(eps_deg)))
+
+
+def arm_comparison(config: CameraSearchConfig, tally: CameraSearchTally, *, lam: float = 5.0
+                   ) -> dict[str, Any] | None:
+    """One row per arm of an ES/random search (with the DeepRoad-style baseline when there is one): candidates,
+    images translated, the best candidate's KMNC and NBC (seeds plus its images), erroneous images (DeepRoad's
+    |Δθ| > ε at 10/20/30/40°, DeepTest's Eq. 2 at ``lam`` when the seeds have labels), errors per image and the
+    best fitness. Folded from the journal: a resumed search gives the same rows."""
+    if config.strategy == "deeptest":
+        return None
+    seeds = len(config.frames)
+    rows = []
+    for arm in config.arms:
+        recs = [r for r in tally.arm(arm) if r["status"] == "ok"]
+        images = len(recs) * seeds
+        errors = {f"{e:g}": sum(deeproad_errors(r["pred"], r["pred_t"], e) for r in recs) for e in EPS_DEG}
+        labelled = any(lab is not None for r in recs for lab in r["labels"])
+        eq2 = sum(1 for r in recs if r.get("mse_orig") is not None
+                  for lab, pt in zip(r["labels"], r["pred_t"], strict=True)
+                  if lab is not None and (pt - lab) ** 2 > lam * r["mse_orig"]) if labelled else None
+        cov = {c: max((float(r["coverage"][c]) for r in recs if c in r["coverage"]), default=None)
+               for c in ("kmnc", "nbc")}
+        rows.append({
+            "arm": config.arm_names[arm],
+            "transform": str(config.baseline if arm == BASELINE_ARM else config.space),
+            "candidates": len(recs), "crashes": sum(1 for r in tally.arm(arm) if r["status"] != "ok"),
+            "images": images, "kmnc": cov["kmnc"], "nbc": cov["nbc"], "errors": errors,
+            "errors_per_image": {k: (v / images if images else None) for k, v in errors.items()},
+            "deeptest_errors": eq2, "lambda": lam,
+            "best_fitness": max((float(r["fitness"]) for r in recs), default=None)})
+    note = (f"Same budget: {config.budget} candidate conditions per searching arm on the same {seeds} seed "
+            "images, judged by the same fitness and error counts.")
+    if config.baseline:
+        note += (f" The DeepRoad-style arm ({config.baseline}"
+                 + (", at style 0, the prior's mode" if config.baseline == config.space else "")
+                 + ") is a single-style translation: it has one candidate, so the rest of its budget is unusable.")
+    return {"rows": rows, "budget": config.budget, "seeds": seeds, "baseline": config.baseline, "note": note}
+
+
+def comparison_table(comparison: Mapping[str, Any]) -> str:
+    """The arms side by side (text): what ``arm_comparison`` folded."""
+
+    def pct(v: float | None) -> str:
+        return "–" if v is None else f"{100 * v:.2f} %"
+
+    lam = comparison["rows"][0]["lambda"] if comparison["rows"] else 5.0
+    lines = [f"{'arm':<9} {'translator/transformation':<26} {'cand.':>5} {'images':>6} {'KMNC':>8} {'NBC':>8}  "
+             f"{'errors 10/20/30/40°':<20} {'per image (10°)':>15} {f'Eq.2 λ={lam:g}':>9} {'best fit.':>9}"]
+    for r in comparison["rows"]:
+        err = "/".join(str(r["errors"][f"{e:g}"]) for e in EPS_DEG)
+        per = r["errors_per_image"]["10"]
+        per_s = "–" if per is None else f"{per:.3f}"
+        eq2 = "–" if r["deeptest_errors"] is None else str(r["deeptest_errors"])
+        best = "–" if r["best_fitness"] is None else f"{r['best_fitness']:.4f}"
+        lines.append(f"{r['arm']:<9} {r['transform'][:26]:<26} {r['candidates']:>5} {r['images']:>6} "
+                     f"{pct(r['kmnc']):>8} {pct(r['nbc']):>8}  {err:<20} {per_s:>15} {eq2:>9} {best:>9}")
+    lines.append(comparison["note"])
+    return "\n".join(lines) + "\n"

@@ -32,6 +32,14 @@ Fc the coverage gain (--criterion kmnc or nbc, needs the model's profile), Fd th
 random-search arm runs beside it on the same budget (--strategy random runs it alone). --budget is the number
 of candidate conditions per arm.
 
+--space with a MUNIT translator (munit-night, a translator.pt; lidarmt camera translators): TACTIC's search
+over the style vector s0..s7 in [-3, 3]. The seeds are encoded once, so a candidate costs one decoder pass.
+A third arm, deeproad, is DeepRoad's single-style translation (--baseline: by default unit-X for munit-X when
+installed, else the MUNIT at style 0, the prior's mode) of the same seeds, judged by the same fitness and
+errors; it has one candidate, so the rest of its budget is unusable. The report has one row per arm
+(candidates, images translated, KMNC and NBC reached, errors, errors per image, best fitness). A UNIT
+translator has no style space: use it in lidarmt camera fuzz --transforms.
+
 The run folder gets the journal (every candidate; --resume continues a killed search exactly), summary.json,
 report.md, table.txt, junit.xml, search.png (coverage or best fitness per evaluation), conditions.png (es/random:
 the best conditions on a seed) and bug bundles for the worst erroneous behaviours (--bundles), which `lidarmt
@@ -42,6 +50,8 @@ Examples:
 `lidarmt camera search --strategy deeptest --model dave-orig --images ../shared/data/udacity --budget 300`
 
 `lidarmt camera search --strategy es --space fog --criterion kmnc --model dave-orig --images ../shared/data/udacity --budget 60`
+
+`lidarmt camera search --strategy es --space munit-night --model dave2 --images ../shared/data/udacity --budget 60`
 """
 
 
@@ -57,7 +67,8 @@ def search(
     strategy: Annotated[str, typer.Option("--strategy", help="deeptest (coverage-guided greedy search), es (TACTIC's (1+1)-ES with a random arm) or random.")] = "deeptest",
     model: Annotated[str, typer.Option("--model", help="The steering model: a zoo name, a Keras .h5 path or package.module:callable.")] = "dave-orig",
     budget: Annotated[int, typer.Option("--budget", help="deeptest: attempts in all; es/random: candidate conditions per arm.")] = 100,
-    space: Annotated[str | None, typer.Option("--space", help="es/random: the transformation whose continuous parameters are searched (fog, rain, snow, night, glare, droplets, dirt, or a simple one).")] = None,
+    space: Annotated[str | None, typer.Option("--space", help="es/random: the transformation whose continuous parameters are searched (fog, rain, snow, night, glare, droplets, dirt, a simple one, or a MUNIT translator's style: munit-night, a translator.pt).")] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="es/random: DeepRoad's single-style translation as a third arm: a translator (UNIT, or MUNIT at style 0), or none. Default for a translator space munit-X: unit-X when installed, else munit-X at style 0; none for other spaces.")] = None,
     criterion: Annotated[str, typer.Option("--criterion", help="es/random: the coverage of Fc, kmnc or nbc.")] = "kmnc",
     frames: Annotated[int | None, typer.Option("--frames", help="Seed images, spread evenly over the source (default: deeptest 100 or every 50th frame, es/random 20).")] = None,
     tries: Annotated[int, typer.Option("--tries", help="deeptest: failed attempts after which a seed stops (DeepTest: 10).")] = 10,
@@ -67,6 +78,7 @@ def search(
     tolerance: Annotated[float, typer.Option("--tolerance", help="DeepRoad's ε in degrees for the bundles (sources without labels, and ES conditions).")] = 10.0,
     bundles: Annotated[int, typer.Option("--bundles", help="Bug bundles for the worst erroneous behaviours found.")] = 5,
     topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording.")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="Where the model and the translators run: auto (cuda when available), cpu, cuda or cuda:N.")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call may take; default automatic.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/search-<strategy>-<model>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the search in --out from its journal.")] = False,
@@ -88,6 +100,12 @@ def search(
             raise SearchArgumentError(f"{name} {v}: give a positive number")
     if strategy != "deeptest" and space is not None:
         camera_space(space)  # one line if unknown or without parameters
+    baseline = _baseline(strategy, space, baseline)
+    options = {}
+    if device is not None:
+        from lidarmt.perception.apollo.network import resolve_device
+
+        options["device"] = resolve_device(device, flag="--device", error=SearchArgumentError)
     with open_images(images, topic=topic) as src:
         n = len(src)
     count = frames if frames is not None else (min(100, max(1, n // 50)) if strategy == "deeptest" else 20)
@@ -95,13 +113,44 @@ def search(
         raise SearchArgumentError(f"--frames {count}: give at least one seed image")
     chosen = _seeds(n, count)
     out = out or Path("runs") / f"search-{strategy}-{Path(model).stem}"
-    config = CameraSearchConfig(images, ModelRef(model), strategy, chosen, budget, seed=seed, space=space,
+    config = CameraSearchConfig(images, ModelRef(model, options), strategy, chosen, budget, seed=seed, space=space,
                                 criterion=criterion, tries=tries, topic=topic, timeout=timeout,
-                                profile=None if profile == "none" else profile, run_dir=str(out))
+                                profile=None if profile == "none" else profile, baseline=baseline,
+                                run_dir=str(out))
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     with RunLock(out) as lock:
         _run(config, out, lock=lock, resume=resume, force=force, bundles=bundles, lam=lam, tolerance=tolerance,
              command=command, quiet=quiet)
+
+
+def _baseline(strategy: str, space: str | None, given: str | None) -> str | None:
+    """The DeepRoad-style arm's translator: as given (none: no arm), else for a translator space munit-X unit-X
+    when installed, else the space itself (its style 0)."""
+    from lidarmt.camera.transforms.registry import get_transform, is_translator
+    from lidarmt.search.errors import SearchArgumentError
+
+    if given is not None and given.strip().lower() == "none":
+        return None
+    if strategy == "deeptest":
+        if given is not None:
+            raise SearchArgumentError("--baseline: DeepRoad's single-style arm is for --strategy es or random")
+        return None
+    if given is not None:
+        if not is_translator(given):
+            from lidarmt.camera.translate.registry import available
+
+            raise SearchArgumentError(f"--baseline {given!r}: not a translator; give one of "
+                                      f"{', '.join(available()) or '(none installed)'}, a translator.pt or none")
+        get_transform(given)
+        return given.strip()
+    if space is None or not is_translator(space):
+        return None
+    from lidarmt.camera.translate.registry import available
+
+    name = space.strip()
+    if name.startswith("munit-") and name[1:] in available():
+        return name[1:]
+    return name
 
 
 def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, lam: float, tolerance: float,
@@ -110,6 +159,7 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
     from lidarmt.fuzz.engine import environment, make_bundles, run_campaign
     from lidarmt.fuzz.journal import JOURNAL_NAME
     from lidarmt.report.search import camera_summary, camera_table, write_camera_reports
+    from lidarmt.search.camera import arm_comparison, comparison_table
 
     bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="search", unit="candidates")
     try:
@@ -124,6 +174,9 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
         bar.stop()
     tally = result.tally
     summary = camera_summary(config, tally)
+    comparison = arm_comparison(config, tally)
+    if comparison is not None:
+        summary["comparison"] = comparison
     picked = _worst(config, tally, lam=lam, tolerance=tolerance)[:bundles]
     infos: list[dict] = []
     if picked:
@@ -135,7 +188,10 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
     run_info = {"ran": result.ran, "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
                 "environment": environment(), "command": command, "bundles": infos}
     paths = write_camera_reports(out, summary, run=run_info, bundles=infos)
-    console.print(camera_table(summary), highlight=False, markup=False, soft_wrap=True)
+    table = camera_table(summary)
+    console.print(table, highlight=False, markup=False, soft_wrap=True)
+    if comparison is not None and comparison["note"] not in table:  # unless the report's table shows it
+        console.print(comparison_table(comparison), highlight=False, markup=False, soft_wrap=True)
     for b in infos:
         if not b.get("error"):
             console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('params', '')}: "
@@ -173,7 +229,7 @@ def _worst(config, tally, *, lam: float, tolerance: float) -> list[tuple[tuple, 
                 for j, (p, pt) in enumerate(zip(r["pred"], r["pred_t"], strict=True)):
                     dev = abs(pt - p)
                     if dev > math.radians(tolerance):
-                        name = str(config.space)
+                        name = str(r.get("transform") or config.space)
                         steps = [{"transform": name, "params": r["params"],
                                   "seed": transform_seed(config.seed, r["frames"][j], name, 0, 0)}]
                         found.append((dev, (r["key"][0], 0, arm, j), {
@@ -209,17 +265,23 @@ def _conditions_picture(config, summary: dict, path: Path) -> None:
     from lidarmt._atomic import atomic_path
     from lidarmt.camera.campaign import transform_seed
     from lidarmt.camera.sources.factory import open_images
+    from lidarmt.camera.transforms.base import apply_window
     from lidarmt.camera.transforms.registry import get_transform
+    from lidarmt.search.camera import BASELINE_ARM
 
-    tr = get_transform(str(config.space))
+    device = config.model.options.get("device")
     with open_images(config.images, topic=config.topic) as src:
         img = src[config.frames[0]].image
-    seed = transform_seed(config.seed, config.frames[0], tr.name, 0, 0)
     rows = []
     for name, arm in summary["arms"].items():
+        spec = str(config.baseline if name == config.arm_names[BASELINE_ARM] else config.space)
+        tr = get_transform(spec)
+        if device and tr.family == "translator":
+            tr = tr.with_options(device=str(device))
+        seed = transform_seed(config.seed, config.frames[0], tr.name, 0, 0)
         tiles = []
         for i, row in enumerate(arm["best"][:4], 1):
-            tile = tr.apply(img, row["params"], seed).copy()
+            tile = apply_window(tr, img[None], row["params"], seed)[0].copy()
             cap = np.full((34, tile.shape[1], 3), 255, np.uint8)
             cv2.putText(cap, f"{name} #{i} fitness {row['fitness']:.3f}", (4, 13), cv2.FONT_HERSHEY_SIMPLEX, 0.4,
                         (0, 0, 0), 1, cv2.LINE_AA)
