@@ -389,6 +389,8 @@ def translate(
 
     if style is not None and style_from is not None:
         raise CameraArgumentError("--style and --style-from: give one of them")
+    if not 0 <= seed < 2**63:
+        raise CameraArgumentError(f"--seed {seed}: expected an integer from 0 to 2^63-1")
     if limit is not None and limit < 1:
         raise CameraArgumentError(f"--limit {limit}: expected a positive number of frames")
     if batch_size < 1:
