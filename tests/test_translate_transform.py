@@ -102,7 +102,7 @@ def test_translator_is_a_seeded_transformation(shipped):
     assert prov["sha256"] == hashlib.sha256((shipped / "munit-tiny.pt").read_bytes()).hexdigest()
 
 
-def test_selection_families_paths_and_refusals(shipped, tmp_path):
+def test_selection_families_paths_and_refusals(shipped, tmp_path, capsys):
     assert [t.name for t in select("translator")] == ["munit-tiny", "unit-tiny"]
     assert all(t.family != "translator" for t in select("all")), "all stays simple + weather + mirror"
     assert [t.name for t in select("fog,unit-tiny,translator")] == ["fog", "unit-tiny", "munit-tiny"]
@@ -110,6 +110,9 @@ def test_selection_families_paths_and_refusals(shipped, tmp_path):
     t = get_transform(path)
     assert t.family == "translator" and np.array_equal(t.apply(_image(), {}, 4),
                                                        get_transform("munit-tiny").apply(_image(), {}, 4))
+    assert main(["camera", "transforms"]) == 0  # the listing shows the installed translators
+    listing = capsys.readouterr().out
+    assert "munit-tiny" in listing and "unit-tiny" in listing and "translator" in listing
     with pytest.raises(UntrustedTranslatorError, match="--trust-code"):
         get_transform("test_translate_transform:plugin", trust_code=False)
     assert get_transform("test_translate_transform:plugin").apply(_image(), {}, 4).shape == (48, 64, 3)

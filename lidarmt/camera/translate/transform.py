@@ -132,10 +132,11 @@ class TranslatorTransform:
     @property
     def description(self) -> str:
         t = self.translator
-        weather = getattr(t, "weather", "") or "another domain"
-        kind = (f"multimodal ({t.arch.upper()}, style s0..s{self.style_dim - 1} in ±{STYLE_BOUND:g}; drawn from "
-                "the prior with the seed)" if self.style_dim else f"unimodal ({str(t.arch).upper()})")
-        return f"learned translation to {weather}, {kind}"
+        what = f"learned {getattr(t, 'weather', '') or 'translation'}"
+        if self.style_dim:
+            return (f"{what}: {str(t.arch).upper()}, style s0..s{self.style_dim - 1} in [-{STYLE_BOUND:g}, "
+                    f"{STYLE_BOUND:g}] drawn from the seed")
+        return f"{what}: {str(t.arch).upper()}, one output per frame"
 
     def provenance(self) -> dict[str, Any]:
         """What a bug bundle records about the translator: spec, kind, weights' SHA-256, arch, style length."""

@@ -16,19 +16,23 @@ TRANSFORMS_HELP = """List the image transformations (name, family, relation, set
 
 Families: simple (DeepTest's seven with the grids of its Table 4), weather (fog, rain, snow, night, glare,
 droplets, dirt: physically motivated, intensity 0..1 plus style parameters drawn from the seed), mirror (the
-steering angle must change sign). With --sheet, every selected transformation is drawn at three strengths on one
-frame of an image source.
+steering angle must change sign), translator (learned weather: the installed UNIT/MUNIT translators, see
+lidarmt camera translators; one setting, a MUNIT's style drawn from the seed; not part of `all`, which campaigns
+use by default, because each costs a network pass per image). With --sheet, every selected transformation is
+drawn at three strengths (a translator once) on one frame of an image source.
 
 Examples:
 
 `lidarmt camera transforms`
+
+`lidarmt camera transforms --transforms translator`
 
 `lidarmt camera transforms --sheet sheet.png --images ../shared/data/udacity --frame 0 --transforms weather`
 """
 
 
 def transforms(
-    select_spec: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror, or names.")] = "all",
+    select_spec: Annotated[str, typer.Option("--transforms", help="all (simple, weather, mirror), simple, weather, mirror, translator, or names (translator names and translator.pt paths too); default: all plus the installed translators.")] = "all,translator",
     sheet: Annotated[Path | None, typer.Option("--sheet", help="Write a PNG picture sheet here.")] = None,
     images: Annotated[str | None, typer.Option("--images", help="Image source for --sheet (any lidarmt camera source).")] = None,
     frame: Annotated[int, typer.Option("--frame", help="Frame of the source to draw on.")] = 0,
