@@ -158,11 +158,17 @@ def test_search_random_and_mode_baseline(weights, udacity, tmp_path, monkeypatch
     out = tmp_path / "rnd"
     assert main(["camera", "search", "--strategy", "random", "--space", "munit-tiny", "--model", "dave-orig",
                  "--images", str(udacity), "--budget", "1", "--frames", "2", "--criterion", "nbc", "--bundles", "0",
-                 "--out", str(out), "-q"]) == 0
+                 "--device", "cpu", "--out", str(out), "-q"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["config"]["model"]["options"] == {"device": "cpu"}  # the translators run where the model does
+    cfg = config_from_dict(s["config"])
+    ev = cfg.evaluator(enforce_timeout=False)
+    assert [t.options for t in ev.cam.config.transforms] == [{"device": "cpu"}]
+    assert ev.transforms["munit-tiny"].device == "cpu"
     recs = _records(out)
     assert [r["arm"] for r in recs] == ["random", "deeproad"]
     assert recs[1]["transform"] == "munit-tiny" and recs[1]["params"] == {"s0": 0.0, "s1": 0.0, "s2": 0.0}
-    assert "style 0" in json.loads((out / "summary.json").read_text())["comparison"]["note"]
+    assert "style 0" in s["comparison"]["note"]
 
 
 def test_search_refusals_are_one_line(shipped, udacity, tmp_path, capsys):
