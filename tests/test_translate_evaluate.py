@@ -175,8 +175,10 @@ def test_evaluate_tiny_translators_on_a_tiny_folder(tiny, tmp_path):
     assert ident.brightness["translated"] == pytest.approx(ident.brightness["clear"])
     assert all(m.mean_abs_deg_translated == 0 and sum(m.deeproad_translated.values()) == 0 for m in ident.models)
     assert any(m.mean_abs_deg_procedural > 0 for m in ident.models)
-    # MUNIT: one decoder pass per (seed, frame); UNIT: each frame once, whatever the seeds
-    assert munit.translated_images == 2 * 5 and unit.translated_images == 5
+    # MUNIT: one decoder pass per (seed, frame), and the frames again under a second style; UNIT: each frame once
+    assert munit.translated_images == 2 * 5 + 5 and unit.translated_images == 5
+    assert munit.style_spread_translated > 0 and unit.style_spread_translated == 0
+    assert ident.style_spread_procedural > 0  # two procedural draws of a frame differ
     # tables and JSON
     md = res.markdown()
     assert "run-munit" in md and "epoch" in md and "SSIM(t,x)" in md
@@ -200,7 +202,7 @@ def test_models_with_history_see_windows_with_one_weather(tiny):
     munit, ident = res.scores
     assert [m.pairs for m in munit.models] == [2, 4]
     # singles of the 4 frames + a window of 11 for each of the 2 judged by chauffeur
-    assert munit.translated_images == 4 + 2 * 11
+    assert munit.translated_images == 4 + 2 * 11 + 4
     assert ident.model("chauffeur").mean_abs_deg_translated == 0
     assert ident.model("chauffeur").mean_abs_deg_procedural > 0
 
@@ -223,3 +225,105 @@ def test_feature_extractor_pools_the_trunk():
     with pytest.raises(CameraArgumentError, match="windows"):
         ev.FeatureExtractor("chauffeur")
     assert math.isfinite(ev.feature_distance(f, f[::-1]))
+
+
+# ----------------------------------------------------------------------------------------------------- sheet
+
+
+def test_sheet_writes_a_png_of_the_layout(tiny, tmp_path):
+    import cv2
+
+    from lidarmt.camera.translate.model import LearnedTranslator
+    from lidarmt.camera.translate.sheet import GAP, GROUP_GAP, MARGIN, sheet_size, translator_sheet
+
+    rng = np.random.default_rng(5)
+    frames = rng.integers(0, 256, (2, 48, 64, 3), dtype=np.uint8)
+    unit = LearnedTranslator("unit-snow", tiny["unit"], weather="snow")
+    munit = LearnedTranslator("munit-night", tiny["munit"], weather="night")
+    out = translator_sheet(frames, [unit, munit], tmp_path / "sheet.png", weathers=("night", "snow"), styles=2,
+                           thumb_size=(40, 30), frame_indices=[10, 11])
+    img = cv2.imread(str(out), cv2.IMREAD_COLOR)[:, :, ::-1]
+    # groups: original (1), procedural night/snow (2), UNIT (1), MUNIT 2 styles (2)
+    w, h = sheet_size(2, [1, 2, 1, 2], (40, 30))
+    assert (w, h) == (2 * MARGIN + 6 * 40 + 2 * GAP + 3 * GROUP_GAP, img.shape[0]) and img.shape == (h, w, 3)
+    top = h - MARGIN - 2 * 30 - GAP  # the first row of thumbnails
+    first = img[top:top + 30, MARGIN:MARGIN + 40]
+    assert np.array_equal(first, cv2.resize(frames[0], (40, 30), interpolation=cv2.INTER_AREA))
+    # the two MUNIT columns use two styles
+    x1 = w - MARGIN - 2 * 40 - GAP
+    assert not np.array_equal(img[top:top + 30, x1:x1 + 40], img[top:top + 30, x1 + 42:x1 + 82])
+    with pytest.raises(CameraArgumentError):
+        translator_sheet(frames[:, :, :, 0], [unit], tmp_path / "bad.png")
+
+
+# ----------------------------------------------------------------------------------------------------- cards
+
+
+def test_wall_time_adds_sessions_of_a_resumed_run():
+    from lidarmt.camera.translate.cards import _wall_seconds
+
+    log = [{"iteration": 50, "seconds": 12.0}, {"iteration": 100, "seconds": 22.0}, {"iteration": 150, "seconds": 32.0},
+           {"iteration": 150, "seconds": 14.0}, {"iteration": 200, "seconds": 24.0}, {"iteration": 250, "seconds": 34.0}]
+    total, rate = _wall_seconds(log, 200)
+    assert total == pytest.approx(32 + 24)
+    assert rate == pytest.approx((20 + 10) / (100 + 50))
+
+
+def test_cost_counts_on_the_meta_device_what_a_real_step_costs():
+    import torch
+    from _translators import TINY_NET
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from lidarmt.camera.translate.cards import compute_cost
+    from lidarmt.camera.translate.nets import NetConfig
+    from lidarmt.camera.translate.train import TrainConfig, Trainer
+
+    net = NetConfig(arch="munit", **TINY_NET)
+    cost = compute_cost(net, 32)
+    trainer = Trainer(TrainConfig(domain_a="a", domain_b="b", out="-", net=net, size=32))
+    x = torch.zeros(1, 3, 32, 32)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        trainer.step(x, x)
+    assert cost["gflop_per_iteration"] == pytest.approx(counter.get_total_flops() / 1e9)
+    assert cost["generator_parameters"] == sum(p.numel() for p in trainer.gen.parameters())
+    # twice the side: the convolutions cost about four times as much
+    assert 3.5 < compute_cost(net, 64)["gflop_per_iteration"] / cost["gflop_per_iteration"] < 4.1
+
+
+@pytest.mark.slow
+def test_cost_of_tactics_configuration():
+    from lidarmt.camera.translate.cards import PAPERS, compute_cost
+
+    p = PAPERS["munit"]
+    c = compute_cost(p.net, p.size, cyc_w=p.cyc_w)
+    assert 1500 < c["gflop_per_iteration"] < 3500  # the issue quotes about 2.6 TFLOP with the VGG loss
+    assert c["generator_parameters"] > 20_000_000
+
+
+def test_card_renders_from_a_metrics_dict(tiny, tmp_path):
+    from lidarmt.camera.translate import cards
+
+    facts = cards.training_facts(tiny["munit"].parent, machine="a test machine")
+    assert facts["iterations"] == 2 and facts["seconds_per_iteration"] > 0
+    assert facts["command"].startswith("lidarmt camera train-translator --arch munit --domain-a domains/a")
+    assert "--iterations 2" in facts["command"] and "--dim 4" in facts["command"]
+    res = ev.evaluate_translators([str(tiny["munit"])], tiny["src"], models=["dave2"],
+                                  weathers={"run-munit": "night"})
+    paper = {"gflop_per_iteration": 2000.0, "generator_parameters": 30_000_000, "discriminator_parameters": 16_000_000}
+    m = cards.translator_metrics("munit-night", facts, res.scores[0], res, paper_cost=paper)
+    m = json.loads(json.dumps(m))  # what the .json file holds
+    assert m["weather"] == "night" and m["arch"] == "munit" and m["style_dim"] == 3
+    assert m["ssim_to_source"] == res.scores[0].ssim_translated and m["fid_like"] == res.scores[0].fid_translated
+    assert m["cost"]["this"]["gflop_per_iteration"] > 0
+    text = cards.model_card(m)
+    assert text.startswith("# `munit-night`: MUNIT night translator (a learned stand-in for TACTIC's MUNIT)")
+    for want in ("not a reproduction", "VGG", "## Size", "## Measured", "| dave2 |", "## Known failure modes",
+                 "a test machine", "lidarmt camera search --space munit-night", f"{res.scores[0].ssim_translated:.3f}"):
+        assert want in text
+    # a UNIT card names DeepRoad and offers no style search
+    facts_u = cards.training_facts(tiny["unit"].parent)
+    res_u = ev.evaluate_translators([str(tiny["unit"])], tiny["src"], models=["dave2"], weathers={"run-unit": "snow"})
+    mu = cards.translator_metrics("unit-snow", facts_u, res_u.scores[0], res_u, paper_cost=paper)
+    text_u = cards.model_card(mu)
+    assert "DeepRoad's UNIT" in text_u and "--space" not in text_u and "style vector" not in text_u

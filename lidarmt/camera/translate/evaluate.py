@@ -294,6 +294,9 @@ class TranslatorScore:
     brightness: dict[str, float]  # mean grey level of "translated", "procedural", "clear"
     contrast: dict[str, float]  # mean RMS contrast (std of grey levels)
     models: list[ModelErrors] = field(default_factory=list)
+    # mean |grey level difference| between two draws of one frame (two styles; two procedural draws)
+    style_spread_translated: float = 0.0
+    style_spread_procedural: float = 0.0
     translate_seconds: float = 0.0
     translated_images: int = 0
 
@@ -405,6 +408,11 @@ def _grey_stats(images: Iterable[np.ndarray]) -> tuple[float, float]:
     return float(np.mean(means)), float(np.mean(stds))
 
 
+def _spread_of(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean absolute grey-level difference of two sets of the same frames, frame by frame."""
+    return float(np.mean([np.abs(to_grey(x) - to_grey(y)).mean() for x, y in zip(a, b, strict=True)]))
+
+
 def _spread(idx: list[int], most: int | None) -> list[int]:
     """At most ``most`` of ``idx``, evenly spaced (all of them when ``most`` is None or 0)."""
     if not most or len(idx) <= most:
@@ -461,9 +469,9 @@ class _Runner:
 
 
 def _translate_sets(tr: Any, sd: int, run: _Runner, need: list[int], seeds: list[int]
-                    ) -> tuple[np.ndarray, list[list[np.ndarray]], float, int]:
+                    ) -> tuple[np.ndarray, list[list[np.ndarray]], float, int, np.ndarray | None]:
     """Judge translator ``tr`` under each seed: (translated singles of every (seed, frame), angles per seed and
-    model, seconds spent translating, images translated). A unimodal translator translates each needed frame
+    model, seconds spent translating, images translated, the frames under a second style when multimodal). A unimodal translator translates each needed frame
     once; a multimodal one with ``encode``/``decode`` encodes each frame once and decodes per style."""
     base = run.base
     h, wd = base[need[0]].shape[:2]
@@ -522,7 +530,8 @@ def _translate_sets(tr: Any, sd: int, run: _Runner, need: list[int], seeds: list
             ts, th = run.judge(single, windows)
         singles.append(ts)
         thetas.append(th)
-    return np.concatenate(singles), thetas, clock["s"], int(clock["n"])
+    alt = styled(run.idx, run.idx, seeds[0] + 1_000_003) if sd else None
+    return np.concatenate(singles), thetas, clock["s"], int(clock["n"]), alt
 
 
 def evaluate_translators(
@@ -631,13 +640,13 @@ def evaluate_translators(
         proc[w] = {"theta": [np.concatenate([t[k] for t in thetas]) for k in range(len(steer))],
                    "features": extractor(ps), "floor": extractor(floor),
                    "ssim": float(np.mean([ssim(p, clear[n % len(idx)]) for n, p in enumerate(ps)])),
-                   "grey": _grey_stats(ps)}
+                   "grey": _grey_stats(ps), "spread": _spread_of(ps, floor)}
 
     scores: list[TranslatorScore] = []
     for tr, w in zip(trs, tw, strict=True):
         say(f"translating with {tr.name} ({w})")
         sd = int(getattr(tr, "style_dim", 0) or 0)
-        ts, thetas, t_translate, made = _translate_sets(tr, sd, run, need, seeds)
+        ts, thetas, t_translate, made, alt = _translate_sets(tr, sd, run, need, seeds)
         p = proc[w]
         feat_t = extractor(ts)
         d_tp = feature_distance(feat_t, p["features"])
@@ -662,7 +671,8 @@ def evaluate_translators(
             moved=d_tp / d_xp if d_xp > 0 else float("nan"),
             brightness={"translated": gt[0], "procedural": p["grey"][0], "clear": grey_x[0]},
             contrast={"translated": gt[1], "procedural": p["grey"][1], "clear": grey_x[1]},
-            models=errs, translate_seconds=t_translate, translated_images=made))
+            models=errs, style_spread_translated=_spread_of(ts[:len(idx)], alt) if alt is not None else 0.0,
+            style_spread_procedural=p["spread"], translate_seconds=t_translate, translated_images=made))
     return Evaluation(source=source_name, frame_indices=idx, seeds=seeds, feature_model=feature_model,
                       models=[str(getattr(m, "name", n)) for m, n in zip(steer, model_names, strict=True)],
                       epsilons_deg=eps, scores=scores, seconds=time.perf_counter() - t_start,
