@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sheet-frames", default=",".join(map(str, SHEET_FRAMES)))
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "translators_eval.json",
                     help="the whole evaluation as JSON")
+    ap.add_argument("--models", default="", help="steering models to measure with (default: every shipped one)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--machine", default="a shared 2-core CPU, six translators training side by side, one torch "
                     "thread each", help="where the runs were trained, for the cards")
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.perf_counter() - t0:7.1f}s] {msg}", flush=True)
 
     res = evaluate_translators(trs, a.udacity, frames=_frames(a.frames), seeds=_frames(a.seeds),
-                               history_frames=a.history_frames, device=a.device, progress=say)
+                               history_frames=a.history_frames, device=a.device, progress=say,
+                               models=[m.strip() for m in a.models.split(",") if m.strip()] or None)
     res.write_json(a.json)
     print(res.markdown())
     say("counting the training cost (meta device)")

@@ -327,3 +327,40 @@ def test_card_renders_from_a_metrics_dict(tiny, tmp_path):
     mu = cards.translator_metrics("unit-snow", facts_u, res_u.scores[0], res_u, paper_cost=paper)
     text_u = cards.model_card(mu)
     assert "DeepRoad's UNIT" in text_u and "--space" not in text_u and "style vector" not in text_u
+
+
+@pytest.mark.slow
+def test_ship_script_makes_weights_cards_metrics_and_sheet(tmp_path):
+    import dataclasses
+    import importlib.util
+
+    from _translators import tiny_config
+
+    from lidarmt.camera.translate.model import read_translator
+    from lidarmt.camera.translate.train import train_translator
+
+    runs = tmp_path / "runs"
+    for name in ("unit-night", "munit-snow"):
+        cfg = tiny_config(tmp_path / f"data-{name}", name.split("-")[0])
+        train_translator(dataclasses.replace(cfg, out=str(runs / name)))
+    before = {p: p.stat().st_mtime_ns for p in runs.rglob("*")}
+    src = image_folder(tmp_path / "frames", n=4, size=(48, 64), seed=9)
+    spec = importlib.util.spec_from_file_location("ship", Path(__file__).resolve().parents[1] / "scripts" /
+                                                  "ship_translators.py")
+    ship = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ship)
+    out = tmp_path / "weights"
+    args = ["--runs", str(runs), "--names", "unit-night,munit-snow", "--udacity", str(src), "--frames", "0:4",
+            "--models", "dave2", "--out", str(out),
+            "--sheet", str(tmp_path / "sheet.png"), "--sheet-frames", "0,3", "--json", str(tmp_path / "eval.json")]
+    assert ship.main(args) == 0
+    for name in ("unit-night", "munit-snow"):
+        assert (out / f"{name}.pt").read_bytes() == (runs / name / "translator.pt").read_bytes()
+        m = json.loads((out / f"{name}.json").read_text())
+        assert m["weather"] == name.split("-")[1] and m["iterations"] == 2
+        assert [x["model"] for x in m["evaluation"]["score"]["models"]] == ["dave2"]
+        assert (out / f"{name}.md").read_text().startswith(f"# `{name}`")
+        read_translator(out / f"{name}.pt")
+    assert (tmp_path / "sheet.png").stat().st_size > 0
+    assert json.loads((tmp_path / "eval.json").read_text())["frames"] == 4
+    assert {p: p.stat().st_mtime_ns for p in runs.rglob("*")} == before  # the runs are only read

@@ -73,7 +73,8 @@ def compute_cost(net: NetConfig, size: int, *, cyc_w: float = -1.0) -> dict[str,
     from lidarmt.camera.translate.train import TrainConfig, Trainer
 
     cfg = TrainConfig(domain_a="a", domain_b="b", out="-", net=net, size=size, device="meta", recon_x_cyc_w=cyc_w)
-    trainer = Trainer(cfg)
+    with torch.device("meta"):  # the weights are never materialised
+        trainer = Trainer(cfg)
     x = torch.zeros(1, 3, size, size, device="meta")
     counter = FlopCounterMode(display=False)
     # the step reads losses with float()/item() and Adam its step count; meta tensors hold no value: say 1
