@@ -393,3 +393,31 @@ def test_learned_translator(tiny_runs):
         un.translate(frames.astype(np.float32))
     assert un.translate(frames[:0]).shape == (0, 23, 37, 3)
     assert mu.work_size(240, 320) == (16, 20) and mu.describe()["parameters"] == mu.parameters > 0
+
+
+def test_loss_scaling_plumbing(tmp_path):
+    """fp16 runs on CUDA only; the GradScaler path is the same code on the CPU: the losses are scaled before
+    backward, a step whose gradients overflow is skipped and the scale backs off, and the scalers' states go
+    into the checkpoint and come back."""
+    cfg = tiny_config(tmp_path, "unit")
+    trainer = Trainer(cfg)
+    huge = 2.0**127  # loss x scale overflows fp32: every gradient is inf, so the scaler must skip the step
+    trainer.scaler_g = torch.amp.GradScaler("cpu", init_scale=huge)
+    trainer.scaler_d = torch.amp.GradScaler("cpu", init_scale=huge)
+    before = [p.detach().clone() for p in trainer.gen.parameters()]
+    x = torch.rand(1, 3, 16, 16) * 2 - 1
+    trainer.step(x, x.flip(3))
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.gen.parameters(), strict=True))
+    assert trainer.scaler_g.get_scale() == huge / 2 and trainer.scaler_d.get_scale() == huge / 2
+    trainer.step(x, x.flip(3))  # 2^126: still overflowing
+    trainer.scaler_g.update(2.0**10)
+    trainer.scaler_d.update(2.0**10)
+    trainer.step(x, x.flip(3))
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.gen.parameters(), strict=True))
+    state = trainer.state()
+    assert state["scaler_g"]["scale"] == 2.0**10 and "scaler_d" in state
+    other = Trainer(cfg)
+    other.scaler_g = torch.amp.GradScaler("cpu", init_scale=1.0)
+    other.scaler_d = torch.amp.GradScaler("cpu", init_scale=1.0)
+    other.load_state(state)
+    assert other.scaler_g.get_scale() == 2.0**10

@@ -34,6 +34,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -285,8 +286,11 @@ class Trainer:
     def step(self, xa: Any, xb: Any) -> dict[str, float]:
         with self.autocast():
             losses = self._munit_step(xa, xb) if self.cfg.net.arch == "munit" else self._unit_step(xa, xb)
-        self.sched_g.step()
-        self.sched_d.step()
+        with warnings.catch_warnings():
+            # a loss-scaled step skipped for overflowing gradients still counts in the schedule (by design)
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step", category=UserWarning)
+            self.sched_g.step()
+            self.sched_d.step()
         return losses
 
     def _dis_step(self, fake_a: Any, fake_b: Any, xa: Any, xb: Any) -> float:
