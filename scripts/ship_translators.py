@@ -30,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 NAMES = ("unit-night", "unit-rain", "unit-snow", "munit-night", "munit-rain", "munit-snow")
 SHEET_FRAMES = (1210, 1290, 1380, 1460)
+#: What the picture sheet shows of each shipped translator that the numbers do not say (looked at by a person;
+#: replaced by --notes FILE, a JSON object name -> list of sentences).
+NOTES: dict[str, list[str]] = {}
 
 
 def _frames(text: str) -> list[int]:
@@ -68,12 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "translators_eval.json",
                     help="the whole evaluation as JSON")
     ap.add_argument("--models", default="", help="steering models to measure with (default: every shipped one)")
+    ap.add_argument("--notes", type=Path, help="JSON object: translator name -> list of failure modes seen in the "
+                    "sheet (default: the script's NOTES)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--machine", default="a shared 2-core CPU, six translators training side by side, one torch "
                     "thread each", help="where the runs were trained, for the cards")
     a = ap.parse_args(argv)
 
     t0 = time.perf_counter()
+    notes = json.loads(a.notes.read_text(encoding="utf-8")) if a.notes else NOTES
     names = [n.strip() for n in a.names.split(",") if n.strip()]
     missing = [n for n in names if not (a.runs / n / "translator.pt").is_file()]
     if missing:
@@ -106,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         f = facts[n]
         cost = cards.compute_cost(NetConfig.from_dict(f["config"]["net"]), int(f["config"]["size"]),
                                   cyc_w=float(f["config"].get("recon_x_cyc_w", -1.0)))
-        m = cards.translator_metrics(n, f, score, res, cost=cost, paper_cost=costs[f["config"]["net"]["arch"]])
+        m = cards.translator_metrics(n, f, score, res, cost=cost, paper_cost=costs[f["config"]["net"]["arch"]],
+                                     notes=list(notes.get(n, [])))
         atomic_write_text(a.out / f"{n}.json", json.dumps(m, indent=2) + "\n")
         atomic_write_text(a.out / f"{n}.md", cards.model_card(m))
         say(f"wrote {a.out / n}.json and .md")

@@ -166,6 +166,8 @@ def test_evaluate_tiny_translators_on_a_tiny_folder(tiny, tmp_path):
     # the night translator is compared with procedural night, the snow one with snow
     assert munit.ssim_procedural != unit.ssim_procedural and munit.weather == "night"
     assert ident.ssim_procedural == munit.ssim_procedural  # one procedural set per weather, shared
+    # at the translator's working size (16-pixel short side here) the procedural weather keeps less
+    assert munit.ssim_procedural_resampled < munit.ssim_procedural and ident.ssim_procedural_resampled is None
     # procedural night is darker than the frames
     assert munit.brightness["procedural"] < munit.brightness["clear"]
     # the identity: SSIM 1, no distance to the clear frames, no steering change, moved = 1
@@ -311,7 +313,8 @@ def test_card_renders_from_a_metrics_dict(tiny, tmp_path):
     res = ev.evaluate_translators([str(tiny["munit"])], tiny["src"], models=["dave2"],
                                   weathers={"run-munit": "night"})
     paper = {"gflop_per_iteration": 2000.0, "generator_parameters": 30_000_000, "discriminator_parameters": 16_000_000}
-    m = cards.translator_metrics("munit-night", facts, res.scores[0], res, paper_cost=paper)
+    m = cards.translator_metrics("munit-night", facts, res.scores[0], res, paper_cost=paper,
+                                 notes=["the sky turns purple"])
     m = json.loads(json.dumps(m))  # what the .json file holds
     assert m["weather"] == "night" and m["arch"] == "munit" and m["style_dim"] == 3
     assert m["ssim_to_source"] == res.scores[0].ssim_translated and m["fid_like"] == res.scores[0].fid_translated
@@ -319,7 +322,7 @@ def test_card_renders_from_a_metrics_dict(tiny, tmp_path):
     text = cards.model_card(m)
     assert text.startswith("# `munit-night`: MUNIT night translator (a learned stand-in for TACTIC's MUNIT)")
     for want in ("not a reproduction", "VGG", "## Size", "## Measured", "| dave2 |", "## Known failure modes",
-                 "a test machine", "lidarmt camera search --space munit-night", f"{res.scores[0].ssim_translated:.3f}"):
+                 "a test machine", "lidarmt camera search --space munit-night", "the sky turns purple", f"{res.scores[0].ssim_translated:.3f}"):
         assert want in text
     # a UNIT card names DeepRoad and offers no style search
     facts_u = cards.training_facts(tiny["unit"].parent)

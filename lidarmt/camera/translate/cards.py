@@ -191,13 +191,15 @@ def training_facts(run: str | os.PathLike[str], *, machine: str = "") -> dict[st
 
 def translator_metrics(name: str, facts: Mapping[str, Any], score: Any, evaluation: Any, *,
                        weather: str = "", cost: Mapping[str, Any] | None = None,
-                       paper_cost: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                       paper_cost: Mapping[str, Any] | None = None, notes: list[str] | None = None
+                       ) -> dict[str, Any]:
     """The ``<name>.json`` of a shipped translator: training facts, cost beside the paper's, and the numbers of
     :func:`~lidarmt.camera.translate.evaluate.evaluate_translators` (``score`` its :class:`TranslatorScore` or
     dict, ``evaluation`` the :class:`Evaluation` or dict it came from). The key numbers that ``lidarmt camera
     translators`` lists are at the top level: ``ssim_to_source`` (SSIM(t, x)), ``procedural_ssim_to_source``
     (SSIM(p, x)), ``fid_like`` (d(t, p)), ``procedural_gap`` (d(x, p)) and ``steering_gap_deg`` (the mean over
-    the steering models of mean |θ(t) − θ(x)| minus mean |θ(p) − θ(x)|)."""
+    the steering models of mean |θ(t) − θ(x)| minus mean |θ(p) − θ(x)|). ``notes``: failure modes a person saw
+    in the picture sheet, for the card."""
     s = score.to_dict() if hasattr(score, "to_dict") else dict(score)
     ev = evaluation.to_dict() if hasattr(evaluation, "to_dict") else dict(evaluation)
     ev = {k: v for k, v in ev.items() if k != "translators"}
@@ -229,6 +231,7 @@ def translator_metrics(name: str, facts: Mapping[str, Any], score: Any, evaluati
                            "note": paper.note,
                            "pflop_total": paper_cost["gflop_per_iteration"] * paper.iterations / 1e6}},
         "evaluation": {**ev, "score": s},
+        "notes": list(notes or []),
     }
 
 
@@ -243,11 +246,15 @@ def _observations(m: Mapping[str, Any]) -> list[str]:
     """Failure modes read off the numbers (each line says which number shows it)."""
     s = m["evaluation"]["score"]
     out = []
-    st, sp = s["ssim_translated"], s["ssim_procedural"]
+    st, sp, sr = s["ssim_translated"], s["ssim_procedural"], s.get("ssim_procedural_resampled")
     if st < sp - 0.05:
+        why = ""
+        if sr is not None:
+            why = (f"; the procedural weather itself, shrunk to the translator's working size and back, scores "
+                   f"{sr:.3f}, so " + ("most of the loss is the resolution" if st >= sr - 0.05 else
+                                       "the translator loses more than its resolution explains"))
         out.append(f"**Content is not kept as well as the procedural effect keeps it** (SSIM to the source {st:.3f} "
-                   f"against {sp:.3f}): at {m['training']['config']['size']}-pixel training crops and "
-                   f"{m['iterations']:,} iterations, lane markings, poles, cars and foliage come out blurred or "
+                   f"against {sp:.3f}{why}): lane markings, poles, cars and foliage come out blurred or "
                    "repainted (see the sheet). Part of a steering change on these frames is due to lost or "
                    "invented content, not to the weather.")
     mv = s["moved"]
@@ -363,7 +370,9 @@ def model_card(m: Mapping[str, Any]) -> str:
         "",
         "| | translated t | procedural p | clear x |",
         "|---|---:|---:|---:|",
-        f"| SSIM to x (greyscale; content kept) | {_n(s['ssim_translated'])} | {_n(s['ssim_procedural'])} | 1 |",
+        f"| SSIM to x (greyscale; content kept) | {_n(s['ssim_translated'])} | {_n(s['ssim_procedural'])}"
+        + (f" ({_n(s['ssim_procedural_resampled'])} at the translator's resolution)"
+           if s.get("ssim_procedural_resampled") is not None else "") + " | 1 |",
         f"| Fréchet distance to p ({ev['feature_model']} trunk features) | {_n(s['fid_translated'], 2)} | "
         f"{_n(s['fid_floor'], 2)} (another draw) | {_n(s['fid_clear'], 2)} |",
         f"| mean grey level | {s['brightness']['translated']:.1f} | {s['brightness']['procedural']:.1f} | "
@@ -402,6 +411,7 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"- Output resolution: frames are translated at a {cfg.get('load_size') or cfg['size']}-pixel short side "
         "and resized back (bicubic), so detail finer than that is lost whatever the weather.",
         *[f"- {o}" for o in _observations(m)],
+        *[f"- Seen in the sheet (`docs/images/translators.png`): {o}" for o in m.get("notes") or []],
         "- Trained on 1,200 frames of one drive in one camera: other roads, cameras or times of day are "
         "outside what it saw.",
         "",

@@ -15,7 +15,9 @@ The numbers (:func:`evaluate_translators`, one :class:`TranslatorScore` per tran
 
 a. **Content kept**: the mean SSIM (:func:`ssim`, Wang et al. 2004, greyscale) of ``t`` to ``x`` beside that of
    ``p`` to ``x``. The procedural weather keeps the scene by construction, so its SSIM is what "the same
-   scene in that weather" scores; a translator that repaints the scene scores lower.
+   scene in that weather" scores; a translator that repaints the scene scores lower. A learned translator
+   works at a smaller size (a 128-pixel short side for the shipped ones), so the procedural weather shrunk to
+   that size and back is scored too: about the most a translator at that resolution can keep.
 b. **Weather reached**: a Fréchet distance between Gaussians fitted to image features (FID's formula on a
    small extractor, :class:`FeatureExtractor`): ``d(t, p)`` beside the scale ``d(x, p)`` (how far clear
    frames are from the weather). ``moved = d(t, p) / d(x, p)``: 0 when the translations are as close to the
@@ -286,6 +288,7 @@ class TranslatorScore:
     seeds: list[int]
     ssim_translated: float  # mean SSIM(t, x), greyscale
     ssim_procedural: float  # mean SSIM(p, x)
+    ssim_procedural_resampled: float | None  # mean SSIM(p at the translator's working size and back, x)
     fid_translated: float  # d(t, p)
     fid_clear: float  # d(x, p): the scale
     fid_floor: float  # d(p, p'): two procedural draws of the same frames
@@ -316,7 +319,7 @@ class TranslatorScore:
         raise KeyError(name)
 
 
-def _f(v: float, nd: int = 3) -> str:
+def _f(v: float | None, nd: int = 3) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
 
 
@@ -356,12 +359,13 @@ class Evaluation:
 
     # -- tables: (head, rows) pairs for lidarmt.report.common.markdown_table / rich_table
     def quality_rows(self) -> tuple[list[str], list[list[str]]]:
-        head = ["translator", "weather", "SSIM(t,x)", "SSIM(p,x)", "d(t,p)", "d(x,p)", "d(p,p′)", "moved",
+        head = ["translator", "weather", "SSIM(t,x)", "SSIM(p,x)", "SSIM(p↓,x)", "d(t,p)", "d(x,p)", "d(p,p′)", "moved",
                 "grey t/p/x", "contrast t/p/x", "img/s"]
         rows = []
         for s in self.scores:
             b, c = s.brightness, s.contrast
-            rows.append([s.name, s.weather, _f(s.ssim_translated), _f(s.ssim_procedural), _f(s.fid_translated, 2),
+            rows.append([s.name, s.weather, _f(s.ssim_translated), _f(s.ssim_procedural),
+                         _f(s.ssim_procedural_resampled), _f(s.fid_translated, 2),
                          _f(s.fid_clear, 2), _f(s.fid_floor, 2), _f(s.moved, 2),
                          f"{b['translated']:.0f}/{b['procedural']:.0f}/{b['clear']:.0f}",
                          f"{c['translated']:.0f}/{c['procedural']:.0f}/{c['clear']:.0f}", _f(s.images_per_s, 1)])
@@ -384,7 +388,8 @@ class Evaluation:
         fr = self.frame_indices
         where = f"frames {fr[0]}..{fr[-1]}" if fr == list(range(fr[0], fr[-1] + 1)) else f"{len(fr)} frames"
         intro = (f"{len(fr)} frames of `{self.source}` ({where}) × seeds {', '.join(map(str, self.seeds))}; "
-                 f"t = translated, p = procedural weather (intensity U[{self.min_intensity:g}, 1]), x = the frame. "
+                 f"t = translated, p = procedural weather (intensity U[{self.min_intensity:g}, 1]), x = the frame, "
+                 "p↓ = p at the translator's working size and back. "
                  f"d = Fréchet distance of `{self.feature_model}`'s pooled conv features; moved = d(t,p)/d(x,p).")
         return "\n\n".join([intro, markdown_table(*self.quality_rows()), markdown_table(*self.steering_rows())])
 
@@ -406,6 +411,15 @@ def _grey_stats(images: Iterable[np.ndarray]) -> tuple[float, float]:
         means.append(float(g.mean()))
         stds.append(float(g.std()))
     return float(np.mean(means)), float(np.mean(stds))
+
+
+def _resample(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``image`` shrunk to (height, width) ``size`` and back, as a learned translator resizes its frames."""
+    import cv2
+
+    h, w = image.shape[:2]
+    small = cv2.resize(image, (size[1], size[0]), interpolation=cv2.INTER_AREA)
+    return cv2.resize(small, (w, h), interpolation=cv2.INTER_CUBIC)
 
 
 def _spread_of(a: np.ndarray, b: np.ndarray) -> float:
@@ -637,7 +651,7 @@ def evaluate_translators(
         ps = np.concatenate(singles)
         floor = np.stack([procedural(base[i], w, s + 1_000_003, i, min_intensity=min_intensity)
                           for s in seeds for i in idx])
-        proc[w] = {"theta": [np.concatenate([t[k] for t in thetas]) for k in range(len(steer))],
+        proc[w] = {"images": ps, "theta": [np.concatenate([t[k] for t in thetas]) for k in range(len(steer))],
                    "features": extractor(ps), "floor": extractor(floor),
                    "ssim": float(np.mean([ssim(p, clear[n % len(idx)]) for n, p in enumerate(ps)])),
                    "grey": _grey_stats(ps), "spread": _spread_of(ps, floor)}
@@ -649,6 +663,11 @@ def evaluate_translators(
         ts, thetas, t_translate, made, alt = _translate_sets(tr, sd, run, need, seeds)
         p = proc[w]
         feat_t = extractor(ts)
+        resampled = None
+        if hasattr(tr, "work_size"):  # what the procedural weather keeps at the translator's resolution
+            size = tr.work_size(*clear.shape[1:3])
+            resampled = float(np.mean([ssim(_resample(q, size), clear[n % len(idx)])
+                                       for n, q in enumerate(p["images"])]))
         d_tp = feature_distance(feat_t, p["features"])
         d_xp = feature_distance(feat_x, p["features"])
         errs = []
@@ -666,7 +685,7 @@ def evaluate_translators(
             name=str(tr.name), arch=str(getattr(tr, "arch", "?")), weather=w, style_dim=sd, frames=len(idx),
             seeds=list(seeds),
             ssim_translated=float(np.mean([ssim(t, clear[n % len(idx)]) for n, t in enumerate(ts)])),
-            ssim_procedural=p["ssim"], fid_translated=d_tp, fid_clear=d_xp,
+            ssim_procedural=p["ssim"], ssim_procedural_resampled=resampled, fid_translated=d_tp, fid_clear=d_xp,
             fid_floor=feature_distance(p["floor"], p["features"]), fid_translated_clear=feature_distance(feat_t, feat_x),
             moved=d_tp / d_xp if d_xp > 0 else float("nan"),
             brightness={"translated": gt[0], "procedural": p["grey"][0], "clear": grey_x[0]},
