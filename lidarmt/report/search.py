@@ -158,6 +158,10 @@ def camera_table(summary: Mapping[str, Any]) -> str:
                 par = ", ".join(f"{k}={v:g}" for k, v in r["params"].items())
                 lines.append(f"  {i:<4} {r['step']:>4} {r['fitness']:>8.4f} {r['fc']:>8.5f} {r['fd_deg']:>6.2f} "
                              f"{err:<16} {_pct(r['coverage_criterion']):>12}  {par}")
+        if summary.get("comparison"):  # ES vs random vs DeepRoad-style translation, one row per arm
+            from lidarmt.search.camera import comparison_table
+
+            lines += ["", comparison_table(summary["comparison"]).rstrip()]
     return "\n".join(lines) + "\n"
 
 
