@@ -294,9 +294,15 @@ def _print_detail(doc: dict[str, Any]) -> None:
     t.add_column(overflow="fold")
     for key, value in doc.items():
         if isinstance(value, dict):
+            if key != "net":  # training facts, costs, evaluations: the card and --json have them
+                continue
             value = ", ".join(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, (list, tuple)):
+            continue
         elif isinstance(value, int) and not isinstance(value, bool):
             value = f"{value:,}"
+        elif isinstance(value, float):
+            value = f"{value:.4g}"
         t.add_row(key, str(value))
     console.print(t)
 
@@ -465,7 +471,8 @@ def translate(
                 dt = time.perf_counter() - t0
                 bar.update(task, completed=len(records), rate=f"{len(records) / dt:.1f} frames/s" if dt > 0 else "")
             flush()
-            bar.update(task, completed=len(records))
+            dt = time.perf_counter() - t0
+            bar.update(task, completed=len(records), rate=f"{len(records) / dt:.1f} frames/s" if dt > 0 else "")
         seconds = time.perf_counter() - t0
     how = ("style " + ",".join(f"{v:g}" for v in pinned)) if pinned is not None else (
         f"styles from the prior, seed {seed}" if sd else "unimodal")
