@@ -17,7 +17,8 @@ a. **Content kept**: the mean SSIM (:func:`ssim`, Wang et al. 2004, greyscale) o
    ``p`` to ``x``. The procedural weather keeps the scene by construction, so its SSIM is what "the same
    scene in that weather" scores; a translator that repaints the scene scores lower. A learned translator
    works at a smaller size (a 128-pixel short side for the shipped ones), so the procedural weather shrunk to
-   that size and back is scored too: about the most a translator at that resolution can keep.
+   that size and back is scored too (shrinking also smooths the rain streaks, flakes and grain, so that can
+   score higher than ``p`` itself).
 b. **Weather reached**: a Fréchet distance between Gaussians fitted to image features (FID's formula on a
    small extractor, :class:`FeatureExtractor`): ``d(t, p)`` beside the scale ``d(x, p)`` (how far clear
    frames are from the weather). ``moved = d(t, p) / d(x, p)``: 0 when the translations are as close to the
@@ -28,9 +29,18 @@ b. **Weather reached**: a Fréchet distance between Gaussians fitted to image fe
 c. **What the steering models make of it**: per shipped steering model, the mean ``|θ(t) − θ(x)|`` beside
    the mean ``|θ(p) − θ(x)|`` in degrees, and DeepRoad's inconsistency counts ``|θ(t) − θ(x)| > ε`` at
    ε = 10, 20, 30, 40° for both. Models with history (Chauffeur) see windows of consecutive frames with the
-   same weather (same draw, same style) on every frame of the window, as in ``lidarmt camera fuzz``.
+   same weather (same draw, same style) on every frame of the window, as in ``lidarmt camera fuzz``; each
+   window costs ``history + 1`` follow-ups, so they are judged on an evenly spaced subset of the frames
+   (``history_frames``, 100 by default).
 d. **Sanity**: the mean brightness (grey level) and RMS contrast (standard deviation of the grey levels) of
-   ``t``, ``p`` and ``x``: a "night" translator whose frames are as bright as the clear ones is not one.
+   ``t``, ``p`` and ``x``: a "night" translator whose frames are as bright as the clear ones is not one. And
+   the *style spread*: how much two draws of one frame differ (mean absolute grey-level difference; two MUNIT
+   styles against two procedural draws): a MUNIT whose styles all look alike gives a style search nothing.
+
+Cost, on 300 frames: the procedural weathers and the clear frames' angles are computed once and shared; a
+learned translator encodes each frame once; MUNIT then pays one decoder pass per frame and seed (plus the
+windows of the history models). On the project's 2-core CPU all six shipped translators with the six shipped
+steering models take a few minutes.
 
 Everything is deterministic in (frames, seeds, translator weights) on one machine.
 
