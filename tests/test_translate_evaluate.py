@@ -155,7 +155,7 @@ def test_evaluate_tiny_translators_on_a_tiny_folder(tiny, tmp_path):
     for s in res.scores:
         assert s.frames == 5 and s.seeds == [0, 1]
         assert -1 <= s.ssim_translated <= 1 and -1 <= s.ssim_procedural <= 1
-        assert min(s.fid_translated, s.fid_clear, s.fid_floor, s.fid_translated_clear) >= 0
+        assert min(s.fid_translated, s.fid_clear, s.fid_floor, s.fid_translated_clear, s.fid_blur_reference) >= 0
         assert 0 <= s.brightness["translated"] <= 255 and s.contrast["clear"] > 0
         for m in s.models:
             assert m.pairs == 10

@@ -388,7 +388,11 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"moved = d(t, p) / d(x, p) = **{_n(s['moved'], 2)}** (0: the translations are as close to the procedural "
         f"{w} as it is to itself; 1: as far as the clear frames). The distance uses the pooled convolutional "
         f"features of the shipped `{ev['feature_model']}` steering model, not ImageNet Inception's: it is not "
-        "comparable with published FIDs.",
+        "comparable with published FIDs. That trunk sees frames at 100x100 and weighs global tone and coarse "
+        "structure: for scale, the procedural frames blurred with a Gaussian of σ = 4 pixels are at "
+        + (f"{s['fid_blur_reference']:.2f}" if s.get("fid_blur_reference") is not None else "n/a")
+        + " from themselves. A small distance says the tone and layout are right, not that the detail is "
+        "(SSIM says that).",
         "",
         "Steering models: mean |θ(t) − θ(x)| against mean |θ(p) − θ(x)|, and DeepRoad's inconsistencies "
         f"(|Δθ| > ε) at ε = {', '.join(eps)}° as translated / procedural:",

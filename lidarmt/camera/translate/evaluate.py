@@ -24,8 +24,10 @@ b. **Weather reached**: a Fréchet distance between Gaussians fitted to image fe
    frames are from the weather). ``moved = d(t, p) / d(x, p)``: 0 when the translations are as close to the
    procedural weather as it is to itself, 1 when they are as far as the clear frames. The floor ``d(p, p')``
    (two independent procedural draws of the same frames) is what a perfect translator would score with this
-   many frames. The features are **not** ImageNet Inception's, so the values are not comparable with
-   published FIDs; they compare translators with each other and with the clear frames, on the same frames.
+   many frames, and ``d(blur(p), p)`` (a Gaussian blur of σ = 4 pixels) what blur alone costs: the trunk sees
+   frames at 100x100, so it weighs global tone and coarse structure, and fine detail much less (SSIM sees
+   that). The features are **not** ImageNet Inception's, so the values are not comparable with published
+   FIDs; they compare translators with each other and with the clear frames, on the same frames.
 c. **What the steering models make of it**: per shipped steering model, the mean ``|θ(t) − θ(x)|`` beside
    the mean ``|θ(p) − θ(x)|`` in degrees, and DeepRoad's inconsistency counts ``|θ(t) − θ(x)| > ε`` at
    ε = 10, 20, 30, 40° for both. Models with history (Chauffeur) see windows of consecutive frames with the
@@ -79,6 +81,8 @@ FEATURE_MODEL = "dave-dropout"
 #: SSIM constants of Wang, Bovik, Sheikh & Simoncelli (IEEE TIP 13(4), 2004): K1, K2, an 11x11 Gaussian
 #: window with sigma 1.5.
 SSIM_K1, SSIM_K2, SSIM_WINDOW, SSIM_SIGMA = 0.01, 0.03, 11, 1.5
+#: The Gaussian blur (pixels of the source frame) of the Fréchet distance's blur reference.
+BLUR_SIGMA = 4.0
 
 
 # --------------------------------------------------------------------------------------------------- SSIM
@@ -303,6 +307,7 @@ class TranslatorScore:
     fid_clear: float  # d(x, p): the scale
     fid_floor: float  # d(p, p'): two procedural draws of the same frames
     fid_translated_clear: float  # d(t, x): how far the translation moved from the clear frames
+    fid_blur_reference: float  # d(p blurred with a Gaussian of BLUR_SIGMA pixels, p): what blur alone costs
     moved: float  # d(t, p) / d(x, p); 0 = reached the weather, 1 = as far as the clear frames
     brightness: dict[str, float]  # mean grey level of "translated", "procedural", "clear"
     contrast: dict[str, float]  # mean RMS contrast (std of grey levels)
@@ -369,14 +374,16 @@ class Evaluation:
 
     # -- tables: (head, rows) pairs for lidarmt.report.common.markdown_table / rich_table
     def quality_rows(self) -> tuple[list[str], list[list[str]]]:
-        head = ["translator", "weather", "SSIM(t,x)", "SSIM(p,x)", "SSIM(p↓,x)", "d(t,p)", "d(x,p)", "d(p,p′)", "moved",
+        head = ["translator", "weather", "SSIM(t,x)", "SSIM(p,x)", "SSIM(p↓,x)", "d(t,p)", "d(x,p)", "d(p,p′)",
+                "d(blur p,p)", "moved",
                 "grey t/p/x", "contrast t/p/x", "img/s"]
         rows = []
         for s in self.scores:
             b, c = s.brightness, s.contrast
             rows.append([s.name, s.weather, _f(s.ssim_translated), _f(s.ssim_procedural),
                          _f(s.ssim_procedural_resampled), _f(s.fid_translated, 2),
-                         _f(s.fid_clear, 2), _f(s.fid_floor, 2), _f(s.moved, 2),
+                         _f(s.fid_clear, 2), _f(s.fid_floor, 2),
+                         _f(s.fid_blur_reference, 2), _f(s.moved, 2),
                          f"{b['translated']:.0f}/{b['procedural']:.0f}/{b['clear']:.0f}",
                          f"{c['translated']:.0f}/{c['procedural']:.0f}/{c['clear']:.0f}", _f(s.images_per_s, 1)])
         return head, rows
@@ -588,6 +595,8 @@ def evaluate_translators(
     translator with ``encode``/``decode`` (the learned ones) encodes each frame once. See the module docstring
     for what is measured.
     """
+    import cv2
+
     from lidarmt.camera.models.registry import available as available_models
     from lidarmt.camera.models.registry import get_model
     from lidarmt.camera.sources.factory import open_images
@@ -664,7 +673,9 @@ def evaluate_translators(
         proc[w] = {"images": ps, "theta": [np.concatenate([t[k] for t in thetas]) for k in range(len(steer))],
                    "features": extractor(ps), "floor": extractor(floor),
                    "ssim": float(np.mean([ssim(p, clear[n % len(idx)]) for n, p in enumerate(ps)])),
-                   "grey": _grey_stats(ps), "spread": _spread_of(ps, floor)}
+                   "grey": _grey_stats(ps), "spread": _spread_of(ps, floor),
+                   "blur": feature_distance(extractor(np.stack([cv2.GaussianBlur(q, (0, 0), BLUR_SIGMA) for q in ps])),
+                                            extractor(ps))}
 
     scores: list[TranslatorScore] = []
     for tr, w in zip(trs, tw, strict=True):
@@ -697,6 +708,7 @@ def evaluate_translators(
             ssim_translated=float(np.mean([ssim(t, clear[n % len(idx)]) for n, t in enumerate(ts)])),
             ssim_procedural=p["ssim"], ssim_procedural_resampled=resampled, fid_translated=d_tp, fid_clear=d_xp,
             fid_floor=feature_distance(p["floor"], p["features"]), fid_translated_clear=feature_distance(feat_t, feat_x),
+            fid_blur_reference=p["blur"],
             moved=d_tp / d_xp if d_xp > 0 else float("nan"),
             brightness={"translated": gt[0], "procedural": p["grey"][0], "clear": grey_x[0]},
             contrast={"translated": gt[1], "procedural": p["grey"][1], "clear": grey_x[1]},
