@@ -320,7 +320,7 @@ def model_card(m: Mapping[str, Any]) -> str:
         "",
         f"- it learned to imitate a procedural effect, not real weather: {origin}; no such photographs can be "
         "downloaded here. The best it can do is what the procedural effect already does, in a learned and "
-        "smoother form (and, for MUNIT, with a style space to search);",
+        + ("smoother form, with a style space to search;" if arch == "munit" else "smoother form;"),
         "- it was trained without the VGG perceptual loss (ImageNet VGG-16 weights cannot be downloaded here);",
         f"- it is small and briefly trained: {this['size']}² crops, dim {net['dim']}, {net['n_res']} residual "
         f"blocks, {m['iterations']:,} iterations (see *Size*).",
@@ -362,9 +362,11 @@ def model_card(m: Mapping[str, Any]) -> str:
            f"{m['iterations']:,}" if cfg["iterations"] > m["iterations"] else "") + ".",
         f"- Command: `{m['training']['command']}`",
         "",
-        f"## Measured (held-back {frames}, seeds {seeds})",
+        f"## Measured (held-back {frames}, seed{'s' if len(ev['seeds']) > 1 else ''} {seeds})",
         "",
-        f"t = this translator's frame (MUNIT: a style drawn from N(0, I) per frame and seed), p = the procedural "
+        "t = this translator's frame ("
+        + ("a style drawn from N(0, I) per frame and seed" if arch == "munit" else "UNIT is deterministic")
+        + f"), p = the procedural "
         f"{w} of the same frame (intensity U[0.6, 1], style per frame and seed), x = the frame "
         "(`lidarmt.camera.translate.evaluate`).",
         "",
