@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -127,6 +128,7 @@ def main() -> None:
         gpu = resolve_device(args.device, flag="--device")
     except UserError as err:
         ap.error(str(err))
+    load = [round(x, 2) for x in os.getloadavg()]
     torch.set_num_threads(max(1, args.threads))
     batch, source = frames(args.frames)
     with tempfile.TemporaryDirectory(prefix="bench-translate-") as tmp:
@@ -161,7 +163,7 @@ def main() -> None:
         "source": source, "frames": len(batch), "frame_size": [320, 240], "translators": kind,
         "model": args.model, "torch_threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(torch.device(gpu)) if gpu != "cpu" else None,
-        "rows": rows, "environment": environment()}, indent=2) + "\n")
+        "loadavg_at_start": load, "rows": rows, "environment": environment()}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 
