@@ -437,13 +437,14 @@ def _save_checkpoint(path: Path, trainer: Trainer, it: int, rng: np.random.Gener
 _CHECKPOINT_KEYS = ("iteration", "config", "state", "torch_rng", "numpy_rng")
 
 
-def _load_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint written by this module, read as data (``weights_only=True``) and checked."""
+def _load_checkpoint(path: Path, *, mmap: bool = False) -> dict[str, Any]:
+    """A checkpoint written by this module, read as data (``weights_only=True``) and checked; ``mmap`` maps the
+    tensors instead of reading them (for a look at the settings of a large run)."""
     import torch
 
     hint = "pass --force to start again (or restore the file from a backup)"
     try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - a damaged file can make the unpickler raise anything
         raise CameraOutputError(f"{path}: not a translator checkpoint ({type(err).__name__}); {hint}") from err
     if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
@@ -472,7 +473,7 @@ def read_run_config(out: str | os.PathLike[str]) -> TrainConfig | None:
     path = Path(out) / "checkpoint.pt"
     if not path.is_file():
         return None
-    return checkpoint_config(_load_checkpoint(path), path)
+    return checkpoint_config(_load_checkpoint(path, mmap=True), path)
 
 
 def _trim_log(path: Path, upto: int) -> float:
