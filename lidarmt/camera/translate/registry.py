@@ -128,8 +128,9 @@ def get_translator(spec: str, *, trust_code: bool = True, device: str = "cpu", *
         try:
             obj = plugins[spec].load()
         except Exception as err:
-            raise UnknownTranslatorError(f"cannot load translator plug-in {spec!r} ({plugins[spec].value}): {err}"
-                                         ) from err
+            why = " ".join(str(err).split()) or type(err).__name__  # one line, whatever the plug-in raised
+            raise UnknownTranslatorError(f"cannot load translator plug-in {spec!r} ({plugins[spec].value}): {why}; "
+                                         "reinstall or uninstall the package that declares it") from err
         return _instantiate(obj, spec, {"device": device, **options})
     names = available()
     raise UnknownTranslatorError(
