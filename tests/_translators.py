@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -31,9 +32,10 @@ def image_folder(folder: Path, n: int = 6, *, dark: bool = False, size: tuple[in
 def tiny_config(tmp: Path, arch: str = "munit", *, iterations: int = 2, **over) -> TrainConfig:
     a = image_folder(tmp / "a", seed=1)
     b = image_folder(tmp / "b", dark=True, seed=2)
-    return TrainConfig(domain_a=str(a), domain_b=str(b), out=str(tmp / f"run-{arch}"),
-                       net=NetConfig(arch=arch, **TINY_NET), size=16, load_size=16, iterations=iterations,
-                       sample_every=1, checkpoint_every=1, log_every=1, holdout=2, **over)
+    cfg = TrainConfig(domain_a=str(a), domain_b=str(b), out=str(tmp / f"run-{arch}"),
+                      net=NetConfig(arch=arch, **TINY_NET), size=16, load_size=16, iterations=iterations,
+                      sample_every=1, checkpoint_every=1, log_every=1, holdout=2)
+    return replace(cfg, **over)
 
 
 def tiny_translator(tmp: Path, arch: str = "munit", **over) -> Path:
