@@ -74,10 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--notes", type=Path, help="JSON object: translator name -> list of failure modes seen in the "
                     "sheet (default: the script's NOTES)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (more only on an idle machine)")
     ap.add_argument("--machine", default="a shared 2-core CPU, six translators training side by side, one torch "
                     "thread each", help="where the runs were trained, for the cards")
     a = ap.parse_args(argv)
 
+    import torch
+
+    torch.set_num_threads(max(1, a.threads))
     t0 = time.perf_counter()
     notes = json.loads(a.notes.read_text(encoding="utf-8")) if a.notes else NOTES
     names = [n.strip() for n in a.names.split(",") if n.strip()]
