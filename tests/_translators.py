@@ -43,3 +43,30 @@ def tiny_translator(tmp: Path, arch: str = "munit", **over) -> Path:
     cfg = tiny_config(tmp, arch, **over)
     train_translator(cfg)
     return Path(cfg.out) / "translator.pt"
+
+
+def shipped_dir(tmp: Path) -> Path:
+    """A folder laid out like the shipped weights: ``munit-tiny.pt`` and ``unit-tiny.pt`` (2 iterations each);
+    monkeypatch ``lidarmt.camera.translate.registry.WEIGHTS_DIR`` to it to make them "shipped"."""
+    import shutil
+
+    d = tmp / "weights"
+    d.mkdir(parents=True)
+    shutil.copy(tiny_translator(tmp / "m", "munit"), d / "munit-tiny.pt")
+    shutil.copy(tiny_translator(tmp / "u", "unit"), d / "unit-tiny.pt")
+    return d
+
+
+def interrupt_training_at(monkeypatch, n: int) -> None:
+    """Make the ``n``-th training step raise KeyboardInterrupt (as Ctrl-C would)."""
+    from lidarmt.camera.translate.train import Trainer
+
+    step, calls = Trainer.step, {"n": 0}
+
+    def interrupted(self, xa, xb):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return step(self, xa, xb)
+
+    monkeypatch.setattr(Trainer, "step", interrupted)

@@ -16,10 +16,9 @@ cv2 = pytest.importorskip("cv2")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _translators import image_folder, tiny_translator  # noqa: E402
+from _translators import image_folder, interrupt_training_at, tiny_translator  # noqa: E402
 
 from lidarmt.camera.translate import registry  # noqa: E402
-from lidarmt.camera.translate.train import Trainer  # noqa: E402
 from lidarmt.cli import main  # noqa: E402
 
 TINY_ARGS = ["--size", "16", "--dim", "4", "--n-res", "2", "--style-dim", "3", "--mlp-dim", "8", "--dis-dim", "4",
@@ -128,20 +127,12 @@ def test_train_translator_corrupt_checkpoint(domains, tmp_path, capsys):
 
 def test_ctrl_c_says_how_to_resume(domains, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
-    step, calls = Trainer.step, {"n": 0}
-
-    def interrupted(self, xa, xb):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return step(self, xa, xb)
-
-    monkeypatch.setattr(Trainer, "step", interrupted)
+    interrupt_training_at(monkeypatch, 3)
     assert _train(domains, out, "munit", "--iterations", "4") == 130
     err = capsys.readouterr().err
     assert f"interrupted at iteration 3; {out / 'checkpoint.pt'} (iteration 2) is intact" in err
     assert f"lidarmt camera train-translator --out {out} --resume" in err
-    monkeypatch.setattr(Trainer, "step", step)
+    monkeypatch.undo()  # the real step again
     assert main(["camera", "train-translator", "--out", str(out), "--resume"]) == 0
     assert "2 iteration(s) (now 4)" in capsys.readouterr().out
 

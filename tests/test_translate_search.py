@@ -15,7 +15,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
-from _translators import tiny_translator  # noqa: E402
+from _translators import shipped_dir  # noqa: E402
 from test_camera_campaign import write_udacity  # noqa: E402
 
 import lidarmt.camera.translate.registry as treg  # noqa: E402
@@ -29,12 +29,7 @@ from lidarmt.search.errors import SearchArgumentError  # noqa: E402
 
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("trs")
-    d = tmp / "weights"
-    d.mkdir()
-    shutil.copy(tiny_translator(tmp / "m", "munit"), d / "munit-tiny.pt")
-    shutil.copy(tiny_translator(tmp / "u", "unit"), d / "unit-tiny.pt")
-    return d
+    return shipped_dir(tmp_path_factory.mktemp("trs"))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ cv2 = pytest.importorskip("cv2")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _translators import TINY_NET, image_folder, tiny_config  # noqa: E402
+from _translators import TINY_NET, image_folder, interrupt_training_at, tiny_config  # noqa: E402
 
 from lidarmt.camera.errors import CameraArgumentError, CameraOutputError, ImageSourceError, ModelError  # noqa: E402
 from lidarmt.camera.translate import nets  # noqa: E402
@@ -206,21 +206,12 @@ def test_a_checkpoint_of_other_shapes_is_one_line(tmp_path):
 
 def test_ctrl_c_leaves_the_last_checkpoint_valid(tmp_path, monkeypatch):
     cfg = _config(tmp_path / "i", "munit", iterations=4, checkpoint_every=2)
-    calls = {"n": 0}
-    step = Trainer.step
-
-    def interrupted(self, xa, xb):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return step(self, xa, xb)
-
-    monkeypatch.setattr(Trainer, "step", interrupted)
+    interrupt_training_at(monkeypatch, 3)
     with pytest.raises(TrainingInterrupted) as exc:
         train_translator(cfg)
     assert isinstance(exc.value, KeyboardInterrupt)
     assert exc.value.iteration == 3 and exc.value.checkpoint_iteration == 2
-    monkeypatch.setattr(Trainer, "step", step)
+    monkeypatch.undo()  # the real step again
     train_translator(cfg, resume=True)
     straight = _config(tmp_path / "s", "munit", iterations=4, checkpoint_every=2)
     train_translator(straight)

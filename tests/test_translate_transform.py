@@ -15,7 +15,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 
-from _translators import tiny_translator  # noqa: E402
+from _translators import shipped_dir, tiny_translator  # noqa: E402
 from test_camera_campaign import write_udacity  # noqa: E402
 
 import lidarmt.camera.translate.registry as treg  # noqa: E402
@@ -41,11 +41,7 @@ def plugin(device: str = "cpu") -> LearnedTranslator:
 @pytest.fixture(scope="module")
 def weights(tmp_path_factory) -> Path:
     """A folder of 'shipped' translators: munit-tiny.pt and unit-tiny.pt, trained for 2 iterations."""
-    tmp = tmp_path_factory.mktemp("tr")
-    d = tmp / "weights"
-    d.mkdir()
-    shutil.copy(tiny_translator(tmp / "m", "munit"), d / "munit-tiny.pt")
-    shutil.copy(tiny_translator(tmp / "u", "unit"), d / "unit-tiny.pt")
+    d = shipped_dir(tmp_path_factory.mktemp("tr"))
     _PLUGIN["path"] = d / "munit-tiny.pt"
     return d
 
