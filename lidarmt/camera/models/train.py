@@ -180,25 +180,12 @@ def read_weights(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], dic
 
     The file is read with ``torch.load(weights_only=True)``: tensors and plain containers only, never code.
     """
-    import torch
+    from lidarmt._torchfile import read_tensor_blob
 
     p = Path(path)
-    if not p.is_file():
-        raise ModelError(f"{p}: no such weights file")
-    try:
-        blob = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - a file from a stranger can make the unpickler raise anything
-        raise ModelError(f"{p}: not a lidarmt steering weights file ({type(err).__name__}); "
-                         "pass a .pt written by 'lidarmt camera train'") from err
-    if not isinstance(blob, dict) or blob.get("format") != WEIGHTS_FORMAT:
-        raise ModelError(f"{p}: not a lidarmt steering weights file; pass a .pt written by 'lidarmt camera train'")
-    if blob.get("version") != WEIGHTS_VERSION:
-        raise ModelError(f"{p}: weights format version {blob.get('version')} is not supported (this lidarmt reads "
-                         f"{WEIGHTS_VERSION}); retrain with this version")
-    state = blob.get("state_dict")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ModelError(f"{p}: corrupt weights file (no state dict of tensors)")
-    state = {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
+    blob, state = read_tensor_blob(p, fmt=WEIGHTS_FORMAT, version=WEIGHTS_VERSION, what="lidarmt steering weights file",
+                                   short="weights file", hint="pass a .pt written by 'lidarmt camera train'",
+                                   error=ModelError, on_old_version="; retrain with this version")
     try:
         meta = json.loads(blob.get("meta") or "{}")
     except json.JSONDecodeError as err:

@@ -45,32 +45,19 @@ def write_translator(path: str | os.PathLike[str], state: dict[str, Any], meta: 
 
 def read_translator(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(fp32 state dict, meta)`` of a translator file, read as data (``weights_only=True``)."""
-    import torch
+    from lidarmt._torchfile import read_tensor_blob
 
     p = Path(path)
-    if not p.is_file():
-        raise ModelError(f"{p}: no such translator file")
-    try:
-        blob = torch.load(p, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - a stranger's file can make the unpickler raise anything
-        raise ModelError(f"{p}: not a lidarmt translator file ({type(err).__name__}); pass a translator.pt "
-                         "written by 'lidarmt camera train-translator'") from err
-    if not isinstance(blob, dict) or blob.get("format") != TRANSLATOR_FORMAT:
-        raise ModelError(f"{p}: not a lidarmt translator file; pass a translator.pt written by "
-                         "'lidarmt camera train-translator'")
-    if blob.get("version") != TRANSLATOR_VERSION:
-        raise ModelError(f"{p}: translator format version {blob.get('version')} is not supported (this lidarmt reads "
-                         f"{TRANSLATOR_VERSION})")
-    state = blob.get("state_dict")
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise ModelError(f"{p}: corrupt translator file (no state dict of tensors)")
+    blob, state = read_tensor_blob(p, fmt=TRANSLATOR_FORMAT, version=TRANSLATOR_VERSION, what="lidarmt translator file",
+                                   short="translator file", error=ModelError,
+                                   hint="pass a translator.pt written by 'lidarmt camera train-translator'")
     try:
         meta = json.loads(blob.get("meta") or "{}")
     except (TypeError, json.JSONDecodeError) as err:
         raise ModelError(f"{p}: corrupt translator file (meta is not JSON)") from err
     if not isinstance(meta, dict) or not isinstance(meta.get("net"), dict):
         raise ModelError(f"{p}: corrupt translator file (no network settings)")
-    return {k: v.float() if v.is_floating_point() else v for k, v in state.items()}, meta
+    return state, meta
 
 
 class LearnedTranslator:

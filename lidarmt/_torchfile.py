@@ -1,0 +1,37 @@
+"""Reading the project's torch files (weights, translators) as data: ``torch.load(weights_only=True)`` — tensors
+and plain containers, never code — with one-line errors that say what the file should have been."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def read_tensor_blob(path: str | os.PathLike[str], *, fmt: str, version: int, what: str, short: str, hint: str,
+                     error: type[Exception], on_old_version: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(blob, fp32 state dict)`` of a file written as ``{"format": fmt, "version": version, "state_dict": ...}``.
+
+    ``what`` names the kind of file ("lidarmt translator file"), ``short`` its short name ("translator file"),
+    ``hint`` what to pass instead; every problem
+    (missing, not a torch file, a pickle that would run code, another format or version, no tensors) raises
+    ``error`` with one line naming ``path``.
+    """
+    import torch
+
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"{p}: no such {short}")
+    try:
+        blob = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a stranger's file can make the unpickler raise anything
+        raise error(f"{p}: not a {what} ({type(err).__name__}); {hint}") from err
+    if not isinstance(blob, dict) or blob.get("format") != fmt:
+        raise error(f"{p}: not a {what}; {hint}")
+    if blob.get("version") != version:
+        raise error(f"{p}: {short.removesuffix(' file')} format version {blob.get('version')} is not supported "
+                    f"(this lidarmt reads {version}){on_old_version}")
+    state = blob.get("state_dict")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise error(f"{p}: corrupt {short} (no state dict of tensors)")
+    return blob, {k: v.float() if v.is_floating_point() else v for k, v in state.items()}
