@@ -440,18 +440,11 @@ _CHECKPOINT_KEYS = ("iteration", "config", "state", "torch_rng", "numpy_rng")
 def _load_checkpoint(path: Path, *, mmap: bool = False) -> dict[str, Any]:
     """A checkpoint written by this module, read as data (``weights_only=True``) and checked; ``mmap`` maps the
     tensors instead of reading them (for a look at the settings of a large run)."""
-    import torch
+    from lidarmt._torchfile import load_blob
 
     hint = "pass --force to start again (or restore the file from a backup)"
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
-    except Exception as err:  # noqa: BLE001 - a damaged file can make the unpickler raise anything
-        raise CameraOutputError(f"{path}: not a translator checkpoint ({type(err).__name__}); {hint}") from err
-    if not isinstance(blob, dict) or blob.get("format") != CHECKPOINT_FORMAT:
-        raise CameraOutputError(f"{path}: not a translator checkpoint; {hint}")
-    if blob.get("version") != CHECKPOINT_VERSION:
-        raise CameraOutputError(f"{path}: checkpoint version {blob.get('version')!r} is not supported (this "
-                                f"lidarmt writes {CHECKPOINT_VERSION}); {hint}")
+    blob = load_blob(path, fmt=CHECKPOINT_FORMAT, version=CHECKPOINT_VERSION, what="translator checkpoint",
+                     short="checkpoint", hint=hint, error=CameraOutputError, on_old_version=f"; {hint}", mmap=mmap)
     missing = [k for k in _CHECKPOINT_KEYS if k not in blob]
     if missing or not isinstance(blob["iteration"], int) or blob["iteration"] < 0:
         raise CameraOutputError(f"{path}: corrupt translator checkpoint (missing or bad "
