@@ -197,6 +197,53 @@ BOX_DTYPE = np.dtype(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class LabelledRegion:
+    """The part of a sweep that a frame's labels cover, in the sensor frame.
+
+    KITTI labels only what the front camera sees (about 90 degrees ahead): a point outside the region is
+    *unlabelled*, not background. The region is a sector about the sensor's z axis, from ``azimuth_min`` to
+    ``azimuth_max`` (radians, counter-clockwise from +x, ``-pi <= azimuth_min < azimuth_max <= pi``), optionally
+    cut at ``max_range`` metres (horizontal distance). ``source`` says how it was derived (e.g. the calibration
+    files it came from), for reports.
+    """
+
+    azimuth_min: float
+    azimuth_max: float
+    max_range: float | None = None
+    source: str = ""
+
+    def contains(self, xy: np.ndarray) -> np.ndarray:
+        """Boolean mask of the positions (N x 2+ array, or a structured point array) inside the region."""
+        if getattr(xy, "dtype", None) is not None and xy.dtype.names:
+            x = np.asarray(xy["x"], dtype=np.float64)
+            y = np.asarray(xy["y"], dtype=np.float64)
+        else:
+            a = np.asarray(xy, dtype=np.float64).reshape(-1, np.shape(xy)[-1] if np.ndim(xy) > 1 else 2)
+            x, y = a[:, 0], a[:, 1]
+        az = np.arctan2(y, x)
+        inside = (az >= self.azimuth_min) & (az <= self.azimuth_max)
+        if self.max_range is not None:
+            inside &= np.hypot(x, y) <= self.max_range
+        return inside
+
+    def contains_point(self, x: float, y: float) -> bool:
+        """Whether one sensor-frame position lies in the region."""
+        return bool(self.contains(np.array([[x, y]], dtype=np.float64))[0])
+
+    @property
+    def width_deg(self) -> float:
+        """The sector's opening angle in degrees."""
+        return float(np.degrees(self.azimuth_max - self.azimuth_min))
+
+    def describe(self) -> str:
+        """One line for reports: the sector in degrees and where it came from."""
+        text = f"azimuth {np.degrees(self.azimuth_min):+.1f} to {np.degrees(self.azimuth_max):+.1f} deg"
+        if self.max_range is not None:
+            text += f" within {self.max_range:g} m"
+        return text + (f" ({self.source})" if self.source else "")
+
+
 @dataclass(slots=True)
 class Labels:
     """Ground truth for a frame, in the sensor frame.
@@ -204,21 +251,25 @@ class Labels:
     ``boxes`` is a structured array of :data:`BOX_DTYPE`. ``point_instance`` (int32, -1 = no object) and
     ``point_meta`` (int8 MetaType, -1 = background such as ground and buildings) are per point, aligned with
     the frame's points, when the source has them (the simulator does; KITTI's road labels are kept in
-    ``point_semantic`` as SemanticKITTI ids instead).
+    ``point_semantic`` as SemanticKITTI ids instead). ``region`` is the labelled field of view when the labels
+    cover only part of the sweep (KITTI: the front camera's view).
     """
 
     boxes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=BOX_DTYPE))
     point_instance: np.ndarray | None = None
     point_meta: np.ndarray | None = None
     point_semantic: np.ndarray | None = None
+    #: the part of the sweep the labels cover (None: all of it); points and detections outside are unlabelled
+    region: LabelledRegion | None = None
 
     def select(self, keep: np.ndarray) -> Labels:
-        """Labels for a subset of the points (boolean mask or indices); boxes are kept."""
+        """Labels for a subset of the points (boolean mask or indices); boxes and the region are kept."""
 
         def sub(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else a[keep]
 
-        return Labels(self.boxes, sub(self.point_instance), sub(self.point_meta), sub(self.point_semantic))
+        return Labels(self.boxes, sub(self.point_instance), sub(self.point_meta), sub(self.point_semantic),
+                      self.region)
 
 
 # ----------------------------------------------------------------------------------------------- frame

@@ -63,7 +63,7 @@ def rotate_z(frame: Frame, angle: float) -> Frame:
         b["cx"] = c * bx - s * by
         b["cy"] = s * bx + c * by
         b["yaw"] = np.arctan2(np.sin(b["yaw"] + angle), np.cos(b["yaw"] + angle))
-        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic, labels.region)
     return replace(frame, points=pts, labels=labels)
 
 
@@ -76,7 +76,7 @@ def flip_y(frame: Frame) -> Frame:
         b = labels.boxes.copy()
         b["cy"] = -b["cy"]
         b["yaw"] = -b["yaw"]
-        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic, labels.region)
     return replace(frame, points=pts, labels=labels)
 
 
@@ -88,7 +88,7 @@ def shift_z(frame: Frame, dz: float) -> Frame:
     if labels is not None:
         b = labels.boxes.copy()
         b["cz"] = b["cz"] + dz
-        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic, labels.region)
     return replace(frame, points=pts, labels=labels)
 
 
@@ -106,7 +106,7 @@ def warp_z(frame: Frame, gx: float, gy: float, kx: float, ky: float) -> Frame:
     if labels is not None:
         b = labels.boxes.copy()
         b["cz"] = b["cz"] + dz(b["cx"], b["cy"])
-        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic)
+        labels = Labels(b, labels.point_instance, labels.point_meta, labels.point_semantic, labels.region)
     return replace(frame, points=pts, labels=labels)
 
 
