@@ -569,6 +569,7 @@ def test_dave2_on_udacity_frames(dave2: Path, shared_data: Path) -> None:
     layers = _layers_with_weights(dave2, cfg, version=1)
     raw = np_forward(layers, _dave2_prepare(frames), lambda v: v / 127.5 - 1)[:, 0]
     np.testing.assert_allclose(got, raw * -math.radians(25.0), atol=1e-5)
-    # sensible angles: finite, within the simulator's ±25° lock, not constant
-    assert np.all(np.isfinite(got)) and np.all(np.abs(got) <= math.radians(25.0) * 1.5)
+    # sensible angles: finite, mostly within the simulator's ±25° lock (its output layer is linear, so a real
+    # frame unlike the simulator's may go beyond it), not constant
+    assert np.all(np.isfinite(got)) and np.mean(np.abs(got) <= math.radians(25.0) * 1.5) >= 0.9
     assert np.std(got) > math.radians(1.0)

