@@ -229,7 +229,7 @@ def test_baseline_reused_from_an_earlier_bench(rec, tmp_path, capsys):
     first = tmp_path / "v1"
     assert main(_bench(rec, first, "test_bench:grid_sut", "test_bench:drop_sut")) == 0
     second = tmp_path / "v2"
-    assert main(_bench(rec, second, "test_bench:drop_sut", extra=("--baseline", str(first)))) == 0
+    assert main(_bench(rec, second, "test_bench:drop_sut", extra=("--baseline", str(first), "--trust-code"))) == 0
     s1, s2 = _summary(first), _summary(second)
     base = s2["modules"][0]
     assert base["name"] == "test_bench-grid_sut" and base["origin"] and base["role"] == "baseline"
@@ -240,7 +240,7 @@ def test_baseline_reused_from_an_earlier_bench(rec, tmp_path, capsys):
     # a baseline run with other inputs is refused in one line
     capsys.readouterr()
     for extra in (("--seed", "5"), ("--n", "10"), ("--frames", "4")):
-        args = _bench(rec, tmp_path / "v3", "test_bench:drop_sut", extra=("--baseline", str(first), *extra))
+        args = _bench(rec, tmp_path / "v3", "test_bench:drop_sut", extra=("--baseline", str(first), "--trust-code", *extra))
         assert main(args) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--baseline" in err and "same frames" in err, err
@@ -280,7 +280,7 @@ def test_baseline_from_a_fuzz_run_folder(rec, tmp_path):
                  "--n", "10,300", "--trials", "3", "--radius", "30", "--out", str(fuzz), "--quiet",
                  "--bundles", "0"]) == 0
     out = tmp_path / "bench"
-    assert main(_bench(rec, out, "test_bench:drop_sut", extra=("--baseline", str(fuzz)))) == 0
+    assert main(_bench(rec, out, "test_bench:drop_sut", extra=("--baseline", str(fuzz), "--trust-code"))) == 0
     s = _summary(out)
     assert [m["name"] for m in s["modules"]] == ["test_bench-grid_sut", "test_bench-drop_sut"]
     assert s["modules"][0]["origin"] == str(fuzz) and _row(s, "count", 10)["c"] >= 15

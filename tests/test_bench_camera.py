@@ -79,13 +79,13 @@ def test_camera_regression_detected(drive, tmp_path, capsys):
     assert (out / "junit.xml").read_text().count("<failure") == s["regressions"]
     # an earlier bench's baseline, reused for the next candidate; other transformations are refused in one line
     out2 = tmp_path / "reuse"
-    assert main(_bench(drive, out2, "test_bench_camera:jitter", extra=("--baseline", str(out)))) == 0
+    assert main(_bench(drive, out2, "test_bench_camera:jitter", extra=("--baseline", str(out), "--trust-code"))) == 0
     s2 = json.loads((out2 / "summary.json").read_text())
     again = next(r for r in s2["comparisons"][0]["rows"] if r["relation"] == "deeproad" and r["transform"] == "all")
     assert (again["b"], again["c"]) == (everything["b"], everything["c"])
     capsys.readouterr()
     bad = ["camera", "bench", "--images", str(drive), "--transforms", "brightness", "--out", str(tmp_path / "x"),
-           "--quiet", "--model", "test_bench_camera:jitter", "--baseline", str(out)]
+           "--quiet", "--model", "test_bench_camera:jitter", "--baseline", str(out), "--trust-code"]
     assert main(bad) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--baseline" in err and "transforms" in err, err

@@ -148,15 +148,63 @@ def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("modules"), list) \
             or not d["modules"]:
         raise BenchInputError(f"{path}: not a {FORMAT} file; run the bench again with --force")
+    for m in d["modules"]:
+        check_module_name(m.get("name") if isinstance(m, dict) else None, path)
     return d
 
 
-def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Path]:
+def check_module_name(name: Any, where: str | os.PathLike[str]) -> str:
+    """A module name read from a file is a folder inside the bench folder: one plain path component (what
+    :func:`folder_names` makes), never ``..``, a separator or an absolute path. One-line refusal otherwise."""
+    if not isinstance(name, str) or not name or name in (".", "..") or _UNSAFE.search(name) \
+            or name != name.strip("-."):
+        raise BenchInputError(f"{where}: module name {name!r} is not a plain folder name; a bench folder's "
+                              "paths never leave it, so it is refused: give a bench folder made by lidarmt")
+    return name
+
+
+def code_in_config(config: Any) -> list[str]:
+    """What running or rebuilding a campaign configuration read from a file would import or run (a
+    ``module:callable`` or ``exec:`` SUT, a code ROI, a code steering model or translator, option values
+    naming code), one line each; empty when it names only built-ins and installed plug-ins."""
+    from lidarmt.fuzz.plugins import code_in_options, code_in_roi, code_in_sut
+
+    found: list[str] = []
+    if getattr(config, "sut", None) is not None:
+        found += code_in_sut(config.sut)
+    if getattr(config, "roi", None) is not None:
+        found += code_in_roi(config.roi)
+    for m in getattr(config, "models", ()) or ():
+        name = str(m.name).strip()
+        if ":" in name and not name.lower().endswith((".h5", ".hdf5", ".keras")):
+            from lidarmt.camera.models.registry import kind_of
+
+            if kind_of(name) == "code":
+                found.append(f"steering model {name!r} (imports module {name.partition(':')[0]!r})")
+        found += [f"steering model {x}" for x in code_in_options(dict(m.options))]
+    for t in getattr(config, "transforms", ()) or ():
+        name = str(t.name).strip()
+        if ":" in name:
+            from lidarmt.camera.translate.registry import kind_of as translator_kind
+
+            if translator_kind(name) == "code":
+                found.append(f"translator {name!r} (imports module {name.partition(':')[0]!r})")
+        found += [f"transformation {x}" for x in code_in_options(dict(getattr(t, "options", {}) or {}))]
+    return found
+
+
+def reuse_baseline(path: str | os.PathLike[str], kind: str, *, trust_code: bool = False) -> tuple[Module, Path]:
     """The baseline module of an earlier bench folder (its first module), or the campaign of a plain run
     folder, and the folder holding its journal. The module's configuration is read from the journal's
-    header."""
+    header.
+
+    A baseline folder is a file from someone else, like a bundle: a configuration naming code (a
+    ``module:callable`` or ``exec:`` SUT, a code model) is refused (:class:`~lidarmt.fuzz.plugins.
+    UntrustedCodeError`) unless ``trust_code``, before anything is built; its module name must be a plain
+    folder name (:func:`check_module_name`)."""
     from lidarmt.fuzz.engine import config_from_dict
     from lidarmt.fuzz.journal import JOURNAL_NAME, read_header
+    from lidarmt.fuzz.plugins import check_trust
 
     folder = Path(path)
     if not folder.is_dir():
@@ -164,7 +212,8 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Pat
                               "(runs/bench-v1) or a campaign's run folder")
     if (folder / BENCH_FILE).is_file():
         first = read_bench(folder)["modules"][0]
-        name = str(first.get("name", "baseline"))
+        name = check_module_name(first.get("name", "baseline") if isinstance(first, dict) else None,
+                                 folder / BENCH_FILE)
         src = folder / name
         origin = str(first.get("origin") or src)
     else:
@@ -178,6 +227,7 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str) -> tuple[Module, Pat
     except (KeyError, TypeError, ValueError) as err:
         raise BenchInputError(f"--baseline {path}: the journal header of {src} is not a campaign "
                               f"configuration ({err})") from err
+    check_trust(code_in_config(config), origin=src / JOURNAL_NAME, trust_code=trust_code)
     got = getattr(config, "kind", "lidar-mr1")
     if got != kind:
         raise BenchArgumentError(f"--baseline {path}: a {got} campaign cannot be the baseline of a {kind} "

@@ -91,6 +91,7 @@ def bench(
     sut: Annotated[list[str], typer.Option("--sut", help="A perception module (repeat: the first is the baseline): a registered name, package.module:callable, or exec:COMMAND (an external program, docs/exec-sut.md).")] = [],  # noqa: B006
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="[I:]KEY=VALUE for module I (1-based, in --sut order; without I: every module), repeatable.")] = [],  # noqa: B006
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier bench folder (or a `lidarmt fuzz` run folder) instead of running one; every --sut is then a candidate.")] = None,
+    trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow a --baseline folder to name code to import and run (a module:callable or exec: SUT in its journal); only for folders you trust.")] = False,
     n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated.")] = "10,100,1000",
     frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed (the same follow-ups for every module).")] = 0,
@@ -169,7 +170,7 @@ def bench(
     reused_from = None
     modules: list[Module] = []
     if baseline is not None:
-        base, reused_from = reuse_baseline(baseline, "lidar-mr1")
+        base, reused_from = reuse_baseline(baseline, "lidar-mr1", trust_code=trust_code)
         modules.append(base)
     labels = [m.name for m in modules] + [module_label(c.sut.name, c.sut.options) for c in configs]
     names = folder_names(labels)

@@ -41,6 +41,7 @@ def bench(
     model: Annotated[list[str], typer.Option("--model", help="A steering model (repeat; the first is the baseline): zoo name, Keras .h5 path, package.module:callable.")] = [],  # noqa: B006
     model_option: Annotated[list[str], typer.Option("--model-option", help="[I:]KEY=VALUE for model I (1-based, in --model order; without I: every model), repeatable.")] = [],  # noqa: B006
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier camera bench (or a one-model `lidarmt camera fuzz` run folder); every --model is then a candidate.")] = None,
+    trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow a --baseline folder to name code to import and run (a module:callable model in its journal); only for folders you trust.")] = False,
     transforms: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror, or comma-separated names.")] = "all",
     frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
     lam: Annotated[float, typer.Option("--lambda", help="DeepTest Eq. 2's λ.")] = 5.0,
@@ -98,7 +99,7 @@ def bench(
     modules: list[Module] = []
     reused_from = None
     if baseline is not None:
-        base, reused_from = reuse_baseline(baseline, "camera")
+        base, reused_from = reuse_baseline(baseline, "camera", trust_code=trust_code)
         if len(base.config.models) != 1:
             raise BenchArgumentError(f"--baseline {baseline}: its campaign judged {len(base.config.models)} "
                                      "models at once; a baseline is a one-model campaign (a camera bench's "

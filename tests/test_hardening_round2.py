@@ -1,0 +1,119 @@
+"""Hardening, round 2 (issue 20): files from strangers, sizes and counts a file or option claims, one-line
+errors where there were tracebacks, full disks. Every test here failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from lidarmt.cli import main
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+
+
+def _one_line(capsys, *words: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("lidarmt: error:"), err
+    for w in words:
+        assert w in err, err
+    return err
+
+
+# ----------------------------------------------------------------------------------------------- 1, 2: bench
+
+
+@pytest.fixture(scope="module")
+def bench_v1(tmp_path_factory):
+    """A labelled recording and an earlier bench of it (grid SUT as the baseline): what a stranger shares."""
+    root = tmp_path_factory.mktemp("bench-attack")
+    frames = _labelled_frames(root / "frames")
+    first = root / "v1"
+    assert main(_bench_args(frames, first, "test_bench:grid_sut", "test_bench:nocar_sut")) == 0
+    return frames, first
+
+
+def _labelled_frames(folder: Path) -> Path:
+    import numpy as np
+    from test_bench import _CLS_META
+    from test_fuzz_support import GridSut, StripRoi, make_scene
+
+    from lidarmt.io.npz import save_frame_npz
+    from lidarmt.types import BOX_DTYPE, Labels
+
+    folder.mkdir()
+    sut, roi = GridSut(), StripRoi()
+    for i in range(3):
+        f = make_scene(i)
+        obs = list(sut.detect(f, roi))
+        boxes = np.zeros(len(obs), dtype=BOX_DTYPE)
+        inst = np.full(len(f), -1, np.int32)
+        meta = np.full(len(f), -1, np.int8)
+        for k, o in enumerate(obs):
+            boxes[k] = (o.center[0], o.center[1], o.center[2] + o.height / 2, o.length, o.width,
+                        max(o.height, 0.1), 0.0, int(_CLS_META[o.cls]), k)
+            inst[o.point_indices], meta[o.point_indices] = k, int(_CLS_META[o.cls])
+        f.labels = Labels(boxes, inst, meta)
+        save_frame_npz(folder / f"{i:06d}.npz", f, compress=False)
+    return folder
+
+
+def _bench_args(frames: Path, out: Path, *suts: str, extra: tuple[str, ...] = ()) -> list[str]:
+    args = ["bench", "--bag", str(frames), "--map", "test_fuzz_support:strip_roi", "--n", "10", "--radius", "30",
+            "--out", str(out), "--quiet"]
+    for s in suts:
+        args += ["--sut", s]
+    return [*args, *extra]
+
+
+def _set_header(journal: Path, **config) -> None:
+    lines = journal.read_text().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    head["config"].update(config)
+    lines[0] = json.dumps(head) + "\n"
+    journal.write_text("".join(lines))
+
+
+def test_bench_baseline_naming_code_does_not_run_it(bench_v1, tmp_path, capsys):
+    """Item 1: a baseline folder is a file from a stranger: a module:callable SUT in its journal is refused
+    unless --trust-code (the command it names never runs)."""
+    frames, first = bench_v1
+    evil = tmp_path / "evil"
+    shutil.copytree(first, evil)
+    marker = tmp_path / "MARKER"
+    _set_header(evil / "test_bench-grid_sut" / "journal.jsonl",
+                sut={"name": "subprocess:getoutput", "options": {"cmd": f"touch {marker}"}})
+    (evil / "test_bench-grid_sut" / "detection.json").unlink(missing_ok=True)
+    capsys.readouterr()
+    rc = main(_bench_args(frames, tmp_path / "v2", "test_bench:nocar_sut", extra=("--baseline", str(evil))))
+    assert rc == 2 and not marker.exists()
+    _one_line(capsys, "--trust-code", "subprocess:getoutput")
+    assert not (tmp_path / "v2").exists()
+    # the user's own earlier bench of a plug-in SUT: allowed with --trust-code
+    rc = main(_bench_args(frames, tmp_path / "v3", "test_bench:nocar_sut",
+                          extra=("--baseline", str(first), "--trust-code")))
+    assert rc == 0
+
+
+def test_bench_json_paths_never_leave_their_folder(bench_v1, tmp_path, capsys):
+    """Item 2: a bench.json naming its baseline '../elsewhere' is refused; nothing outside --out is written."""
+    frames, first = bench_v1
+    shared = tmp_path / "a" / "shared"
+    shutil.copytree(first, shared)
+    shutil.copytree(first / "test_bench-grid_sut", tmp_path / "a" / "elsewhere")
+    bench = json.loads((shared / "bench.json").read_text())
+    bench["modules"][0]["name"] = "../elsewhere"
+    (shared / "bench.json").write_text(json.dumps(bench))
+    victim = tmp_path / "b" / "elsewhere" / "journal.jsonl"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("precious\n")
+    capsys.readouterr()
+    rc = main(_bench_args(frames, tmp_path / "b" / "out", "test_bench:nocar_sut",
+                          extra=("--baseline", str(shared), "--trust-code")))
+    assert rc == 2
+    _one_line(capsys, "../elsewhere")
+    assert victim.read_text() == "precious\n"
