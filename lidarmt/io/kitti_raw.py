@@ -27,7 +27,13 @@ more than ``max_oxts_gap`` seconds away has no pose. All poses of a drive are in
 
 ``frame.stamp`` is the scan's ``timestamps.txt`` time (without the file: its packet's time, else 0); the sweep's start and end times are
 kept in :attr:`KittiRawRecording.sweep_start` / :attr:`KittiRawRecording.sweep_end` (NaN when absent).
-Scans carry no labels (KITTI raw's tracklets are not read).
+
+**Labels.** When the drive folder holds KITTI's ``tracklet_labels.xml`` (:mod:`lidarmt.io.tracklets`), every
+scan carries :class:`~lidarmt.types.Labels`: the boxes of the tracklets in that frame (frame = the scan's
+number), per-point instance and meta type of the points inside them, and ``region`` = camera 2's view
+(:func:`lidarmt.io.kitti_region.raw_region`, from ``calib_velo_to_cam.txt`` and ``calib_cam_to_cam.txt`` in the
+drive or date folder): KITTI labels only what that camera sees, so points outside it are unlabelled. Without the
+camera calibration the region is None and ``describe()`` says so. ``tracklets=False`` ignores the file.
 """
 
 from __future__ import annotations
@@ -41,10 +47,12 @@ from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, PoseError, RecordingError, WriterError
 from lidarmt.io.kitti import read_calib, read_velodyne_bin, velodyne_points
 from lidarmt.io.oxts import UtmZone, format_oxts_line, format_timestamp, read_oxts_file, read_timestamps
-from lidarmt.types import Frame, Provenance
+from lidarmt.io.tracklets import TRACKLET_FILE, TrackletLabels, read_tracklets
+from lidarmt.types import Frame, LabelledRegion, Provenance
 
 IMU_TO_VELO = "calib_imu_to_velo.txt"
 VELO_TO_CAM = "calib_velo_to_cam.txt"
+CAM_TO_CAM = "calib_cam_to_cam.txt"
 
 
 def _number(p: Path) -> int | None:
@@ -95,7 +103,7 @@ class KittiRawRecording(Recording):
     format = "kitti-raw"
 
     def __init__(self, path: str | os.PathLike[str], *, require_pose: bool = False, allow_empty: bool = False,
-                 max_oxts_gap: float = 0.5, utm_zone: int | None = None) -> None:
+                 max_oxts_gap: float = 0.5, utm_zone: int | None = None, tracklets: bool = True) -> None:
         super().__init__(path, require_pose=require_pose)
         p = self.path
         if not p.exists():
@@ -129,6 +137,19 @@ class KittiRawRecording(Recording):
         self.velo_from_imu = None if self.imu_to_velo_path is None else read_rt(self.imu_to_velo_path)
         self.cam_from_velo = None if self.velo_to_cam_path is None else read_rt(self.velo_to_cam_path)
         self.imu_from_velo = np.eye(4) if self.velo_from_imu is None else np.linalg.inv(self.velo_from_imu)
+
+        # tracklet labels and the part of the sweep they cover (camera 2's view)
+        self.tracklet_path: Path | None = drive / TRACKLET_FILE if tracklets and (drive / TRACKLET_FILE).is_file() else None
+        self.tracklets: TrackletLabels | None = None
+        self.region: LabelledRegion | None = None
+        if self.tracklet_path is not None:
+            self.tracklets = TrackletLabels(read_tracklets(self.tracklet_path), source=str(self.tracklet_path))
+            cam_to_cam = self._calib(CAM_TO_CAM)
+            if self.velo_to_cam_path is not None and cam_to_cam is not None:
+                from lidarmt.io.kitti_region import raw_region
+
+                if cam_to_cam.parent == self.velo_to_cam_path.parent:
+                    self.region = raw_region(cam_to_cam.parent)
 
         # OXTS packets and which one each scan takes
         self.oxts_dir = drive / "oxts"
@@ -220,8 +241,10 @@ class KittiRawRecording(Recording):
             stamp = float(self.scan_times[num])
         elif self.oxts_times is not None and 0 <= self._oxts_of[i] < len(self.oxts_times):
             stamp = float(np.nan_to_num(self.oxts_times[self._oxts_of[i]]))  # by index: the packet's time
+        labels = None if self.tracklets is None else self.tracklets.labels(num, pts, region=self.region)
         return Frame(pts, self.pose_of(i), stamp, "velodyne64",
-                     Provenance(str(self.path), self.format, i, None, f.name), dropped=len(raw) - len(pts))
+                     Provenance(str(self.path), self.format, i, None, f.name), labels=labels,
+                     dropped=len(raw) - len(pts))
 
     # ------------------------------------------------------------------------------------------ summary
 
@@ -244,6 +267,14 @@ class KittiRawRecording(Recording):
         if self.zone is not None:
             info.extra["utm_zone"] = self.zone.name
         info.extra["oxts_matching"] = self.matching_detail
+        if self.tracklets is not None:
+            info.extra["labels"] = f"{TRACKLET_FILE}: {self.tracklets.summary()}"
+            info.extra["labelled_region"] = (self.region.describe() if self.region is not None else
+                                             f"unknown (no {VELO_TO_CAM} and {CAM_TO_CAM} in one folder)")
+            if self.region is None:
+                info.notes.append(f"the tracklets cover only camera 2's view, but without {VELO_TO_CAM} and "
+                                  f"{CAM_TO_CAM} beside the drive that view is unknown: every point counts as "
+                                  "labelled; copy the date folder's calibration files")
         info.extra["extrinsic"] = self.extrinsic
         if self.velo_to_cam_path is not None:
             info.extra["camera_calibration"] = str(self.velo_to_cam_path)
