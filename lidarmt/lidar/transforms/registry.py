@@ -1,0 +1,135 @@
+"""Find LiDAR transformations by name: built-ins and installed plug-ins.
+
+* Built-ins, by family (Dong et al., CVPR 2023): weather (``fog``, ``rain``, ``snow``), sensor (``beam-loss``,
+  ``beam-skip``, ``range-noise``, ``intensity``, ``fov-loss``, ``crosstalk``), motion (``rolling-shutter``,
+  ``deskew``), object (``insert``, ``remove``), alignment (``rotate``, ``mirror``).
+* Plug-ins: any package declaring an entry point in the group ``lidarmt.lidar_transform``, e.g.::
+
+      [project.entry-points."lidarmt.lidar_transform"]
+      dust = "mypkg.dust:Dust"
+
+  The object the entry point names is a transformation instance (see
+  :class:`lidarmt.lidar.transforms.base.LidarTransform`), or a class or factory called with no argument that
+  returns one.
+
+:func:`select` turns a ``--transforms`` value into the list to walk: ``"all"``, a family or comma-separated
+names (families and names may be mixed).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+from lidarmt.lidar.errors import LidarTransformError
+from lidarmt.lidar.transforms.base import FAMILIES, LEVELS, LidarTransform, Param, resolve_params
+
+ENTRY_POINT_GROUP = "lidarmt.lidar_transform"
+
+# name -> (module, class), imported on first use so that listing names stays cheap
+_BUILTINS: dict[str, tuple[str, str]] = {
+    "beam-loss": ("sensor", "BeamLoss"),
+    "beam-skip": ("sensor", "BeamSkip"),
+    "range-noise": ("sensor", "RangeNoise"),
+    "intensity": ("sensor", "IntensityShift"),
+    "fov-loss": ("sensor", "FovLoss"),
+    "crosstalk": ("sensor", "Crosstalk"),
+    "rotate": ("alignment", "Rotate"),
+    "mirror": ("alignment", "Mirror"),
+}
+
+_cache: dict[str, LidarTransform] = {}
+
+
+def _plugins() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def available() -> list[str]:
+    """Names of the built-ins, then of the installed plug-ins (what ``all`` selects)."""
+    return list(_BUILTINS) + sorted(n for n in _plugins() if n not in _BUILTINS)
+
+
+def check_transform(obj: Any, name: str) -> LidarTransform:
+    """``obj`` if it is a well-formed LiDAR transformation, else a one-line LidarTransformError."""
+    if not isinstance(obj, LidarTransform):
+        raise LidarTransformError(
+            f"LiDAR transformation plug-in {name!r} gave a {type(obj).__name__}, which lacks name/family/params/"
+            "doc/levels/apply (see lidarmt.lidar.transforms.base.LidarTransform)")
+    if obj.family not in FAMILIES:
+        raise LidarTransformError(f"LiDAR transformation plug-in {name!r} has family {obj.family!r}; families are "
+                                  + ", ".join(FAMILIES))
+    if not all(isinstance(p, Param) for p in obj.params):
+        raise LidarTransformError(f"LiDAR transformation plug-in {name!r}: params must be Param instances")
+    missing = [lv for lv in LEVELS if lv not in obj.levels]
+    if missing:
+        raise LidarTransformError(f"LiDAR transformation plug-in {name!r} lacks the level(s) {', '.join(missing)}")
+    for lv in LEVELS:
+        resolve_params(obj, obj.levels[lv])
+    return obj
+
+
+def get_transform(name: str) -> LidarTransform:
+    """The LiDAR transformation called ``name``: a built-in or an entry point of ``lidarmt.lidar_transform``."""
+    name = name.strip()
+    if name in _cache:
+        return _cache[name]
+    if name in _BUILTINS:
+        mod, cls = _BUILTINS[name]
+        obj = getattr(importlib.import_module(f"lidarmt.lidar.transforms.{mod}"), cls)()
+    else:
+        plugins = _plugins()
+        if name not in plugins:
+            raise LidarTransformError(f"unknown LiDAR transformation {name!r}; known: {', '.join(available())}")
+        try:
+            obj = plugins[name].load()
+            if isinstance(obj, type) or (callable(obj) and not isinstance(obj, LidarTransform)):
+                obj = obj()
+        except LidarTransformError:
+            raise
+        except Exception as err:
+            raise LidarTransformError(
+                f"cannot load LiDAR transformation plug-in {name!r} ({plugins[name].value}): {err}") from err
+        obj = check_transform(obj, name)
+    _cache[name] = obj
+    return obj
+
+
+def list_transforms() -> list[LidarTransform]:
+    """Every LiDAR transformation: built-ins in family order, then plug-ins."""
+    return [get_transform(n) for n in available()]
+
+
+def select(spec: str) -> list[LidarTransform]:
+    """The transformations a spec names: ``"all"``, a family (``weather``, ``sensor``, ``motion``, ``object``,
+    ``alignment``) or comma-separated names and families; duplicates dropped, order kept."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise LidarTransformError(f"empty LiDAR transformation list {spec!r}; give all, a family "
+                                  f"({', '.join(FAMILIES)}) or names: {', '.join(available())}")
+    names: list[str] = []
+    for raw in spec.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        if item == "all":
+            names += available()
+        elif item in FAMILIES:
+            names += [n for n in available() if get_transform(n).family == item]
+        elif item in _BUILTINS or item in _plugins():
+            names.append(item)
+        else:
+            raise LidarTransformError(f"unknown LiDAR transformation {item!r} in {spec!r}; give all, "
+                                      f"{', '.join(FAMILIES)} or names: {', '.join(available())}")
+    out: list[LidarTransform] = []
+    for n in dict.fromkeys(names):
+        out.append(get_transform(n))
+    if not out:
+        raise LidarTransformError(f"no LiDAR transformation in {spec!r}")
+    return out
+
+
+def validate_params(name: str, params: Mapping[str, Any] | str | None) -> dict[str, float]:
+    """The complete parameter setting of transformation ``name`` (a level name or a partial mapping), checked."""
+    return resolve_params(get_transform(name), params)
