@@ -117,3 +117,55 @@ def test_bench_json_paths_never_leave_their_folder(bench_v1, tmp_path, capsys):
     assert rc == 2
     _one_line(capsys, "../elsewhere")
     assert victim.read_text() == "precious\n"
+
+
+# ----------------------------------------------------------------------------------------------- 3: camera inputs
+
+
+class VandalModel:
+    """A steering model that writes into the images it is given (switching ``writeable`` back on first)."""
+
+    name = "vandal"
+    module = None
+
+    def __init__(self) -> None:
+        from lidarmt.camera.models.base import InputSpec
+
+        self.input_spec = InputSpec(48, 64)
+
+    def predict(self, images):
+        import numpy as np
+
+        if not images.flags.writeable:
+            images.flags.writeable = True
+        images[:, :, : images.shape[2] // 2] = 255  # brighten the left half: the tilt model would steer left
+        return np.zeros(len(images))
+
+
+def vandal(**kw) -> VandalModel:
+    return VandalModel()
+
+
+def test_camera_model_writing_into_its_input_changes_no_other_model(tmp_path):
+    """Item 3: each model gets its own read-only images, verified after the call: a model that writes into them
+    is a finding, and the other models' predictions are those of a campaign without it."""
+    from test_camera_campaign import config, write_udacity
+
+    from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef
+    from lidarmt.fuzz.engine import run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+
+    drive = write_udacity(tmp_path / "drive", 4)
+    alone = config(drive, transforms="brightness,mirror", frames=(0, 1, 2, 3))
+    both = CameraCampaignConfig(alone.images, (ModelRef("test_hardening_round2:vandal", {}), *alone.models),
+                                alone.transforms, alone.frames)
+    run_campaign(alone, tmp_path / "alone")
+    run_campaign(both, tmp_path / "both")
+
+    def preds(folder, model):
+        return {tuple(x["key"][:1] + x["key"][2:]): (x.get("pred"), x.get("pred_t"), x["status"])
+                for x in iter_records(folder / JOURNAL_NAME) if x["key"][1] == model}
+
+    assert preds(tmp_path / "both", 1) == preds(tmp_path / "alone", 0)
+    vandal_recs = [x for x in iter_records(tmp_path / "both" / JOURNAL_NAME) if x["key"][1] == 0]
+    assert vandal_recs and all(x["status"] == "crash" and "wrote into" in x["error"] for x in vandal_recs)

@@ -33,6 +33,7 @@ import numpy as np
 
 from lidarmt.camera.errors import CameraArgumentError
 from lidarmt.camera.relations import CameraTally, Criteria
+from lidarmt.errors import LidarmtError
 from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure, pair_record
 from lidarmt.fuzz.journal import JOURNAL_NAME
 
@@ -196,6 +197,10 @@ class CameraCampaignConfig:
         return [[get_transform(t.name).label(p) for p in t.grid] for t in self.transforms]
 
 
+class ModelInputModified(LidarmtError):
+    """A steering model wrote into the images it was given: a finding about the model (a ``crash`` pair)."""
+
+
 def _finite(values: np.ndarray, n: int, model: str) -> np.ndarray:
     from lidarmt.camera.errors import ModelError
 
@@ -263,9 +268,17 @@ class CameraEvaluator(EvaluatorBase):
     # ------------------------------------------------------------------------------------------ judging
 
     def predict(self, m: int, batch: np.ndarray, keys: Any, stage: str) -> np.ndarray:
+        """One model call on a private, read-only copy of ``batch``, verified after the call (a model can switch
+        ``writeable`` back on): a model that writes into its images can change neither what the other models
+        and later pairs see nor its own verdicts unnoticed; it is a finding (:class:`ModelInputModified`)."""
         model = self.models[m]
-        return _finite(self.call(model.predict, batch, keys=keys, stage=stage, work=len(batch)), len(batch),
-                       model.name)
+        given = np.array(batch, copy=True)
+        given.flags.writeable = False
+        out = self.call(model.predict, given, keys=keys, stage=stage, work=len(batch))
+        if not np.array_equal(given, batch):
+            raise ModelInputModified(f"model {model.name} wrote into its input images during predict; a steering "
+                                     "model must not modify the images it is given")
+        return _finite(out, len(batch), model.name)
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config
