@@ -10,6 +10,9 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``n<N>-f<frame>-t<tria
 * ``obstacles_source.json``, ``obstacles_followup.json`` (and ``obstacles_minimal.json``);
 * ``bev.png``: source and follow-up side by side from above, the lost obstacles marked;
 * ``replay.bag``: a ROS1 bag with both frames on the original topic and /tf, to replay in a real stack;
+* ``bundle.mcap`` and ``foxglove-layout.json``: the same violation for Foxglove (:mod:`lidarmt.report.mcap`):
+  both clouds, the added and the minimal points, the obstacles coloured by class with the lost ones red, the
+  ROI's polygons and the sensor pose;
 * ``report.md`` (ready to paste into an issue tracker) and ``bundle.json`` (SUT spec, map, recording,
   frame index, seed tuple, the indices of the minimal subset among the added points, verdicts: what
   ``lidarmt replay`` checks bit for bit);
@@ -194,6 +197,13 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
         with Ros1BagWriter(tmp / "replay.bag", **kw) as w:
             w.write(frame)
             w.write(fu2)
+        from lidarmt.report.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_layout, write_lidar_bundle_mcap
+
+        write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=frame, follow_frame=follow_frame, source=source,
+                                follow=follow, verdict=verdict, minimal=minimal if info.get("ddmin") else None,
+                                roi=roi, roi_indices=roi_indices,
+                                info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
+        write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
         atomic_write_text(tmp / "report.md", bundle_markdown(info, source, follow, verdict))
         _json(tmp / "bundle.json", info)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
@@ -414,7 +424,9 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "Files: `source.pcd` / `followup.pcd` (the added points follow the source points), `added.npy`, "
         "`obstacles_source.json`, `obstacles_followup.json`, `replay.bag` (ROS1: both frames on "
-        f"`{_bag_topic(info)}` with /tf; the follow-up 0.1 s after the source).",
+        f"`{_bag_topic(info)}` with /tf; the follow-up 0.1 s after the source), `bundle.mcap` (Foxglove: both "
+        "clouds, the added and minimal points, the obstacles with the lost ones in red, the ROI, the pose; open "
+        "it with the layout `foxglove-layout.json`).",
         "",
     ]
     return "\n".join(lines)
