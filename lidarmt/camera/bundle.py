@@ -9,6 +9,8 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<model>-<transformat
   arrows, as DeepTest's Figure 7;
 * ``report.md`` (ready to paste into an issue tracker) and ``bundle.json`` (model and transformation specs,
   parameters, the seed tuple, the label, both predictions, the relation with its thresholds and MSE_orig);
+* ``bundle.mcap`` and ``foxglove-layout.json``: both images with the angles as annotations, for Foxglove
+  (:mod:`lidarmt.report.mcap`);
 * ``MANIFEST.json``: the SHA-256 of every file (:mod:`lidarmt.report.manifest`), checked first by replay.
 
 The folder is built beside its final place and renamed into it, so a bundle is either complete or absent.
@@ -201,10 +203,17 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
                                             pred=got["pred"], pred_t=got["pred_t"], title=title,
                                             expect=info["expect"]))
+        from lidarmt.report.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
+
+        write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=got["window"][-1], transformed=got["transformed"][-1],
+                                 label=cur.label, pred=got["pred"], pred_t=got["pred_t"], expect=info["expect"],
+                                 title=title, info={k: info[k] for k in ("id", "transform", "params_label",
+                                                                         "frame_id", "relation")})
+        write_layout(tmp / LAYOUT_NAME, "camera-bundle")
         (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
-        write_manifest(tmp, list(FILES))
+        write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME])
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
@@ -294,6 +303,11 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
     check("files match MANIFEST.json", not problems, "; ".join(str(p) for p in problems))
     if problems:
         return res
+    if (folder / "bundle.mcap").exists():  # what Foxglove opens: it must hold what the bundle shows
+        from lidarmt.report.mcap import CAMERA_BUNDLE_TOPICS, mcap_problems
+
+        bad = mcap_problems(folder / "bundle.mcap", CAMERA_BUNDLE_TOPICS)
+        check("bundle.mcap opens with its topics", not bad, "; ".join(bad))
     try:
         with np.load(folder / "window.npz", allow_pickle=False) as z:
             seed_w, stored_t = z["seed"], z["transformed"]
