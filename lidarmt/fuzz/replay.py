@@ -59,6 +59,9 @@ REPLAY_INPUTS = ("bundle.json", "source.npz", "followup.npz", "added.npy", "mini
                  "obstacles_source.json", "obstacles_followup.json")
 MAX_BUNDLE_JSON_BYTES = 64 << 20
 CHECK_FILES = "file checksums (MANIFEST.json)"
+CHECK_MCAP = "bundle.mcap opens with its topics"
+#: Files a bundle shows but replay does not read (Foxglove's): when present, the manifest must list them too.
+_SHOWN = ("bundle.mcap", "foxglove-layout.json")
 
 
 @dataclass(slots=True)
@@ -279,10 +282,17 @@ def _check_files(folder: Path, info: dict, check: Callable[..., bool]) -> None:
         needed = list(REPLAY_INPUTS) + (["obstacles_minimal.json"] if info.get("minimal_verdict") else [])
         problems += [ManifestProblem("unlisted", n, "replay reads it but MANIFEST.json does not list it")
                      for n in needed if n not in listed]
+        problems += [ManifestProblem("unlisted", n, "the bundle holds it but MANIFEST.json does not list it")
+                     for n in _SHOWN if n not in listed and (folder / n).exists()]
     if not problems:
         check(CHECK_FILES, True)
     for p in problems:
         check(CHECK_FILES, False, str(p))
+    if (folder / "bundle.mcap").exists():  # what Foxglove opens: it must hold what the bundle shows
+        from lidarmt.report.mcap import LIDAR_BUNDLE_TOPICS, mcap_problems
+
+        bad = mcap_problems(folder / "bundle.mcap", LIDAR_BUNDLE_TOPICS)
+        check(CHECK_MCAP, not bad, "; ".join(bad))
 
 
 def _load(folder: Path, name: str, loader: Callable[[Path], Any], check: Callable[..., bool]) -> Any:
