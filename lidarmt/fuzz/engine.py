@@ -58,6 +58,7 @@ KINDS: dict[str, str] = {
     "lidar-search": "lidarmt.search.lidar:LidarSearchConfig",
     "lidar-condition": "lidarmt.search.lidar:ConditionConfig",
     "camera-coverage": "lidarmt.coverage.campaign:CoverageCampaignConfig",
+    "lidar-transform": "lidarmt.lidar.campaign:LidarCampaignConfig",
 }
 DEFAULT_KIND = "lidar-mr1"  # journals written before kinds existed are LiDAR MR1 campaigns
 

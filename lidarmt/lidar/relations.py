@@ -59,18 +59,6 @@ SPURIOUS = "spurious"
 BOX_MARGIN_M = 0.25
 
 
-def relation_for(change_kind: str, family: str, *, inserts: bool = False, removes: bool = False,
-                 geometric: bool = False) -> str:
-    """The relation a transformation is judged by when none is asked for: by what its changes do."""
-    if inserts:
-        return "insertion"
-    if removes:
-        return "removal"
-    if geometric:
-        return "equivariance"
-    return FAMILY_RELATION.get(family, "robustness")
-
-
 @dataclass(frozen=True, slots=True)
 class Thresholds:
     """The thresholds the fold applies (never the journal): stated in every report."""

@@ -1,0 +1,376 @@
+"""Bug bundles of LiDAR-transformation relations, and their replay.
+
+A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<transformation>-<level>-f<frame>-t<trial>``):
+
+* ``source.npz`` and ``followup.npz`` (lossless frames; replay reads the source only from here), ``source.pcd``
+  and ``followup.pcd`` for viewers;
+* ``change.npz``: the change's provenance (``origin``, ``modified``, ``geometry``, ``inserted``, ``removed``) and
+  ``minimal_edits``, the indices of a 1-minimal subset of its point edits (dropped, modified, added; see
+  :func:`lidarmt.lidar.transforms.base.apply_edits`) that still loses an obstacle the whole change lost, found by
+  delta debugging; ``minimal.npz`` is the source with only those edits;
+* ``obstacles_source.json``, ``obstacles_followup.json`` (and ``obstacles_minimal.json``);
+* ``bev_source.png``, ``bev_followup.png``: both sweeps from above with their obstacles;
+* ``report.md`` and ``bundle.json`` (configuration, key, seed, parameters, thresholds, facts and findings);
+* ``MANIFEST.json`` (:mod:`lidarmt.report.manifest`): the SHA-256 of every other file, checked first by replay.
+
+Delta debugging minimises only losses of source obstacles in a sweep whose points stay where they were (a
+rotation or mirror is one rigid move, not a set of independent edits; a missed insertion cannot be made more
+missed by fewer points), and says so in ``bundle.json`` otherwise.
+
+Replay rebuilds the transformation (a registered name or installed plug-in), re-applies it to ``source.npz`` with
+the stored seed and parameters (the follow-up and its provenance must equal the stored ones bit for bit),
+rebuilds the minimal frame from ``minimal_edits``, perceives all three again and compares the obstacles, the
+facts and the findings with the stored ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt.errors import OutputError
+from lidarmt.lidar.relations import Thresholds, judge_facts
+
+BUNDLE_VERSION = 2  # the LiDAR bundles' format (MANIFEST.json); "kind" tells the relations apart
+KIND = "lidar-transform"
+REPLAY_INPUTS = ("bundle.json", "source.npz", "followup.npz", "change.npz", "minimal.npz",
+                 "obstacles_source.json", "obstacles_followup.json")
+
+
+def _lost_source(lost: list[dict[str, Any]]) -> set[int]:
+    return {int(x["source"]) for x in lost if "source" in x}
+
+
+def findings_text(lost: list[dict[str, Any]], limit: int = 3) -> str:
+    """``"car 12.3 m away (4.1×1.8×1.5 m, vanished)"`` per lost requirement, nearest first."""
+    items = sorted(lost, key=lambda x: float(x["distance"]))
+    parts = [f"{x['what']} {float(x['distance']):.1f} m away ({'×'.join(f'{v:.1f}' for v in x['size'])} m, "
+             f"{x['kind']})" for x in items]
+    return "; ".join(parts[:limit]) + (f"; … {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: int = 200, command: str = "",
+                          thresholds: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Recompute pair ``key`` with evaluator ``ev``, minimise its change and write its bundle to ``out_dir``."""
+    from lidarmt.fuzz.ddmin import ddmin
+    from lidarmt.fuzz.engine import environment
+    from lidarmt.lidar.campaign import edits_origin, follow_roi
+    from lidarmt.lidar.transforms.base import apply_edits, n_edits
+
+    th = Thresholds.from_dict(thresholds) if thresholds is not None else ev.config.thresholds
+    cfg = ev.config
+    f, t, lv, r = key
+    ref = cfg.transforms[t]
+    j = ev.judge_key(key)
+    lost = judge_facts(j.facts, ref.relation, th)
+    change = j.change
+    edits = int(n_edits(change))
+    target = _lost_source(lost)
+    dd = None
+    why_not = None
+    minimal = np.arange(edits, dtype=np.int64)
+    minimal_obs = None
+    minimal_lost = None
+    if not lost:
+        why_not = "the pair does not violate its relation when recomputed"
+    elif change.geometry is not None:
+        why_not = "a rotation or mirror moves the whole sweep at once: not a set of independent point edits"
+    elif not target:
+        why_not = "only a missed insertion: fewer inserted points cannot make it more missed"
+    elif budget <= 0:
+        why_not = "--ddmin-budget 0"
+    roi_f = follow_roi(j.roi, change)
+
+    def partial(subset: np.ndarray) -> tuple[Any, np.ndarray]:
+        keep = np.zeros(edits, dtype=bool)
+        keep[subset] = True
+        return apply_edits(j.frame, change, keep), edits_origin(change, keep)
+
+    def judge_subset(subset: np.ndarray):
+        fr, origin = partial(subset)
+        obs = ev.detect(fr, roi_f)
+        facts = ev.facts(j.frame, j.source, change, obs, follow_frame=fr, origin=origin)
+        return obs, facts, judge_facts(facts, ref.relation, th)
+
+    if why_not is None:
+        def fails(subset: np.ndarray) -> bool:
+            try:
+                _, _, got = judge_subset(subset)
+            except Exception:  # a crash is another failure, not this violation
+                return False
+            return bool(_lost_source(got) & target)
+
+        dd = ddmin(np.arange(edits), fails, budget=budget, check_full=False)
+        minimal = dd.items
+        if dd.stopped != "empty-fails":
+            minimal_obs, minimal_facts, minimal_lost = judge_subset(minimal)
+    keep = np.zeros(edits, dtype=bool)
+    keep[minimal] = True
+    minimal_frame = apply_edits(j.frame, change, keep)
+    info: dict[str, Any] = {
+        "version": BUNDLE_VERSION, "kind": KIND, "id": out_dir.name, "key": list(key), "config": cfg.to_dict(),
+        "frame_index": f, "transform": ref.name, "family": ev.transforms[t].family, "level": ref.levels[lv],
+        "params": dict(ref.params[lv]), "trial": r, "seed": cfg.seed_of(key), "relation": ref.relation,
+        "thresholds": th.to_dict(), "facts": j.facts, "findings": lost, "reproduced": bool(lost),
+        "edits": edits, "change_info": _json_safe(change.info),
+        "n_source": len(j.source), "n_follow": len(j.follow),
+        "ddmin": dd.to_dict() if dd else None, "ddmin_skipped": why_not,
+        "minimal_findings": minimal_lost, "sut_name": str(getattr(ev.sut, "name", cfg.sut.name)),
+        "environment": environment(), "command": command, "cwd": os.getcwd(),
+        "torch_threads": _torch_threads(),
+    }
+    info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
+    _write(out_dir, info, j, change, minimal, minimal_frame, minimal_obs)
+    return {"id": out_dir.name, "key": list(key), "transform": ref.name, "level": ref.levels[lv],
+            "relation": ref.relation, "reproduced": info["reproduced"], "findings": findings_text(lost),
+            "nearest_m": min((float(x["distance"]) for x in lost), default=None), "edits": edits,
+            "ddmin": info["ddmin"], "ddmin_skipped": why_not}
+
+
+def _torch_threads() -> int | None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
+
+
+def _json_safe(obj: Any) -> Any:
+    from lidarmt.lidar.campaign import _jsonable
+
+    return _jsonable(obj) if isinstance(obj, dict) else obj
+
+
+def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, minimal_frame, minimal_obs) -> None:
+    from lidarmt.io import save_frame_npz, write_pcd
+    from lidarmt.report.bev import draw_bev
+    from lidarmt.report.manifest import write_manifest
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        save_frame_npz(tmp / "source.npz", j.frame)
+        save_frame_npz(tmp / "followup.npz", change.frame)
+        save_frame_npz(tmp / "minimal.npz", minimal_frame)
+        write_pcd(tmp / "source.pcd", j.frame)
+        write_pcd(tmp / "followup.pcd", change.frame)
+        geo = np.zeros((0, 3)) if change.geometry is None else np.asarray(change.geometry, dtype=np.float64)
+        _save_npz(tmp / "change.npz", origin=np.asarray(change.origin, dtype=np.int64),
+                  modified=np.asarray(change.modified, dtype=bool), geometry=geo, inserted=change.inserted,
+                  removed=change.removed, minimal_edits=np.asarray(minimal, dtype=np.int64))
+        _json(tmp / "obstacles_source.json", j.source.to_list())
+        _json(tmp / "obstacles_followup.json", j.follow.to_list())
+        if minimal_obs is not None:
+            _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
+        roi_idx = np.asarray(j.roi.indices(j.frame), dtype=np.int64)
+        from lidarmt.lidar.campaign import follow_roi
+
+        ext = 50.0
+        draw_bev(j.frame, j.source, roi_indices=roi_idx, out=tmp / "bev_source.png", extent=ext,
+                 title=f"source: {len(j.source)} obstacles")
+        fro = follow_roi(j.roi, change)
+        added = np.flatnonzero(change.origin < 0)
+        draw_bev(change.frame, j.follow, roi_indices=np.asarray(fro.indices(change.frame), dtype=np.int64),
+                 out=tmp / "bev_followup.png", extent=ext,
+                 title=f"{info['transform']} ({info['level']}): {len(j.follow)} obstacles",
+                 added_from=int(added[0]) if len(added) else None)
+        (tmp / "report.md").write_text(_markdown(info), encoding="utf-8")
+        _json(tmp / "bundle.json", info)
+        write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"cannot write bundle {out_dir}: {err.strerror or err}") from err
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _save_npz(path: Path, **arrays: np.ndarray) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, arr in arrays.items():
+            zi = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(zi, "w") as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+
+
+def _json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+RELATION_TEXT = {
+    "robustness": "obstacles within D of the sensor that keep at least k points must persist",
+    "insertion": "the inserted object must be detected, and every obstacle it does not occlude must persist",
+    "removal": "every obstacle the removal leaves whole must persist",
+    "equivariance": "the follow-up's obstacles must map onto the moved source obstacles, one to one",
+}
+
+
+def _markdown(info: dict[str, Any]) -> str:
+    cfg = info["config"]
+    th = Thresholds.from_dict(info["thresholds"])
+    dd = info.get("ddmin")
+    lines = [
+        f"# {info['relation']} violated under {info['transform']} ({info['level']}) on frame {info['frame_index']}",
+        "",
+        f"**Relation.** {info['relation']}: {RELATION_TEXT.get(info['relation'], '')}. Thresholds: {th.describe()}.",
+        "",
+        f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles; "
+        f"follow-up: {info['n_follow']} obstacles",
+        f"- transformation `{info['transform']}` ({info['family']}) at `{json.dumps(info['params'])}`, seed "
+        f"{info['seed']}: {info['edits']} point edits",
+    ]
+    for x in sorted(info["findings"], key=lambda x: float(x["distance"])):
+        lines.append(f"- lost: {x['what']} ({x['class']}) {float(x['distance']):.1f} m away, "
+                     f"{'×'.join(f'{v:.1f}' for v in x['size'])} m, {x.get('points', '?')} points, {x['kind']}")
+    if dd:
+        lines.append(f"- delta debugging: **{dd['size']}** of the {info['edits']} edits still lose it "
+                     f"({'1-minimal' if dd['one_minimal'] else 'not proven 1-minimal: ' + dd['stopped']}, "
+                     f"{dd['calls']} perception runs): `minimal.npz`")
+    elif info.get("ddmin_skipped"):
+        lines.append(f"- not minimised: {info['ddmin_skipped']}")
+    if not info["reproduced"]:
+        lines.append("- **note**: recomputing the pair did not reproduce the violation")
+    lines += ["", "![source](bev_source.png) ![follow-up](bev_followup.png)", "", "**Reproduce.**", "", "```sh",
+              info["replay_command"]]
+    if info.get("command"):
+        lines.append(f"# the campaign that found it:\n{info['command']}")
+    env = info["environment"]
+    lines += ["```", "", f"lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
+              f"{env.get('cpu')}.", ""]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- replay
+
+
+def _norm(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str | None = None,
+                            sut: str | None = None, trust_code: bool = False, on_code=None):
+    """Re-run a LiDAR-transformation bundle (``info``: its bundle.json); returns a
+    :class:`lidarmt.fuzz.replay.ReplayResult`."""
+    from lidarmt.fuzz.errors import FuzzInputError
+    from lidarmt.fuzz.plugins import check_trust, code_in_roi, code_in_sut
+    from lidarmt.fuzz.replay import ReplayResult, _resolve
+    from lidarmt.io.npz import load_frame_npz
+    from lidarmt.lidar.campaign import LidarCampaignConfig, LidarEvaluator, edits_origin, follow_roi
+    from lidarmt.lidar.transforms.base import apply_edits
+
+    json_path = folder / "bundle.json"
+    try:
+        d = json.loads(json.dumps(info["config"]))
+        d["roi"]["map"] = map_path or _resolve(str(d["roi"]["map"]), info.get("cwd"))
+        d["source"]["path"] = _resolve(str(d["source"]["path"]), info.get("cwd"))
+        if d.get("library"):
+            d["library"] = _resolve(str(d["library"]), info.get("cwd"))
+        if sut:
+            d["sut"]["name"] = sut
+        th = Thresholds.from_dict(info["thresholds"])
+        cfg = LidarCampaignConfig.from_dict(d, thresholds=th)
+        key = tuple(int(v) for v in info["key"])
+        stored_findings = info["findings"]
+        stored_facts = info["facts"]
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise FuzzInputError(f"{json_path}: corrupt bundle.json (bad or missing {err}); it is not a bundle "
+                             "lidarmt wrote") from err
+    imports = ([] if sut else code_in_sut(cfg.sut)) + ([] if map_path else code_in_roi(cfg.roi))
+    check_trust(imports, origin=json_path, trust_code=trust_code)
+    res = ReplayResult(folder, True, imports=list(imports))
+    for line in imports:
+        if on_code is not None:
+            on_code(line)
+
+    def check(name: str, ok: bool, detail: str = "") -> bool:
+        res.checks[name] = bool(ok) and res.checks.get(name, True)
+        if not ok:
+            res.same = False
+            res.details.append(f"{name}: {detail}" if detail else name)
+        return bool(ok)
+
+    from lidarmt.report.manifest import ManifestProblem, read_manifest, verify_manifest
+
+    problems = verify_manifest(folder)
+    listed, _ = read_manifest(folder)
+    if listed is not None:
+        problems += [ManifestProblem("unlisted", n, "replay reads it but MANIFEST.json does not list it")
+                     for n in REPLAY_INPUTS if n not in listed]
+    check("file checksums (MANIFEST.json)", not problems, "; ".join(str(p) for p in problems))
+    if problems:
+        return res
+    check("bundle.json is consistent", cfg.seed_of(key) == int(info["seed"])
+          and cfg.transforms[key[1]].name == info["transform"] and dict(cfg.transforms[key[1]].params[key[2]])
+          == {k: float(v) for k, v in info["params"].items()}, "the key, seed and parameters do not fit together")
+    if info.get("torch_threads"):
+        import torch
+
+        torch.set_num_threads(max(1, min(int(info["torch_threads"]), os.cpu_count() or 1)))
+    frame = load_frame_npz(folder / "source.npz")
+    stored_follow = load_frame_npz(folder / "followup.npz")
+    stored_min = load_frame_npz(folder / "minimal.npz")
+    with np.load(folder / "change.npz", allow_pickle=False) as z:
+        origin, modified, minimal = z["origin"], z["modified"], z["minimal_edits"]
+    ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
+    roi = ev.rois.roi_for(frame)
+    change = ev.change(frame, roi, key)
+    check("follow-up regenerated from the seed", _bits_equal(change.frame.points, stored_follow.points),
+          "the transformation produced other points than followup.npz")
+    check("provenance of the follow-up's points", _bits_equal(np.asarray(change.origin, np.int64), origin)
+          and _bits_equal(np.asarray(change.modified, bool), modified), "origin/modified differ from change.npz")
+    from lidarmt.lidar.transforms.base import n_edits
+
+    edits = int(n_edits(change))
+    ok_idx = len(minimal) == 0 or (int(minimal.min()) >= 0 and int(minimal.max()) < edits)
+    keep = np.zeros(edits, dtype=bool)
+    if ok_idx:
+        keep[minimal] = True
+    mframe = apply_edits(frame, change, keep)
+    check("minimal frame rebuilt from the minimal edits", ok_idx and _bits_equal(mframe.points, stored_min.points),
+          "source + change.npz's minimal_edits differ from minimal.npz")
+    from lidarmt.perception.guard import guarded_detect
+
+    source = guarded_detect(ev.sut, frame, roi)
+    fro = follow_roi(roi, change)
+    follow = guarded_detect(ev.sut, stored_follow, fro)
+    check("source obstacles", _norm(source.to_list()) == _norm(json.loads((folder / "obstacles_source.json")
+                                                                          .read_text(encoding="utf-8"))),
+          f"{len(source)} obstacles now")
+    check("follow-up obstacles", _norm(follow.to_list()) == _norm(json.loads((folder / "obstacles_followup.json")
+                                                                            .read_text(encoding="utf-8"))),
+          f"{len(follow)} obstacles now")
+    facts = ev.facts(frame, source, change, follow)
+    check("facts", _norm(facts) == _norm(stored_facts), "the raw facts differ from bundle.json")
+    lost = judge_facts(facts, info["relation"], th)
+    check("relation still violated", _norm(lost) == _norm(stored_findings) and bool(lost) == bool(info["reproduced"]),
+          f"{len(lost)} findings now, {len(stored_findings)} stored")
+    res.verdict = {"findings": lost}
+    if info.get("minimal_findings") is not None:
+        o_min = guarded_detect(ev.sut, mframe, fro)
+        mf = ev.facts(frame, source, change, o_min, follow_frame=mframe, origin=edits_origin(change, keep))
+        ml = judge_facts(mf, info["relation"], th)
+        check("minimal edits still lose the obstacle", bool(_lost_source(ml) & _lost_source(lost)),
+              "source + the minimal edits lose none of the obstacles the whole change lost")
+        check("minimal findings", _norm(ml) == _norm(info["minimal_findings"]), "differ from bundle.json")
+        if (folder / "obstacles_minimal.json").is_file():
+            check("minimal obstacles", _norm(o_min.to_list()) == _norm(json.loads(
+                (folder / "obstacles_minimal.json").read_text(encoding="utf-8"))), f"{len(o_min)} obstacles now")
+    return res

@@ -1,0 +1,432 @@
+"""LiDAR-transformation campaigns: the relations of :mod:`lidarmt.lidar.relations` as a plug-in of the engine.
+
+Source sweep ─► transformation τ (:mod:`lidarmt.lidar.transforms`, at a level: light, moderate, heavy) ─►
+perception on t and τ(t) ─► raw facts ─► journal ─► fold at thresholds ─► reports and bundles.
+
+A key is ``(frame, transformation, level, trial)`` (indices into the campaign's lists); the unit of work is one
+source frame, perceived once and shared by all its follow-ups. The seed of each application is a hash of
+(campaign seed, frame, transformation *name*, level, trial), so any pair replays alone, on any worker, and adding
+transformations to a campaign changes none of the others.
+
+The ROI of a follow-up is the source's (it depends on the pose and, for ``--roi labels``, on the source's
+labels), moved with the sweep when the transformation moves it (rotation, mirror: :class:`MovedRoi`), so the
+rotated sweep's road is where the rotated points are. An object inserted by ``insert`` is placed on the source's
+ROI and cut from the object library the campaign names (``library``: a KITTI folder, a drive, or None for
+the transformation's default).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure, pair_record
+from lidarmt.fuzz.errors import FuzzArgumentError
+from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec, build_roi_provider, build_sut, open_source
+from lidarmt.lidar.relations import RELATIONS, LidarTally, Thresholds, judge_facts, map_xy, pair_facts
+from lidarmt.types import Frame, Obstacles, Roi
+
+KIND = "lidar-transform"
+OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "violations.png",
+         "violations")
+LEVEL_NAMES = ("light", "moderate", "heavy")
+
+
+def transform_seed(seed: int, frame: int, transform: str, level: int, trial: int) -> int:
+    """The seed of one application: a 63-bit hash of the campaign seed and the pair's identity (by the
+    transformation's name)."""
+    name = int.from_bytes(transform.encode("utf-8")[:16].ljust(16, b"\0"), "little")
+    ss = np.random.SeedSequence([int(seed), int(frame), name & 0xFFFFFFFFFFFFFFFF, name >> 64, int(level),
+                                 int(trial), 0x6C6964])  # "lid"
+    return int(ss.generate_state(2, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+def default_relation(transform: Any) -> str:
+    """The relation a transformation is judged by unless the campaign names another (by what it changes)."""
+    rel = getattr(transform, "relation", None)
+    if rel in RELATIONS:
+        return str(rel)
+    if transform.family == "alignment":
+        return "equivariance"
+    if transform.family == "object":
+        return "insertion" if "insert" in transform.name else "removal"
+    return "robustness"
+
+
+def check_relation(transform: Any, relation: str) -> None:
+    """Refuse a relation that cannot judge what this transformation does (one line)."""
+    natural = default_relation(transform)
+    if relation == natural or (relation == "robustness" and natural != "equivariance"):
+        return
+    raise FuzzArgumentError(
+        f"--relation {relation}: cannot judge {transform.name} ({transform.family}); its relation is {natural}"
+        + ("" if natural == "equivariance" else " (or robustness)"))
+
+
+@dataclass(frozen=True, slots=True)
+class LidarTransformRef:
+    """A transformation by name, the parameter settings the campaign walks (resolved from its levels, so the
+    journal says exactly what was applied) with their names, and the relation that judges it."""
+
+    name: str
+    levels: tuple[str, ...]
+    params: tuple[Mapping[str, float], ...]
+    relation: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "levels": list(self.levels), "params": [dict(p) for p in self.params],
+                "relation": self.relation}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LidarTransformRef:
+        return cls(str(d["name"]), tuple(str(v) for v in d["levels"]),
+                   tuple({str(k): float(v) for k, v in p.items()} for p in d["params"]), str(d["relation"]))
+
+
+def transform_refs(names: Sequence[str], *, levels: Sequence[str] = LEVEL_NAMES,
+                   relation: str | None = None) -> tuple[LidarTransformRef, ...]:
+    """References for ``names`` at ``levels`` (each a level name, or ``name=value,...`` settings), judged by
+    ``relation`` (None or "auto": each transformation's own)."""
+    from lidarmt.lidar.transforms.base import parse_params, resolve_params
+    from lidarmt.lidar.transforms.registry import get_transform
+
+    if not names:
+        raise FuzzArgumentError("--transforms: give at least one transformation (lidarmt fuzz --list-transforms)")
+    refs = []
+    for name in names:
+        t = get_transform(name)
+        rel = default_relation(t) if relation in (None, "auto") else str(relation)
+        if rel not in RELATIONS:
+            raise FuzzArgumentError(f"--relation {relation}: use auto, mr1 or one of {', '.join(RELATIONS)}")
+        check_relation(t, rel)
+        params: list[dict[str, float]] = []
+        names_kept: list[str] = []
+        for lv in levels:
+            p = resolve_params(t, lv if lv in t.levels else parse_params(lv))
+            if p not in params:  # a transformation without parameters (mirror) is one setting, not three
+                params.append(p)
+                names_kept.append(lv if p else "-")
+        refs.append(LidarTransformRef(t.name, tuple(names_kept), tuple(params), rel))
+    if len({r.name for r in refs}) != len(refs):
+        raise FuzzArgumentError("--transforms: a transformation is named twice")
+    return tuple(refs)
+
+
+class MovedRoi:
+    """The source's ROI carried along by a sweep's rigid 2-D map (rotation, mirror): a follow-up point is in
+    it when the map's inverse brings it into the source's ROI."""
+
+    def __init__(self, roi: Roi, geometry: np.ndarray) -> None:
+        self.base = roi
+        self.geometry = np.asarray(geometry, dtype=np.float64)
+        self._inv = np.linalg.inv(self.geometry)
+
+    @property
+    def empty(self) -> bool:
+        return bool(getattr(self.base, "empty", False))
+
+    def contains(self, xy: np.ndarray) -> np.ndarray:
+        xy = np.asarray(xy, dtype=np.float64)
+        return np.asarray(self.base.contains(map_xy(xy[:, :2], self._inv)), dtype=bool)
+
+    def indices(self, frame: Frame) -> np.ndarray:
+        xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
+        return np.flatnonzero(self.contains(xy)).astype(np.int64)
+
+
+def follow_roi(roi: Roi, change: Any) -> Roi:
+    return roi if change.geometry is None else MovedRoi(roi, change.geometry)
+
+
+def edits_origin(change: Any, keep_edit: np.ndarray) -> np.ndarray:
+    """The ``origin`` of :func:`lidarmt.lidar.transforms.base.apply_edits`' frame for ``keep_edit``."""
+    keep_edit = np.asarray(keep_edit, dtype=bool)
+    dropped = change.dropped
+    add_j = np.flatnonzero(change.origin < 0)
+    n_mod = change.n_modified
+    present = np.ones(change.n_source, dtype=bool)
+    present[dropped[keep_edit[: len(dropped)]]] = False
+    n_add = int(np.count_nonzero(keep_edit[len(dropped) + n_mod:]))
+    assert n_add <= len(add_j)
+    return np.concatenate([np.flatnonzero(present).astype(np.int64), np.full(n_add, -1, dtype=np.int64)])
+
+
+@dataclass(frozen=True, slots=True)
+class LidarCampaignConfig:
+    """Everything that determines a LiDAR-transformation campaign's records (workers, progress and the
+    relations' thresholds do not: those are applied when the journal is folded)."""
+
+    source: SourceSpec
+    roi: RoiSpec
+    sut: SutSpec
+    transforms: tuple[LidarTransformRef, ...]
+    frames: tuple[int, ...]
+    seed: int = 0
+    trials: int = 1
+    library: str | None = None  # where insert cuts its objects from (None: the transformation's default)
+    timeout: float | None = None
+    thresholds: Thresholds = field(default_factory=Thresholds, compare=False)
+
+    kind: ClassVar[str] = KIND
+    owned: ClassVar[tuple[str, ...]] = OWNED
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise FuzzArgumentError(f"--trials {self.trials}: use at least 1")
+        if self.seed < 0:
+            raise FuzzArgumentError(f"--seed {self.seed}: give a non-negative integer")
+        if not self.transforms:
+            raise FuzzArgumentError("--transforms: give at least one transformation")
+        if self.timeout is not None and not (self.timeout > 0 and math.isfinite(self.timeout)):
+            raise FuzzArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
+
+    @property
+    def items(self) -> tuple[int, ...]:
+        return self.frames
+
+    @property
+    def per_frame(self) -> int:
+        return sum(len(t.levels) for t in self.transforms) * self.trials
+
+    @property
+    def total(self) -> int:
+        return len(self.frames) * self.per_frame
+
+    def keys_of(self, frame: int) -> list[Key]:
+        return [(frame, t, lv, r) for t, tr in enumerate(self.transforms) for lv in range(len(tr.levels))
+                for r in range(self.trials)]
+
+    def key_fields(self, key: Key) -> dict[str, Any]:
+        f, t, lv, r = key
+        tr = self.transforms[t]
+        return {"key": list(key), "frame": f, "transform": tr.name, "level": tr.levels[lv], "trial": r}
+
+    def record_key(self, rec: Mapping[str, Any]) -> Key:
+        return tuple(int(v) for v in rec["key"])
+
+    def bundle_id(self, key: Key) -> str:
+        f, t, lv, r = key
+        tr = self.transforms[t]
+        level = "".join(c if c.isalnum() or c in "-_" else "_" for c in tr.levels[lv])[:24]
+        return f"{tr.name}-{level}-f{f:06d}-t{r}"
+
+    def seed_of(self, key: Key) -> int:
+        f, t, lv, r = key
+        return transform_seed(self.seed, f, self.transforms[t].name, lv, r)
+
+    def new_tally(self) -> LidarTally:
+        from lidarmt.lidar.transforms.registry import get_transform
+
+        info = [(t.name, get_transform(t.name).family, t.relation) for t in self.transforms]
+        return LidarTally(info, [t.levels for t in self.transforms], self.thresholds)
+
+    def evaluator(self, *, enforce_timeout: bool = True) -> LidarEvaluator:
+        return LidarEvaluator(self, enforce_timeout=enforce_timeout)
+
+    def worker_memory(self) -> int:
+        """Bytes one worker holds: the SUT (Apollo's CNN: about 850 MB measured) and a frame's follow-ups."""
+        return 1000 * 2**20
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "source": self.source.to_dict(), "roi": self.roi.to_dict(),
+                "sut": self.sut.to_dict(), "transforms": [t.to_dict() for t in self.transforms],
+                "frames": list(self.frames), "seed": self.seed, "trials": self.trials, "library": self.library,
+                "timeout": self.timeout}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], *, thresholds: Thresholds | None = None) -> LidarCampaignConfig:
+        return cls(SourceSpec.from_dict(d["source"]), RoiSpec.from_dict(d["roi"]), SutSpec.from_dict(d["sut"]),
+                   tuple(LidarTransformRef.from_dict(t) for t in d["transforms"]),
+                   tuple(int(f) for f in d["frames"]), int(d["seed"]), int(d["trials"]), d.get("library"),
+                   d.get("timeout"), thresholds or Thresholds())
+
+
+# ----------------------------------------------------------------------------------------------- one process
+
+
+@dataclass(slots=True)
+class Judged:
+    """One pair recomputed from scratch (bundles, replay)."""
+
+    frame: Frame
+    roi: Roi
+    change: Any
+    source: Obstacles
+    follow: Obstacles
+    facts: dict[str, Any]
+    lost: list[dict[str, Any]]
+
+
+class LidarEvaluator(EvaluatorBase):
+    """Builds a campaign's recording reader, ROI provider, SUT and transformations; judges a frame's keys."""
+
+    what = "perception"
+
+    def __init__(self, config: LidarCampaignConfig, *, enforce_timeout: bool = True, trust_code: bool = True,
+                 origin: Any = None) -> None:
+        from lidarmt.lidar.transforms.registry import get_transform
+
+        super().__init__(config.timeout, enforce_timeout=enforce_timeout)
+        self.config = config
+        self.sut = build_sut(config.sut, origin=origin, trust_code=trust_code)
+        self.rois = build_roi_provider(config.roi, origin=origin, trust_code=trust_code)
+        self._source = None
+        self.transforms = [get_transform(t.name) for t in config.transforms]
+        self._library: Any = None
+
+    @property
+    def source(self) -> Any:
+        if self._source is None:
+            self._source = open_source(self.config.source)
+        return self._source
+
+    def library(self) -> Any:
+        """The object library of insert (built once per process, only when an insertion needs it)."""
+        if self._library is None:
+            from lidarmt.lidar.transforms.objects import open_library
+
+            self._library = open_library(self.config.library)
+        return self._library
+
+    def context(self, t: int, roi: Roi) -> Any:
+        from lidarmt.lidar.transforms.base import TransformContext
+
+        needs = self.config.transforms[t].relation == "insertion" or "insert" in self.transforms[t].name
+        return TransformContext(roi=roi, library=self.library() if needs else None)
+
+    def load(self, index: int) -> tuple[Frame, Roi]:
+        frame = self.source[index]
+        return frame, self.rois.roi_for(frame)
+
+    def detect(self, frame: Frame, roi: Roi, *, key: Any = None, stage: str = "bundle") -> Obstacles:
+        from lidarmt.perception.guard import guarded_detect
+
+        return self.call(guarded_detect, self.sut, frame, roi, keys=key, stage=stage)
+
+    def change(self, frame: Frame, roi: Roi, key: Key) -> Any:
+        _f, t, lv, _r = key
+        ref = self.config.transforms[t]
+        return self.transforms[t].apply(frame, dict(ref.params[lv]), seed=self.config.seed_of(key),
+                                        context=self.context(t, roi))
+
+    def facts(self, frame: Frame, source: Obstacles, change: Any, follow: Obstacles,
+              follow_frame: Frame | None = None, origin: np.ndarray | None = None) -> dict[str, Any]:
+        return pair_facts(frame, source, change.frame if follow_frame is None else follow_frame, follow,
+                          change.origin if origin is None else origin, change.geometry,
+                          inserted=change.inserted, removed=change.removed)
+
+    def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
+        from lidarmt.lidar.transforms.base import n_edits
+
+        cfg = self.config
+        frame, roi = self.load(index)
+        t0 = time.perf_counter()
+        try:
+            source = self.detect(frame, roi, stage="source")
+        except Exception as err:  # the SUT failed on the source frame: every pair of it is a finding
+            fail = failure(err)
+            status = fail.pop("status")
+            for key in keys:
+                emit("pair", pair_record(cfg, key, status, "source", **fail))
+            return
+        t_source = time.perf_counter() - t0
+        for key in keys:
+            t1 = time.perf_counter()
+            try:
+                change = self.change(frame, roi, key)
+            except Exception as err:  # the transformation's own failure is recorded, not the SUT's
+                if getattr(err, "is_user_error", False) or err.__class__.__name__ == "ObjectLibraryError":
+                    raise
+                emit("pair", pair_record(cfg, key, "crash", "transform",
+                                         error=f"transformation failed: {type(err).__name__}: {err}",
+                                         traceback=failure(err)["traceback"]))
+                continue
+            t_transform = time.perf_counter() - t1
+            t2 = time.perf_counter()
+            try:
+                follow = self.detect(change.frame, follow_roi(roi, change), key=key, stage="follow")
+            except Exception as err:
+                fail = failure(err)
+                emit("pair", pair_record(cfg, key, fail.pop("status"), "follow", **fail))
+                continue
+            dt = time.perf_counter() - t2
+            facts = self.facts(frame, source, change, follow)
+            emit("pair", pair_record(cfg, key, "ok", "follow", facts=facts, points=len(frame),
+                                     follow_points=len(change.frame), edits=int(n_edits(change)),
+                                     info=_jsonable(change.info), sut_s=round(dt, 6), source_s=round(t_source, 6),
+                                     transform_s=round(t_transform, 6)))
+
+    def judge_key(self, key: Key) -> Judged:
+        frame, roi = self.load(key[0])
+        source = self.detect(frame, roi)
+        change = self.change(frame, roi, key)
+        follow = self.detect(change.frame, follow_roi(roi, change))
+        facts = self.facts(frame, source, change, follow)
+        rel = self.config.transforms[key[1]].relation
+        return Judged(frame, roi, change, source, follow, facts, judge_facts(facts, rel, self.config.thresholds))
+
+    def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]:
+        from lidarmt.lidar.bundle import make_transform_bundle
+
+        return make_transform_bundle(self, tuple(key), Path(out_dir), **opts)
+
+
+def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
+    """A change's info as plain JSON values (numbers rounded; arrays to lists)."""
+    import json
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, np.generic):
+            v = v.item()
+        if isinstance(v, float):
+            return round(v, 6) if math.isfinite(v) else None
+        if isinstance(v, np.ndarray):
+            return [conv(x) for x in v.tolist()] if v.size <= 64 else f"array{list(v.shape)}"
+        if isinstance(v, Mapping):
+            return {str(k): conv(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        return v
+
+    out = conv(dict(info))
+    json.dumps(out)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- violations
+
+
+def violating_keys(out: str | Path, config: LidarCampaignConfig) -> list[tuple[Key, list[dict[str, Any]]]]:
+    """(key, findings) of every violating pair at the configuration's thresholds, nearest loss first."""
+    found: dict[Key, list[dict[str, Any]]] = {}
+    for rec in iter_records(Path(out) / JOURNAL_NAME):
+        if rec.get("status") != "ok":
+            continue
+        key = config.record_key(rec)
+        if key in found:
+            continue
+        lost = judge_facts(rec["facts"], config.transforms[key[1]].relation, config.thresholds)
+        if lost:
+            found[key] = lost
+    return sorted(found.items(), key=lambda kv: (min(float(x["distance"]) for x in kv[1]), kv[0]))
+
+
+def select_bundles(violations: list[tuple[Key, list[dict]]], per_transform: int | None) -> list[tuple[Key, list]]:
+    """The ``per_transform`` nearest violations of each transformation (all when None)."""
+    if per_transform is None:
+        return violations
+    count: dict[int, int] = {}
+    out = []
+    for kv in violations:
+        t = kv[0][1]
+        if count.get(t, 0) < per_transform:
+            out.append(kv)
+            count[t] = count.get(t, 0) + 1
+    return out
