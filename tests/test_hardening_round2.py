@@ -169,3 +169,40 @@ def test_camera_model_writing_into_its_input_changes_no_other_model(tmp_path):
     assert preds(tmp_path / "both", 1) == preds(tmp_path / "alone", 0)
     vandal_recs = [x for x in iter_records(tmp_path / "both" / JOURNAL_NAME) if x["key"][1] == 0]
     assert vandal_recs and all(x["status"] == "crash" and "wrote into" in x["error"] for x in vandal_recs)
+
+
+# ----------------------------------------------------------------------------------------------- 4: counts
+
+
+def _cli(*args: str, timeout: float = 120) -> tuple[int, str]:
+    """``lidarmt ARGS`` in a child process (a segfault must not take the test run with it): (exit status, stderr)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    p = subprocess.run([sys.executable, "-m", "lidarmt", *args], capture_output=True, text=True, timeout=timeout,
+                       env=env, check=False)
+    return p.returncode, p.stderr.strip()
+
+
+def test_thread_counts_are_checked_against_the_machine(tmp_path, capsys):
+    """Item 4: threads=100000 segfaulted torch (exit 139); every way of giving it is one line, exit 2."""
+    from lidarmt._limits import cpu_cores
+    from lidarmt.perception.apollo.config import ApolloConfig
+    from lidarmt.perception.apollo.errors import ConfigError
+    from lidarmt.perception.registry import get_perception
+
+    many = str(cpu_cores() + 1)
+    for make in (lambda: ApolloConfig().with_overrides([f"threads={many}"]),  # --set
+                 lambda: get_perception("apollo", threads=int(many)),  # --sut-option, a bundle's SUT options
+                 lambda: ApolloConfig(threads="lots")):
+        with pytest.raises(ConfigError, match="CPU core"):
+            make()
+    assert main(["train", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "t"), "--threads", "100000"]) == 2
+    _one_line(capsys, "--threads", "CPU core")
+    assert main(["camera", "train", "--arch", "dave2", "--data", str(tmp_path / "none"), "--out", str(tmp_path / "c"),
+                 "--threads", "100000"]) == 2
+    _one_line(capsys, "--threads", "CPU core")
+    assert main(["camera", "train-translator", "--arch", "unit", "--domain-a", str(tmp_path), "--domain-b",
+                 str(tmp_path), "--out", str(tmp_path / "u"), "--threads", many, "--device", "cpu"]) == 2
+    _one_line(capsys, "--threads", "CPU core")

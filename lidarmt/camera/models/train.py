@@ -105,8 +105,9 @@ class TrainConfig:
             raise CameraArgumentError(f"--lr must be a positive number, got {self.lr}")
         if not 0.0 < self.val_fraction < 1.0:
             raise CameraArgumentError(f"--val-fraction must lie strictly between 0 and 1, got {self.val_fraction}")
-        if self.threads < 1:
-            raise CameraArgumentError(f"--threads must be at least 1, got {self.threads}")
+        from lidarmt._limits import check_threads
+
+        check_threads(self.threads, what="--threads", error=CameraArgumentError)  # 100000 segfaults torch
 
 
 # --------------------------------------------------------------------------------------------- data

@@ -115,8 +115,9 @@ class TrainConfig:
             raise CameraArgumentError(f"--precision {self.precision}: expected fp32, bf16 or fp16")
         if self.precision == "fp16" and not str(self.device).startswith("cuda"):
             raise CameraArgumentError("--precision fp16 needs a CUDA device; use bf16 on a CPU")
-        if not 1 <= self.threads <= 1024:
-            raise CameraArgumentError(f"--threads {self.threads}: expected 1 to 1024")
+        from lidarmt._limits import check_threads
+
+        check_threads(self.threads, what="--threads", error=CameraArgumentError)  # 100000 segfaults torch
         if not 0 <= self.seed < 2**63:
             raise CameraArgumentError(f"--seed {self.seed}: expected an integer from 0 to 2^63-1")
         if self.holdout < 1:

@@ -21,6 +21,8 @@ WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640.pt", 512: WEIGHTS_DIR / "cnnseg512.pt"}
 
 MODES = ("exact", "fast")
+#: a lower bound on the bytes per grid cell of one detect call: the 8 feature maps and the 12 output maps, fp32
+GRID_BYTES_PER_CELL = (8 + 12) * 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,9 @@ class ApolloConfig:
     weights: str | None = field(default=None)  # None = the shipped weights for this grid size
 
     def __post_init__(self) -> None:
-        if self.grid <= 0 or self.grid % 32:
+        from lidarmt._limits import check_memory, check_threads
+
+        if not isinstance(self.grid, int) or isinstance(self.grid, bool) or self.grid <= 0 or self.grid % 32:
             raise ConfigError(
                 f"grid must be a positive multiple of 32 (the CNN downsamples 5 times), got {self.grid}"
             )
@@ -63,8 +67,10 @@ class ApolloConfig:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.min_pts_num < 0:
             raise ConfigError(f"min_pts_num must be >= 0, got {self.min_pts_num}")
-        if self.threads < 0:
-            raise ConfigError(f"threads must be >= 0, got {self.threads}")
+        check_threads(self.threads, what="threads", error=ConfigError, zero_ok=True)  # 100000 segfaults torch
+        if self.grid * self.grid * GRID_BYTES_PER_CELL > 1 << 30:  # a grid a file or option claims: fits memory?
+            check_memory(self.grid * self.grid * GRID_BYTES_PER_CELL, what=f"grid {self.grid}", error=ConfigError,
+                         hint="Apollo's grids are 512 or 640")
         dev = str(self.device).strip().lower()
         head, sep, index = dev.partition(":")
         if dev not in ("auto", "cpu", "cuda") and not (head == "cuda" and sep and index.isdigit()):

@@ -98,6 +98,9 @@ class TrainConfig:
             raise ArgumentError(f"crop must be a positive multiple of 32 and at most the grid ({self.grid}), got {self.crop}")
         if self.batch < 1 or self.steps < 1:
             raise ArgumentError(f"batch and steps must be >= 1, got batch={self.batch}, steps={self.steps}")
+        from lidarmt._limits import check_threads
+
+        check_threads(self.threads, what="--threads", error=ArgumentError, zero_ok=True)  # 100000 segfaults torch
         if not self.lr > 0:
             raise ArgumentError(f"lr must be positive, got {self.lr}")
 
