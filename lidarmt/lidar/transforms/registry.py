@@ -30,6 +30,9 @@ ENTRY_POINT_GROUP = "lidarmt.lidar_transform"
 
 # name -> (module, class), imported on first use so that listing names stays cheap
 _BUILTINS: dict[str, tuple[str, str]] = {
+    "fog": ("weather", "Fog"),
+    "rain": ("weather", "Rain"),
+    "snow": ("weather", "Snow"),
     "beam-loss": ("sensor", "BeamLoss"),
     "beam-skip": ("sensor", "BeamSkip"),
     "range-noise": ("sensor", "RangeNoise"),

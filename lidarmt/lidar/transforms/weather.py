@@ -1,0 +1,211 @@
+"""Weather on real sweeps: fog after Hahner et al. (ICCV 2021), rain and snow as attenuation plus the echoes of
+drops and flakes drawn from their published size distributions (Marshall and Palmer 1948; Gunn and Marshall
+1958), in the manner of LISA (Kilic et al. 2021). docs/lidar-transforms.md states every constant.
+
+Shared sensor model (a Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)):
+
+* a hard target of reflectance rho at range R returns beta0 exp(-2 alpha R) / R^2 with beta0 = rho / pi;
+  rho is read from the point's intensity (0..255 = reflectance 0..1), at least 0.10 (the datasheet's pavement),
+  and at least what reaches the noise floor in clear air (the point was reported, so beta0 >= floor x R^2);
+* the noise floor is the power of the datasheet's weakest specified return: pavement (rho = 0.10) at 50 m,
+  0.10 / (pi 50^2) = 1.27e-5 (its other figure, cars and foliage rho = 0.80 at 120 m, gives 1.77e-5);
+* the sensor reports the strongest echo of each ray (the HDL-64E's default strongest-return mode); an echo of
+  power P at range R is given the intensity of the reflectance that would return it, 255 min(1, pi P R^2).
+
+Rays that gave no return in the source (sky) are not simulated: their directions are not in the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from lidarmt.lidar.transforms import _weather_kernels as K
+from lidarmt.lidar.transforms._common import Builtin, ranges_of, scale_along_ray
+from lidarmt.lidar.transforms.base import Param, make_change
+
+C = 299_792_458.0  # m/s
+TAU_H = 20e-9  # half-power pulse width, s (Hahner et al. 2021)
+PULSE_LEN = C * TAU_H  # c tau_H: the pulse's length in range, 6.0 m
+R1, R2 = 0.9, 1.0  # crossover of transmitter and receiver fields of view, m (Hahner et al. 2021)
+NOISE_FLOOR = 0.10 / (math.pi * 50.0**2)  # 1/(m^2 sr): pavement at 50 m (HDL-64E datasheet)
+ECHO_DR = 0.02  # m: the fog integral's step
+ECHO_R0_MAX = 30.0  # m: beyond, the target no longer cuts the fog's echo (its peak lies within ~4 m)
+BEAM_EXIT = 0.01  # m: beam diameter at the window (lidarmt's assumption; the datasheet gives none)
+BEAM_DIVERGENCE = 2e-3  # rad, full angle (lidarmt's assumption)
+FRESNEL_WATER = ((1.328 - 1) / (1.328 + 1)) ** 2  # normal-incidence reflectance of water at 905 nm: 0.0198
+SNOW_REFLECTANCE = 0.9  # fresh snow at 905 nm, a flake taken as a Lambertian disc
+RHO_MIN = 0.10  # darkest reflectance assumed for a reported return: the datasheet's pavement (KITTI reads 0 on
+# dark car paint that the sensor sees well: specular, little diffuse light, yet detected)
+R_MIN = 1.0  # m: particles nearer than the full field-of-view overlap (R2) are not seen
+
+
+def _reflectance_beta0(points: np.ndarray, r: np.ndarray) -> np.ndarray:
+    rho = np.clip(points["intensity"].astype(np.float64) / 255.0, RHO_MIN, 1.0)
+    return np.maximum(rho / math.pi, NOISE_FLOOR * r * r)
+
+
+def _intensity(power: np.ndarray, r: np.ndarray) -> np.ndarray:
+    return (255.0 * np.minimum(1.0, math.pi * power * r * r)).astype(np.float32)
+
+
+@lru_cache(maxsize=16)
+def _echo_table(alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fog's echo per target range (see :func:`~lidarmt.lidar.transforms._weather_kernels.fog_echo_table`);
+    its reported ranges are kept at or beyond R2, where the sensor's fields of view fully overlap (the pulse's
+    own length would otherwise place part of the echo nearer than any return the HDL-64E reports)."""
+    peak, lo, hi = K.fog_echo_table(alpha, dr=ECHO_DR, r0_max=ECHO_R0_MAX, pulse_len=PULSE_LEN, r1=R1, r2=R2)
+    return peak, np.maximum(lo, R2), np.maximum(hi, R2)
+
+
+def fog_coefficients(visibility_m: float) -> tuple[float, float]:
+    """(alpha, beta) of a fog of meteorological optical range ``visibility_m``: the attenuation coefficient
+    alpha = ln(20) / V (Koschmieder, 5 % contrast threshold; 1/m) and the backscattering coefficient
+    beta = 0.046 / V (Rasshofer et al. 2011; 1/(m sr)), as Hahner et al. use them."""
+    return math.log(20.0) / visibility_m, 0.046 / visibility_m
+
+
+class Fog(Builtin):
+    name = "fog"
+    family = "weather"
+    params = (Param("visibility_m", "m", 10.0, 2000.0, "meteorological optical range (visibility)"),)
+    doc = ("Fog after Hahner et al. (ICCV 2021): alpha = ln(20)/V, beta = 0.046/V; every return attenuated by "
+           "exp(-2 alpha R); the fog's own echo (the pulse sin^2, tau_H = 20 ns, convolved with the fog's impulse "
+           "response beta exp(-2 alpha R') xi(R')/R'^2 in front of the target, xi rising from 0 at 0.9 m to 1 at "
+           "1.0 m) replaces the return when it is the stronger; a return under the noise floor (pavement at 50 m) "
+           "is lost. A scattered return lies on the same ray, at a range uniform in the part of the fog's echo "
+           "above half its peak (and at least 1.0 m).")
+    levels = {"light": {"visibility_m": 1000.0}, "moderate": {"visibility_m": 150.0},
+              "heavy": {"visibility_m": 50.0}}
+
+    def _apply(self, frame, p, rng, context):
+        v = p["visibility_m"]
+        alpha, beta = fog_coefficients(v)
+        pts = frame.points
+        r = ranges_of(pts)
+        u = rng.random(len(pts))
+        peak, lo, hi = _echo_table(alpha)
+        action, new_r, power = K.fog_decide(r, _reflectance_beta0(pts, r), u, peak, lo, hi, ECHO_DR, alpha, beta,
+                                            NOISE_FLOOR)
+        return _weather_change(frame, r, action, new_r, power, alpha, {
+            "visibility_m": v, "alpha": alpha, "beta": beta, "noise_floor": NOISE_FLOOR})
+
+
+def _weather_change(frame, r, action, new_r, power, alpha, info):
+    pts = frame.points
+    keep = action != K.LOST
+    factor = np.where(r > 0, new_r / np.where(r > 0, r, 1.0), 1.0)
+    out = scale_along_ray(pts, factor)
+    hard = action == K.KEEP
+    out["intensity"][hard] = (pts["intensity"][hard].astype(np.float64) * np.exp(-2 * alpha * r[hard])).astype(
+        np.float32)
+    sc = action == K.SCATTER
+    out["intensity"][sc] = _intensity(power[sc], new_r[sc])
+    info = {**info, "n_scattered": int(np.count_nonzero(sc)), "n_lost": int(np.count_nonzero(~keep)),
+            "n_kept": int(np.count_nonzero(hard))}
+    return make_change(frame, keep, out[keep], info=info)
+
+
+# ----------------------------------------------------------------------------------------------- rain and snow
+
+
+def beam_width(r: np.ndarray | float) -> np.ndarray | float:
+    """Beam diameter at range r, m."""
+    return BEAM_EXIT + BEAM_DIVERGENCE * r
+
+
+class _Precipitation(Builtin):
+    """Attenuation plus particle echoes: particles of diameter D (mm) with density N0 exp(-Lambda D) per m^3 and
+    mm; the extinction coefficient of large particles (efficiency 2) alpha = 2 (pi/4) int D^2 N(D) dD =
+    pi N0 / Lambda^3 (x 1e-6 m^2/mm^2). A particle at range r in the beam returns sigma(D) exp(-2 alpha r) /
+    (A(r) r^2) (sigma: its differential backscatter cross-section, A: the beam's cross-section). Only particles
+    that reach the noise floor are drawn: per ray, a Poisson number with the mean over the beam's volume in
+    front of the target, positions by inverse CDF, sizes D_min(r) + Exp(Lambda) (the exponential is memoryless)."""
+
+    rate_param = "rate_mm_h"
+
+    def size_distribution(self, rate: float) -> tuple[float, float]:  # (N0 per m^3 mm, Lambda per mm)
+        raise NotImplementedError
+
+    def sigma_coefficient(self) -> float:  # sigma(D) = coefficient x D^2 (D in m), m^2/sr
+        raise NotImplementedError
+
+    def _tables(self, rate: float):
+        n0, lam = self.size_distribution(rate)
+        alpha = math.pi * n0 / lam**3 * 1e-6
+        s = self.sigma_coefficient()
+        dr = 0.02
+        r = np.arange(R_MIN, 130.0 + dr, dr)
+        area = math.pi * beam_width(r) ** 2 / 4
+        # detectable: s D^2 exp(-2 alpha r) / (A r^2) >= floor  =>  D >= D_min(r)
+        d_min_mm = 1e3 * np.sqrt(NOISE_FLOOR * area * r * r * np.exp(2 * alpha * r) / s)
+        dens = area * (n0 / lam) * np.exp(-lam * d_min_mm)  # detectable particles per metre of beam
+        cum = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * dr)])
+        return alpha, r, d_min_mm, cum, lam
+
+    def _apply(self, frame, p, rng, context):
+        rate = p[self.rate_param]
+        alpha, rgrid, d_min_mm, cum, lam = self._tables(rate)
+        pts = frame.points
+        r0 = ranges_of(pts)
+        n = len(pts)
+        # particles in front of the target only (a particle within 10 cm of it merges with its echo)
+        mean = np.interp(np.maximum(r0 - 0.1, R_MIN), rgrid, cum)
+        counts = rng.poisson(mean)
+        ray = np.repeat(np.arange(n, dtype=np.int64), counts)
+        u = rng.random(len(ray))
+        e = rng.standard_exponential(len(ray))
+        pr = np.interp(u * mean[ray], cum, rgrid)  # inverse CDF (cum is non-decreasing)
+        d = (np.interp(pr, rgrid, d_min_mm) + e / lam) * 1e-3  # m
+        area = math.pi * beam_width(pr) ** 2 / 4
+        ppow = self.sigma_coefficient() * d * d * np.exp(-2 * alpha * pr) / (area * pr * pr)
+        best = K.strongest_per_ray(ray, ppow, n)
+        beta0 = _reflectance_beta0(pts, r0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hard = np.where(r0 > 0, beta0 * np.exp(-2 * alpha * r0) / (r0 * r0), 0.0)
+        has = best >= 0
+        bp = np.where(has, ppow[np.maximum(best, 0)] if len(ppow) else 0.0, 0.0)
+        scatter = has & (bp > hard) & (bp >= NOISE_FLOOR)
+        action = np.where(scatter, K.SCATTER, np.where(hard >= NOISE_FLOOR, K.KEEP, K.LOST)).astype(np.int8)
+        new_r = np.where(scatter, pr[np.maximum(best, 0)] if len(pr) else r0, r0)
+        power = np.where(scatter, bp, hard)
+        return _weather_change(frame, r0, action, new_r, power, alpha, {
+            self.rate_param: rate, "alpha": alpha, "n_particles": len(ray), "noise_floor": NOISE_FLOOR})
+
+
+class Rain(_Precipitation):
+    name = "rain"
+    family = "weather"
+    params = (Param("rate_mm_h", "mm/h", 0.1, 200.0, "rain rate"),)
+    doc = ("Rain: drops with the Marshall-Palmer (1948) size distribution N(D) = 8000 exp(-4.1 R^-0.21 D) per m^3 "
+           "and mm (R the rain rate in mm/h, D in mm); extinction alpha = pi N0 / Lambda^3; each return attenuated "
+           "by exp(-2 alpha R); each drop a specular water sphere (differential backscatter cross-section "
+           "R_F D^2 / 16, R_F = 0.02, water's Fresnel reflectance at 905 nm) in a beam 1 cm wide at the window "
+           "diverging 2 mrad; the strongest echo of each ray (target or drop) is reported.")
+    levels = {"light": {"rate_mm_h": 5.0}, "moderate": {"rate_mm_h": 25.0}, "heavy": {"rate_mm_h": 100.0}}
+
+    def size_distribution(self, rate):
+        return 8000.0, 4.1 * rate ** -0.21
+
+    def sigma_coefficient(self):
+        return FRESNEL_WATER / 16.0
+
+
+class Snow(_Precipitation):
+    name = "snow"
+    family = "weather"
+    params = (Param("rate_mm_h", "mm/h", 0.1, 20.0, "snowfall rate (melted water equivalent)"),)
+    doc = ("Snow: flakes with the Gunn-Marshall (1958) size distribution N(D) = 3800 R^-0.87 exp(-2.55 R^-0.48 D) "
+           "per m^3 and mm (R the snowfall rate in mm/h of melted water, D in mm); extinction alpha = pi N0 / "
+           "Lambda^3; each return attenuated by exp(-2 alpha R); each flake a Lambertian disc of diameter D and "
+           "reflectance 0.9 (differential backscatter cross-section 0.9 D^2 / 4) in the same beam as rain; the "
+           "strongest echo of each ray is reported.")
+    levels = {"light": {"rate_mm_h": 0.5}, "moderate": {"rate_mm_h": 2.0}, "heavy": {"rate_mm_h": 8.0}}
+
+    def size_distribution(self, rate):
+        return 3800.0 * rate ** -0.87, 2.55 * rate ** -0.48
+
+    def sigma_coefficient(self):
+        return SNOW_REFLECTANCE / 4.0
