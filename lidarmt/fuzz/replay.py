@@ -126,6 +126,14 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
 
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
     info = load_bundle(folder)
+    if info.get("kind") == "lidar-transform":  # a relation beyond MR1 (lidarmt.lidar): its own checks
+        from lidarmt.lidar.bundle import replay_transform_bundle
+
+        if from_recording:
+            raise FuzzInputError(f"{folder}: --from-recording is for MR1 bundles; this bundle's source.npz is checked "
+                                 "against the re-applied transformation instead")
+        return replay_transform_bundle(folder, info, map_path=map_path, sut=sut, trust_code=trust_code,
+                                       on_code=on_code)
     json_path = folder / "bundle.json"
     config, sut_spec, roi_spec, cfg = _specs(folder, info, map_path=map_path, sut=sut)
     imports = _bundle_imports(sut_spec, roi_spec, sut_given=bool(sut), map_given=bool(map_path))

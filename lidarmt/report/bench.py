@@ -29,6 +29,7 @@ from lidarmt.report.common import (
     savefig,
     write_report_set,
 )
+from lidarmt.report.html import bench_page, page_writer
 from lidarmt.report.stats import fmt_rate
 
 CLASSES = ("car", "pedestrian", "cyclist", "unknown")
@@ -390,5 +391,6 @@ def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *,
                   run: Mapping[str, Any]) -> dict[str, Path]:
     """Write every report of a bench into ``out``; returns their paths by name."""
     return write_report_set(out, summary=summary, run=run, table=text_table(summary),
-                            markdown=markdown(summary, run), junit=junit(summary), charts=charts(summary))
+                            markdown=markdown(summary, run), junit=junit(summary), charts=charts(summary),
+                            html=page_writer(bench_page, summary=summary, run=run))
 

@@ -27,6 +27,7 @@ from lidarmt.report.common import (
     savefig,
     write_report_set,
 )
+from lidarmt.report.html import camera_page, page_writer
 
 DEEPTEST_REF = "Tian et al., DeepTest, ICSE 2018"
 DEEPROAD_REF = "Zhang et al., DeepRoad, ASE 2018"
@@ -250,4 +251,6 @@ def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, ru
                   violations: Mapping[tuple[str, str, int], int]) -> dict[str, Path]:
     return write_report_set(out, summary=summary, run=run, table=text_table(summary),
                             markdown=markdown_report(summary, run=run, bundles=bundles, findings=findings),
-                            junit=junit(summary, violations), charts={"mse.png": lambda p: mse_chart(summary, p)})
+                            junit=junit(summary, violations), charts={"mse.png": lambda p: mse_chart(summary, p)},
+                            html=page_writer(camera_page, summary=summary, run=run, bundles=bundles,
+                                             findings=findings))

@@ -23,6 +23,7 @@ from lidarmt._atomic import atomic_write_text
 from lidarmt.fuzz.oracle import describe_lost
 from lidarmt.fuzz.tally import STUDY_RATES, Tally, breakdown_dict
 from lidarmt.report.common import savefig, write_report_set
+from lidarmt.report.html import campaign_page, page_writer
 from lidarmt.report.stats import fmt_rate, rate
 from lidarmt.types import CLASS_ORDER
 
@@ -382,4 +383,5 @@ def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, re
         out, summary=summary, run=run, table=text_table(summary),
         markdown=markdown_report(summary, run=run, bundles=bundles, findings=findings),
         junit=lambda path: write_junit(path, records, summary["config"]["ns"]),
-        charts={"classes.png": lambda p: class_chart(summary, p), "rates.png": lambda p: rate_chart(summary, p)})
+        charts={"classes.png": lambda p: class_chart(summary, p), "rates.png": lambda p: rate_chart(summary, p)},
+        html=page_writer(campaign_page, summary=summary, run=run, bundles=bundles, findings=findings))

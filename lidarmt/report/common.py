@@ -2,7 +2,8 @@
 
 Each relation supplies the contents (its summary, tables, charts, JUnit cases, Markdown); this module writes
 them the one way: ``summary.json`` (deterministic: a resumed campaign writes the same file as an uninterrupted
-one), ``run.json`` (timings, workers, environment), ``table.txt``, the charts, ``junit.xml`` and ``report.md``.
+one), ``run.json`` (timings, workers, environment), ``table.txt``, the charts, ``junit.xml``, ``report.md`` and,
+for the relations that build one, the static page ``report.html`` (:mod:`lidarmt.report.html`).
 """
 
 from __future__ import annotations
@@ -56,9 +57,12 @@ def failure_body(kind: str, message: str, detail: str = "", *, tag: str = "failu
 
 def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any], run: Mapping[str, Any],
                      table: str, markdown: str, junit: str | Callable[[Path], None],
-                     charts: Mapping[str, Callable[[Path], None]]) -> dict[str, Path]:
+                     charts: Mapping[str, Callable[[Path], None]],
+                     html: Callable[[Path], str] | None = None) -> dict[str, Path]:
     """Write a campaign's reports into ``out``; returns their paths by name. ``junit`` is the XML text or a
-    function writing it to a path; ``charts`` map file names to functions writing each picture."""
+    function writing it to a path; ``charts`` map file names to functions writing each picture; ``html``
+    builds ``report.html`` from the run folder (:mod:`lidarmt.report.html`), last, once the pictures and
+    bundles it links to are written."""
     out = Path(out)
     paths = {name: out / name for name in ("summary.json", "run.json", "table.txt", *charts, "junit.xml",
                                            "report.md")}
@@ -72,6 +76,9 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
     else:
         atomic_write_text(paths["junit.xml"], junit)
     atomic_write_text(paths["report.md"], markdown)
+    if html is not None:
+        paths["report.html"] = out / "report.html"
+        atomic_write_text(paths["report.html"], html(out))
     return paths
 
 
