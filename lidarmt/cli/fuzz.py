@@ -39,6 +39,14 @@ the published rates.
 box volume (m³); the journal keeps every verdict, so a run can be resumed or reported with other filters. The
 reports break the lost obstacles down by size (<1, 1-10, >10 m³) and distance (0-20, 20-40, 40+ m).
 
+--transforms fog,insert,rotate,... judges LiDAR transformations instead (lidarmt transforms lists them), each
+at --levels (light, moderate, heavy) and by its relation (--relation auto): robustness (weather, sensor,
+motion: obstacles within --safety-distance that keep --min-kept points persist), insertion (the inserted object
+is detected; obstacles it does not occlude persist), removal, equivariance (rotate, mirror: the obstacles map
+onto the moved source obstacles). The journal keeps raw facts; the thresholds apply to the reports (a table in
+the shape of DeepTest's Table 8, and every finding ranked by distance). --bundles then counts per
+transformation, and delta debugging minimises the change's point edits.
+
 Exit status: 0 when the campaign ran (whatever it found); 1 with --fail-on-violation when a pair violated
 MR1 or the perception module crashed or timed out; 2 on bad input.
 
@@ -55,6 +63,8 @@ Examples:
 `lidarmt fuzz --bag kitti/2011_09_26_drive_0005_sync --roi labels --preset study`  (labels as the ROI)
 
 `lidarmt fuzz --bag drive.bag --map maps/sunnyvale --min-points 10 --min-size 1`  (count cars, not junk)
+
+`lidarmt fuzz --bag kitti/training --roi labels --transforms fog,beam-loss,insert,rotate,mirror`  (relations beyond MR1)
 """
 
 #: ``--preset study``: the study's setting as best reconstructed (docs/fuzz-region.md says why).
@@ -102,6 +112,15 @@ def fuzz(
     search: Annotated[str | None, typer.Option("--search", help="Search critical noise conditions instead: es (a (1+1)-ES over n, ring, sector, z and intensity bands and clumps, with a random arm on the same budget) or random; --frames is the search batch (default 6), the other frames validate the best conditions against uniform noise with the same n (max of --n). See lidarmt.search.lidar.")] = None,
     budget: Annotated[int, typer.Option("--budget", help="--search: candidate conditions per arm.")] = 30,
     top: Annotated[int, typer.Option("--top", help="--search: best conditions per arm validated on the held-back frames.")] = 3,
+    transforms: Annotated[str | None, typer.Option("--transforms", help="Judge LiDAR transformations instead of MR1: all, a family (weather, sensor, motion, object, alignment) or names (fog,insert,rotate,...; lidarmt transforms lists them), each at --levels, by its relation (--relation).")] = None,
+    relation: Annotated[str | None, typer.Option("--relation", help="auto (each transformation's own: robustness for weather/sensor/motion, insertion, removal, equivariance for rotate/mirror), robustness, insertion, removal, equivariance, or mr1 (the default without --transforms).")] = None,
+    levels: Annotated[str | None, typer.Option("--levels", help="--transforms: intensities, comma-separated (default light,moderate,heavy), or parameter settings separated by / (e.g. 'visibility_m=50/visibility_m=200').")] = None,
+    library: Annotated[str | None, typer.Option("--library", help="--transforms insert: where objects are cut from (a KITTI training folder or raw drive with labels; default: the transformation's own).")] = None,
+    safety_distance: Annotated[float, typer.Option("--safety-distance", help="--transforms: D, obstacles within this many metres must persist (reports only; the journal keeps raw facts).")] = 30.0,
+    min_kept: Annotated[int, typer.Option("--min-kept", help="--transforms: k, an obstacle must keep at least this many points in the follow-up to be required (reports only).")] = 10,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="--transforms: τ, the match score (Jaccard or BEV IoU) a persisting obstacle needs (reports only).")] = 0.5,
+    occlusion: Annotated[float, typer.Option("--occlusion", help="--transforms insert/remove: ρ, the share of its points an obstacle may lose to the change and still be required (reports only).")] = 0.1,
+    insert_overlap: Annotated[float, typer.Option("--insert-overlap", help="--transforms insert: the share of the inserted box a follow-up obstacle must cover (reports only).")] = 0.1,
 ) -> None:
     from lidarmt.cli._common import err_console
     from lidarmt.fuzz.campaign import (
@@ -167,6 +186,20 @@ def fuzz(
         from lidarmt.perception.apollo.network import resolve_device
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
+    if relation not in (None, "mr1") and transforms is None:
+        raise FuzzArgumentError(f"--relation {relation}: give the transformations to judge with --transforms "
+                                "(lidarmt transforms lists them), or --relation mr1")
+    if transforms is not None and relation != "mr1" and search is None:  # relations beyond MR1
+        from lidarmt.cli.fuzz_transforms import run_transforms
+        from lidarmt.lidar.relations import Thresholds
+
+        run_transforms(transforms, relation=relation, levels=levels, bag=bag, topic=topic,
+                       roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options), frames=frames, seed=seed,
+                       trials=trials, timeout=timeout, library=library,
+                       thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap),
+                       workers=workers, backend=backend, address=address, out=out, resume=resume, force=force,
+                       bundles=per_n, ddmin_budget=ddmin_budget, quiet=quiet, fail_on_violation=fail_on_violation)
+        return
     if search is not None:  # a search campaign (lidarmt.search.lidar) on the same recording, map and SUT
         from lidarmt.cli.fuzz_search import run_search
 

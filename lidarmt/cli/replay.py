@@ -59,8 +59,14 @@ def replay(
     for name, ok in res.checks.items():
         console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False, soft_wrap=True)
     v = res.verdict or {}
-    console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
-                  f"{len(v.get('missing', []))} source obstacle(s) unmatched")
+    if info.get("kind") == "lidar-transform":
+        from lidarmt.lidar.bundle import findings_text
+
+        console.print(f"{info.get('relation')} under {info.get('transform')} ({info.get('level')}): "
+                      f"{findings_text(v.get('findings', [])) or 'no finding'}", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
+                      f"{len(v.get('missing', []))} source obstacle(s) unmatched")
     if not res.same:
         for d in res.details:
             console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)

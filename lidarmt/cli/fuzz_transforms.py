@@ -1,0 +1,176 @@
+"""``lidarmt fuzz --transforms fog,insert,... [--relation R]``: LiDAR relations beyond MR1
+(:mod:`lidarmt.lidar.relations`, :mod:`lidarmt.lidar.campaign`) on the one campaign engine.
+
+An option of ``lidarmt fuzz`` rather than a command of its own: the recording, ROI, perception module, frames,
+seed, workers, backend, run folder, resume, bundles and delta-debugging budget mean what they mean for MR1.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def list_transforms() -> None:
+    """Print every LiDAR transformation: name, family, relation, parameters and levels."""
+    from lidarmt.cli._common import wide_console
+    from lidarmt.lidar.campaign import default_relation
+    from lidarmt.lidar.transforms.registry import available, get_transform
+    from lidarmt.report.common import rich_table
+
+    rows = []
+    for name in available():
+        t = get_transform(name)
+        params = ", ".join(p.describe() for p in t.params) or "–"
+        levels = "; ".join(f"{lv}: " + (", ".join(f"{k}={v:g}" for k, v in t.levels[lv].items()) or "–")
+                           for lv in ("light", "moderate", "heavy") if lv in t.levels)
+        rows.append([t.name, t.family, default_relation(t), params, levels])
+    wide_console().print(rich_table("LiDAR transformations (lidarmt fuzz --transforms NAME,...)",
+                                    ["name", "family", "relation", "parameters", "levels"], rows))
+
+
+def parse_levels(text: str | None) -> tuple[str, ...]:
+    """``--levels light,heavy`` (or settings ``name=value;...`` separated by ``/``)."""
+    from lidarmt.fuzz.errors import FuzzArgumentError
+
+    if text is None:
+        return ("light", "moderate", "heavy")
+    sep = "/" if "=" in text else ","
+    out = tuple(s.strip().replace(";", ",") for s in text.split(sep) if s.strip())
+    if not out:
+        raise FuzzArgumentError("--levels: give light, moderate, heavy (comma-separated) or settings like "
+                                "'visibility_m=50/visibility_m=200'")
+    return out
+
+
+def run_transforms(names: str, *, relation: str | None, levels: str | None, bag: str, topic: str | None,
+                   roi: Any, sut: Any, frames: int | None, seed: int, trials: int, timeout: float | None,
+                   library: str | None, thresholds: Any, workers: int, backend: str, address: str | None,
+                   out: Path | None, resume: bool, force: bool, bundles: int | None, ddmin_budget: int,
+                   quiet: bool, fail_on_violation: bool) -> None:
+    """Run (or resume) a LiDAR-transformation campaign, bundle its nearest violations, write its reports."""
+    import typer
+
+    from lidarmt.cli._common import CampaignProgress, err_console, progress, wide_console
+    from lidarmt.fuzz.campaign import select_frames
+    from lidarmt.fuzz.engine import (
+        RunLock,
+        clamp_workers,
+        describe_timeout,
+        environment,
+        make_bundles,
+        run_campaign,
+    )
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.fuzz.plugins import SourceSpec, build_roi_provider, open_source
+    from lidarmt.lidar.campaign import LidarCampaignConfig, select_bundles, transform_refs, violating_keys
+    from lidarmt.lidar.relations import judge_facts
+    from lidarmt.lidar.transforms.registry import select
+    from lidarmt.report.lidar_transforms import rich_tables, summary_dict, write_reports
+
+    chosen_t = [t.name for t in select(names)]
+    refs = transform_refs(chosen_t, levels=parse_levels(levels), relation=relation)
+    source = SourceSpec(bag, topic)
+    rec = open_source(source)
+    chosen = select_frames(len(rec), frames, seed)
+    build_roi_provider(roi).roi_for(rec[chosen[0]])  # fails early: unreadable map, no pose, no labels
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    config = LidarCampaignConfig(source, roi, sut, refs, chosen, seed=seed, trials=trials, library=library,
+                                 timeout=timeout, thresholds=thresholds)
+    out = out or Path("runs") / f"transforms-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    th = config.thresholds
+
+    def violates(r: dict) -> bool:
+        return bool(judge_facts(r["facts"], refs[int(r["key"][1])].relation, th))
+
+    bar = CampaignProgress(quiet=quiet, is_violation=violates)
+    used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
+                               address=address)
+    if note:
+        err_console.print(note)
+    with RunLock(out) as lock:
+        try:
+            result = run_campaign(config, out, workers=used, backend=backend, address=address, resume=resume,
+                                  force=force, on_pair=bar.on_pair, on_start=bar.on_start, lock=lock,
+                                  header_extra={"command": command, "environment": environment()})
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the "
+                              "same command plus --resume")
+            raise
+        finally:
+            bar.stop()
+        viol = violating_keys(out, config)
+        chosen_b = select_bundles(viol, bundles)
+        infos: list[dict] = []
+        if chosen_b:
+            bbar = None if quiet else progress()
+            task = None
+            if bbar is not None:
+                bbar.start()
+                task = bbar.add_task("bundles", total=len(chosen_b), rate="ddmin")
+            try:
+                infos = make_bundles(config, out, [k for k, _ in chosen_b], workers=used, backend=backend,
+                                     address=address, budget=ddmin_budget, command=command,
+                                     thresholds=th.to_dict(),
+                                     on_bundle=lambda i: bbar.update(task, advance=1) if bbar is not None else None)
+            finally:
+                if bbar is not None:
+                    bbar.stop()
+            infos = _complete(out, infos)
+            order = {config.bundle_id(k): i for i, (k, _) in enumerate(chosen_b)}
+            infos.sort(key=lambda b: order.get(b["id"], 1 << 30))
+        summary = summary_dict(config.to_dict(), result.tally)
+        run_info = {"workers": used, "backend": backend, "timeout": describe_timeout(config.timeout),
+                    "ran": result.ran, "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
+                    "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
+                    "environment": environment(), "command": command, "violations": len(viol), "bundles": infos}
+        paths = write_reports(out, summary, run=run_info, bundles=infos)
+    console = wide_console()
+    for table in rich_tables(summary):
+        console.print(table)
+
+    def say(text: str) -> None:
+        console.print(text, soft_wrap=True, highlight=False)
+
+    if run_info["throughput"]:
+        say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} pairs/s, {used} "
+            f"worker(s)); {len(viol)} violating pairs, {len(infos)} bundles")
+    for b in infos[:12]:
+        if b.get("error"):
+            say(f"  bundle {b['id']}: failed ({b['error']})")
+            continue
+        dd = b.get("ddmin") or {}
+        mini = (f"; {dd.get('size')} of {b.get('edits')} point edits suffice"
+                f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
+        say(f"  bundle {out / 'violations' / b['id']}: {b.get('findings')}{mini}")
+    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    tot = summary["total"]
+    if fail_on_violation and tot["violations"] + tot["crashes"] + tot["timeouts"]:
+        raise typer.Exit(1)
+
+
+def _complete(out: Path, infos: list[dict]) -> list[dict]:
+    """Bundles that already existed (resume): their entries from bundle.json."""
+    import json
+
+    from lidarmt.lidar.bundle import findings_text
+
+    full = []
+    for b in infos:
+        if b.get("existing"):
+            try:
+                j = json.loads((out / "violations" / b["id"] / "bundle.json").read_text(encoding="utf-8"))
+                b = {"id": j["id"], "key": j["key"], "transform": j["transform"], "level": j["level"],
+                     "relation": j["relation"], "reproduced": j["reproduced"], "edits": j["edits"],
+                     "findings": findings_text(j["findings"]), "ddmin": j.get("ddmin"),
+                     "ddmin_skipped": j.get("ddmin_skipped")}
+            except (OSError, ValueError, KeyError):
+                pass
+        full.append(b)
+    return full
