@@ -39,6 +39,10 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "intensity": ("sensor", "IntensityShift"),
     "fov-loss": ("sensor", "FovLoss"),
     "crosstalk": ("sensor", "Crosstalk"),
+    "rolling-shutter": ("motion", "RollingShutter"),
+    "deskew": ("motion", "Deskew"),
+    "insert": ("objects", "Insert"),
+    "remove": ("objects", "Remove"),
     "rotate": ("alignment", "Rotate"),
     "mirror": ("alignment", "Mirror"),
 }
