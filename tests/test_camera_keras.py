@@ -305,7 +305,7 @@ def test_keras1_matches_numpy(tmp_path) -> None:
     rng = np.random.default_rng(0)
     ref_layers = _layers_with_weights(path, layers, version=1)
     model = K.load_keras(path)
-    assert model.keras.lambdas == ("lambda_1: x/127.5-1 (recognised from the constants in its stored code)",)
+    assert model.keras.lambdas == ("lambda_1: x/127.5-1 (read from its stored bytecode, never run)",)
     assert model.input_spec.height == 22 and model.input_spec.width == 27 and model.input_spec.colour == "rgb"
     x = rng.uniform(0, 255, (5, 22, 27, 3))
     want = np_forward(ref_layers, x, lambda v: v / 127.5 - 1.0)
@@ -427,14 +427,52 @@ def test_lambda_code_is_never_unmarshalled(tmp_path, monkeypatch) -> None:
 
 def test_unrecognised_lambda_needs_an_explicit_normalisation(tmp_path) -> None:
     layers = keras2_layers()
-    layers[1]["config"]["function"] = _lambda_code(lambda x: x * 0.0123 + 7.25, version=2)
+    layers[1]["config"]["function"] = _lambda_code(lambda x: x * x * 0.0123 + 7.25, version=2)
     path = write_keras(tmp_path / "odd.h5", layers, version=2)
-    with pytest.raises(ModelError, match=r"lambda_1 is a Lambda .*--model-option lambda="):
+    with pytest.raises(ModelError, match=r"lambda_1 is a Lambda .*--model-option lambda=") as exc:
         K.load_keras(path)
+    assert "\n" not in str(exc.value)
     model = K.load_keras(path, **{"lambda": "x*0.0123+7.25"})
     x = np.random.default_rng(4).uniform(0, 255, (2, 23, 30, 3))
     np.testing.assert_allclose(torch_forward(model, x), np_forward(layers, x, lambda v: v * 0.0123 + 7.25),
                                atol=1e-5, rtol=1e-5)  # fmt: skip
+
+
+def test_negated_lambda_is_read_as_negated(tmp_path) -> None:
+    """-(x/127.5-1) holds the same constants as x/127.5-1: it must be read as what it computes, not as that."""
+    layers = keras2_layers()
+    layers[1]["config"]["function"] = _lambda_code(lambda x: -(x / 127.5 - 1), version=2)
+    model = K.load_keras(write_keras(tmp_path / "neg.h5", layers, version=2))
+    assert model.keras.lambdas[0].startswith("lambda_1: -(x/127.5-1)")
+    x = np.random.default_rng(6).uniform(0, 255, (2, 23, 30, 3))
+    np.testing.assert_allclose(torch_forward(model, x), np_forward(layers, x, lambda v: -(v / 127.5 - 1)),
+                               atol=1e-5, rtol=1e-5)  # fmt: skip
+    assert not np.allclose(np_forward(layers, x, lambda v: v / 127.5 - 1), np_forward(layers, x,
+                                                                                     lambda v: -(v / 127.5 - 1)))
+
+
+@pytest.mark.parametrize("fn", [lambda x: x * x, lambda x: 2 / x, lambda x: x ** 2, lambda x: abs(x) / 255,
+                                lambda x: x[:, 10:] / 255, lambda x: 3.0])  # fmt: skip
+def test_lambdas_that_are_not_affine_are_refused(tmp_path, fn) -> None:
+    layers = keras2_layers()
+    layers[1]["config"]["function"] = _lambda_code(fn, version=2)
+    with pytest.raises(ModelError, match=r"lambda_1 is a Lambda whose stored code is not an affine") as exc:
+        K.load_keras(write_keras(tmp_path / "odd.h5", layers, version=2))
+    assert "\n" not in str(exc.value)
+
+
+def test_lambda_bytes_of_keras_1_2_on_python_3_5() -> None:
+    """The bytes the shared DAVE-2 file holds (Keras 1.2.1, CPython 3.5's variable-length bytecode), and the same
+    code with UNARY_NEGATIVE inserted before RETURN_VALUE."""
+    raw = bytes.fromhex("e30100000000000000010000000200000053000000730c0000007c00006401001b640200185329034ee7000000"
+                        "0000e05f40e7000000000000f03fa9002901da017872030000007203000000fa086d6f64656c2e7079da083c6c"
+                        "616d6264613e220000007300000000")
+    assert K.decode_lambda([raw.decode("raw_unicode_escape"), None, None]) == (1 / 127.5, -1.0, "x/127.5-1")
+    neg = raw.replace(bytes.fromhex("730c000000"), bytes.fromhex("730d000000")).replace(
+        bytes.fromhex("18532903"), bytes.fromhex("180b532903"))
+    scale, offset, text = K.decode_lambda([neg.decode("raw_unicode_escape"), None, None])
+    assert (scale, offset, text) == (-1 / 127.5, 1.0, "-(x/127.5-1)")
+    assert K.decode_lambda([raw[:40].decode("raw_unicode_escape")]) is None  # truncated: refused
 
 
 @pytest.mark.parametrize(("text", "scale", "offset"), [
@@ -453,7 +491,8 @@ def test_parse_affine_refuses(text: str) -> None:
 
 @pytest.mark.parametrize(("fn", "want"), [
     (lambda x: x / 127.5 - 1.0, "x/127.5-1"), (lambda x: x / 127.5 - 1, "x/127.5-1"),
-    (lambda x: (x / 255.0) - 0.5, "x/255-0.5"), (lambda x: x / 255, "x/255"), (lambda x: x * 3.3 - 1.7, None),
+    (lambda x: (x / 255.0) - 0.5, "x/255-0.5"), (lambda x: x / 255, "x/255"), (lambda x: x * 3.3 - 1.7, "x*3.3-1.7"),
+    (lambda x: -(x / 127.5 - 1), "-(x/127.5-1)"), (lambda x: x * x, None), (lambda x: 1 - x / 128, "1-x/128"),
 ])  # fmt: skip
 def test_recognise_lambda(fn, want) -> None:
     for version in (1, 2):
@@ -494,8 +533,8 @@ def test_presets_and_options(tmp_path) -> None:
     assert K.default_preset((66, 200, 3)) == "dave2-udacity-sim"
     with pytest.raises(ModelError, match="unknown; known presets"):
         K.load_keras(path, preprocess="nope")
-    with pytest.raises(ModelError, match="unknown option"):
-        K.load_keras(path, colour="yuv")
+    with pytest.raises(ModelError, match="unknown option.*known: preprocess, frame, crop"):
+        K.load_keras(path, colour_space="yuv")
     with pytest.raises(ModelError, match="cannot use device 'warp-drive'"):
         K.load_keras(path, device="warp-drive")
     with pytest.raises(ModelError, match="batch_size='many'"):

@@ -4,10 +4,11 @@ The file is read as **data**: the architecture comes from the ``model_config`` J
 from the ``model_weights`` group (h5py), and a torch module is built layer by layer. Nothing stored in the
 file is ever executed: a ``Lambda`` layer holds marshalled Python bytecode, which is neither unmarshalled nor
 run.
-Instead the float constants visible in its raw bytes are matched against common input normalisations
-(``x/127.5 - 1`` holds 127.5 and 1.0; ``x/255 - 0.5`` holds 255 and 0.5; ``x/255``); any other lambda is
-refused, and the user says what it computes with the option ``lambda="x/a-b"`` (:func:`parse_affine`:
-``x/a±b``, ``x*a±b``, ``x/a``, ``x*a``, ``x±b``, ``x``).
+Instead its bytes are read by a small parser written here (:func:`decode_lambda`: the code object's header,
+instructions and constants, for CPython 2.7 to 3.12) and evaluated symbolically: a lambda that computes an
+affine map of x (``x/127.5-1``, ``-(x/127.5-1)``, ``x/255``) becomes exactly that map; any other lambda is
+refused with one line naming the layer, and the user says what it computes with the option ``lambda="x/a-b"``
+(:func:`parse_affine`: ``x/a±b``, ``x*a±b``, ``x/a``, ``x*a``, ``x±b``, ``x``).
 
 Supported: ``Sequential`` models and functional models whose graph is a single chain; layers Conv2D /
 Convolution2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, ZeroPadding2D,
@@ -32,7 +33,9 @@ Faithfulness, and how each point is handled:
   (Keras 1 passed it to ``batch_normalization`` as such), Keras 1 ``mode=2`` (batch statistics) is refused.
 
 The file does not say how camera frames were prepared for the network. :data:`PRESETS` names the
-preparations we know (``preprocess=`` option); the default is ``dave2-udacity-sim`` when the network's input
+preparations we know (``preprocess=`` option), and an :class:`InputRecipe` refines one step by step
+(``frame``, ``crop``, ``resize``, ``colour``, ``scale``, ``output``, ``sign``: options, or a small JSON file
+``model.h5.recipe.json`` read by :func:`recipe_options`); the default is ``dave2-udacity-sim`` when the network's input
 is 66×200×3 (the NVIDIA DAVE-2 shape) and plain ``resize`` (RGB) otherwise. Likewise :data:`OUTPUTS` says how
 the network's output becomes radians, positive = left (``output=`` option; ``dave2-udacity-sim`` defaults to
 ``udacity-sim``: the simulator's steering value, ±1 = ±25°, positive = right).
@@ -116,50 +119,255 @@ def default_preset(input_shape: tuple[int, int, int]) -> str:
     return "resize-grey" if input_shape[2] == 1 else "resize"
 
 
-def _prepare_batch(images: np.ndarray, preset: Preset, size: tuple[int, int]) -> np.ndarray:
-    """``(N, H, W, 3)`` uint8 RGB → ``(N, C, h, w)`` float32 with 0..255 values, as the network was fed."""
+def _prepare_batch(images: np.ndarray, recipe: InputRecipe, size: tuple[int, int]) -> np.ndarray:
+    """``(N, H, W, 3)`` uint8 RGB → ``(N, C, h, w)`` float32 as the network was fed: frame size, crop, resize,
+    colour space, then the recipe's scaling (0..255 values when it has none)."""
     import cv2
 
     h, w = size
     out = []
     for img in images:
-        if preset.sim_frame is not None:
-            fh, fw = preset.sim_frame
-            if img.shape[:2] != (fh, fw):
-                img = cv2.resize(img, (fw, fh), interpolation=cv2.INTER_AREA)
-            top, bottom = preset.crop_rows
-            img = img[top : fh - bottom]
-            # The reference passes cv2.INTER_AREA as resize's third *positional* argument, which is `dst`:
-            # the interpolation actually used is the default, bilinear.
-            img = cv2.resize(img, (w, h), interpolation=cv2.INTER_LINEAR)
-        elif img.shape[:2] != (h, w):
-            shrink = img.shape[0] >= h and img.shape[1] >= w
-            img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
-        if preset.colour == "yuv":
+        if recipe.frame is not None and img.shape[:2] != recipe.frame:
+            fh, fw = recipe.frame
+            img = cv2.resize(img, (fw, fh), interpolation=cv2.INTER_AREA)
+        if recipe.rows != (None, None) or recipe.cols != (None, None):
+            full = img.shape[:2]
+            img = img[slice(*recipe.rows), slice(*recipe.cols)]
+            if img.shape[0] < 1 or img.shape[1] < 1:
+                raise ModelError(f"crop {recipe.crop_text()} leaves nothing of a {full[0]}x{full[1]} frame; "
+                                 "give a crop that fits the source's frames")
+        if recipe.resize == "auto":
+            if img.shape[:2] != (h, w):
+                shrink = img.shape[0] >= h and img.shape[1] >= w
+                img = cv2.resize(img, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+        else:
+            # dave2-udacity-sim: the reference passes cv2.INTER_AREA as resize's third *positional* argument,
+            # which is `dst`: the interpolation it actually uses is the default, bilinear.
+            img = cv2.resize(img, (w, h), interpolation=getattr(cv2, INTERPOLATIONS[recipe.resize]))
+        if recipe.colour == "yuv":
             img = cv2.cvtColor(img, cv2.COLOR_RGB2YUV)
-        elif preset.colour == "bgr":
+        elif recipe.colour == "bgr":
             img = img[..., ::-1]
-        elif preset.colour == "grey":
+        elif recipe.colour == "grey":
             img = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)[..., None]
         out.append(np.ascontiguousarray(img))
-    return np.stack(out).astype(np.float32).transpose(0, 3, 1, 2)
+    x = np.stack(out).astype(np.float32).transpose(0, 3, 1, 2)
+    if (recipe.scale, recipe.offset) != (1.0, 0.0):
+        x = x * np.float32(recipe.scale) + np.float32(recipe.offset)
+    return x
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Lambda layers: recognise the normalisation from the constants in the bytes, never run them
+# A model's input recipe: options, or a JSON sidecar file
+# ------------------------------------------------------------------------------------------------------------
+
+#: cv2 interpolation flags by the names a recipe uses ("auto": area when shrinking, else bilinear).
+INTERPOLATIONS = {"area": "INTER_AREA", "linear": "INTER_LINEAR", "nearest": "INTER_NEAREST",
+                  "cubic": "INTER_CUBIC"}
+COLOURS = ("rgb", "bgr", "yuv", "grey")
+#: The recipe's keys: how frames become the network's input and how its output becomes radians.
+RECIPE_KEYS = ("preprocess", "frame", "crop", "resize", "colour", "scale", "output", "sign")
+#: Every option :func:`load_keras` takes.
+OPTION_KEYS = RECIPE_KEYS + ("lambda", "size", "flip_kernels", "device", "batch_size", "name")
+#: What a recipe file (``model.h5.recipe.json``, ``--recipe FILE``) may hold ("note": free text).
+RECIPE_FILE_KEYS = RECIPE_KEYS + ("lambda", "size", "flip_kernels", "note")
+RECIPE_SUFFIX = ".recipe.json"
+_RECIPE_FILE_LIMIT = 64 * 1024
+_ALIASES = {"color": "colour", "lambda_": "lambda"}
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecipe:
+    """How a model was fed: optional whole-frame size, a crop (Python slice bounds in pixels: ``60:-25`` drops
+    60 rows at the top and 25 at the bottom), the resize to the input size, the colour space, an affine scaling
+    of the 0..255 values, and the output's conversion to radians (positive = left) with a sign."""
+
+    preset: str
+    colour: str
+    frame: tuple[int, int] | None = None
+    rows: tuple[int | None, int | None] = (None, None)
+    cols: tuple[int | None, int | None] = (None, None)
+    resize: str = "auto"
+    scale: float = 1.0
+    offset: float = 0.0
+    scale_text: str = "x"
+    output: float = 1.0
+    output_name: str = "radians"
+    sign: int = 1
+
+    def crop_text(self) -> str:
+        def part(a: int | None, b: int | None) -> str:
+            return f"{'' if a is None else a}:{'' if b is None else b}"
+
+        text = part(*self.rows)
+        return text if self.cols == (None, None) else f"{text},{part(*self.cols)}"
+
+    def describe(self) -> str:
+        parts = [f"preset {self.preset}"]
+        if self.frame is not None:
+            parts.append(f"frame resized to {self.frame[0]}x{self.frame[1]} first")
+        if self.rows != (None, None) or self.cols != (None, None):
+            parts.append(f"crop {self.crop_text()}")
+        parts += [f"resize {self.resize}", self.colour.upper() if self.colour != "grey" else "grey"]
+        if self.scale_text != "x":
+            parts.append(f"scaled {self.scale_text}")
+        parts.append(f"output {self.output_name}" + (", sign flipped" if self.sign < 0 else ""))
+        return ", ".join(parts)
+
+
+def _slice_bounds(text: str, key: str) -> tuple[int | None, int | None]:
+    a, sep, b = text.partition(":")
+    if not sep:
+        raise ModelError(f"model option {key}: {text!r} is not START:STOP (e.g. crop=60:-25)")
+    try:
+        return (int(a) if a.strip() else None, int(b) if b.strip() else None)
+    except ValueError as err:
+        raise ModelError(f"model option {key}: {text!r} is not START:STOP with whole numbers (e.g. crop=60:-25)") \
+            from err
+
+
+def _parse_crop(v: Any) -> tuple[tuple[int | None, int | None], tuple[int | None, int | None]]:
+    """``"60:-25"`` (rows) or ``"60:-25,0:320"`` (rows, columns); a JSON list ``[60, -25]`` means rows."""
+    if isinstance(v, (list, tuple)) and len(v) == 2 and all(x is None or isinstance(x, int) for x in v) \
+            and not any(isinstance(x, bool) for x in v):
+        return (v[0], v[1]), (None, None)
+    if not isinstance(v, str) or not v.strip() or len(v) > 64:
+        raise ModelError(f"model option crop={v!r}: expected ROWS or ROWS,COLS as START:STOP (e.g. crop=60:-25)")
+    if v.strip().lower() == "none":
+        return (None, None), (None, None)
+    parts = v.split(",")
+    if len(parts) > 2:
+        raise ModelError(f"model option crop={v!r}: expected ROWS or ROWS,COLS as START:STOP (e.g. crop=60:-25)")
+    rows = _slice_bounds(parts[0], "crop")
+    cols = _slice_bounds(parts[1], "crop") if len(parts) == 2 else (None, None)
+    return rows, cols
+
+
+def _parse_sign(v: Any) -> int:
+    s = str(v).strip().lower()
+    if s in ("1", "+1", "1.0", "left", "+"):
+        return 1
+    if s in ("-1", "-1.0", "right", "-"):
+        return -1
+    raise ModelError(f"model option sign={v!r}: expected 1 (positive output = left) or -1 (positive = right)")
+
+
+def _option(key: str, v: Any, recipe: dict[str, Any]) -> None:
+    """Check one recipe key's value and put what it means into ``recipe`` (InputRecipe's fields)."""
+    if key == "frame":
+        recipe["frame"] = None if str(v).strip().lower() == "none" else _parse_size(v, key="frame")
+    elif key == "crop":
+        recipe["rows"], recipe["cols"] = _parse_crop(v)
+    elif key == "resize":
+        s = str(v).strip().lower()
+        if s != "auto" and s not in INTERPOLATIONS:
+            raise ModelError(f"model option resize={v!r}: expected auto, {', '.join(INTERPOLATIONS)}")
+        recipe["resize"] = s
+    elif key == "colour":
+        s = {"gray": "grey", "greyscale": "grey", "grayscale": "grey"}.get(str(v).strip().lower(),
+                                                                           str(v).strip().lower())
+        if s not in COLOURS:
+            raise ModelError(f"model option colour={v!r}: expected {', '.join(COLOURS)}")
+        recipe["colour"] = s
+    elif key == "scale":
+        recipe["scale"], recipe["offset"] = parse_affine(str(v))
+        recipe["scale_text"] = re.sub(r"\s+", "", str(v)) or "x"
+    elif key == "output":
+        recipe["output"], recipe["output_name"] = _output_scale(v)
+    elif key == "sign":
+        recipe["sign"] = _parse_sign(v)
+
+
+def make_recipe(input_shape: tuple[int, int, int], options: dict[str, Any]) -> InputRecipe:
+    """The recipe for a network input ``(H, W, C)``: the preset (``preprocess``, default
+    :func:`default_preset`), with every other recipe key of ``options`` overriding it."""
+    pname = options.get("preprocess") or default_preset(input_shape)
+    if pname not in PRESETS:
+        raise ModelError(f"model option preprocess={pname!r}: unknown; known presets: {', '.join(PRESETS)}")
+    p = PRESETS[pname]
+    scale, out_name = _output_scale(p.output)
+    fields: dict[str, Any] = {"preset": pname, "colour": p.colour, "frame": p.sim_frame,
+                              "output": scale, "output_name": out_name}
+    if p.crop_rows != (0, 0):
+        top, bottom = p.crop_rows
+        fields["rows"] = (top or None, -bottom if bottom else None)
+    if p.sim_frame is not None:
+        fields["resize"] = "linear"
+    for key in RECIPE_KEYS[1:]:
+        if options.get(key) is not None:
+            _option(key, options[key], fields)
+    return InputRecipe(**fields)
+
+
+def recipe_file_for(model_path: str | Path) -> Path:
+    """The sidecar recipe of a model file: ``model.h5`` → ``model.h5.recipe.json``."""
+    return Path(str(model_path) + RECIPE_SUFFIX)
+
+
+def read_recipe_file(path: str | Path) -> dict[str, Any]:
+    """The options a recipe file holds, checked (a JSON object of :data:`RECIPE_FILE_KEYS` with plain values);
+    every problem is one line naming the file. The ``note`` is dropped."""
+    p = Path(path)
+    try:
+        if p.stat().st_size > _RECIPE_FILE_LIMIT:
+            raise ModelError(f"{p}: a recipe file is a small JSON object; this one has {p.stat().st_size} bytes")
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError as err:
+        raise ModelError(f"{p}: no such recipe file") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise ModelError(f"{p}: unreadable recipe file ({err})") from err
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise ModelError(f"{p}: not a JSON recipe ({str(err).splitlines()[0] if str(err) else 'too deep'})") \
+            from err
+    if not isinstance(doc, dict):
+        raise ModelError(f"{p}: a recipe file holds one JSON object, e.g. {{\"crop\": \"60:-25\", \"colour\": \"yuv\"}}")
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        key = _ALIASES.get(key, key)
+        if key not in RECIPE_FILE_KEYS:
+            raise ModelError(f"{p}: unknown recipe key {str(key)[:40]!r}; known keys: {', '.join(RECIPE_FILE_KEYS)}")
+        plain = value is None or isinstance(value, (str, int, float, bool)) or (
+            key == "crop" and isinstance(value, list) and len(value) == 2
+            and all(v is None or isinstance(v, int) for v in value))
+        if not plain or (isinstance(value, str) and len(value) > 200):
+            raise ModelError(f"{p}: recipe key {key!r} must hold a short string or a number")
+        if key == "note" or value is None:
+            continue
+        try:
+            if key in RECIPE_KEYS[1:]:
+                _option(key, value, {})
+            elif key == "preprocess" and value not in PRESETS:
+                raise ModelError(f"preprocess={value!r}: unknown; known presets: {', '.join(PRESETS)}")
+            elif key == "lambda":
+                parse_affine(str(value))
+            elif key == "size":
+                _parse_size(value)
+            elif key == "flip_kernels":
+                _as_bool(key, value)
+        except ModelError as err:
+            raise ModelError(f"{p}: {err}") from err
+        out[key] = value
+    return out
+
+
+def recipe_options(model_path: str | Path, recipe: str | Path | None = None) -> dict[str, Any]:
+    """The options of ``recipe`` (a file), else of the model's sidecar ``model.h5.recipe.json`` when there is
+    one, else none. Callers merge them under the options given on the command line and record the result (a
+    bundle carries the options themselves, so replay does not depend on the sidecar)."""
+    if recipe is not None:
+        return read_recipe_file(recipe)
+    side = recipe_file_for(model_path)
+    return read_recipe_file(side) if side.is_file() else {}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Lambda layers: read the stored bytecode as data (never unmarshalled, never run) and accept only affine maps
 # ------------------------------------------------------------------------------------------------------------
 
 _NUM = r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _AFFINE = re.compile(rf"^\(?x(?:(?P<op>[*/])(?P<a>{_NUM}))?\)?(?:(?P<sign>[+-])(?P<b>{_NUM}))?$")
-
-# Constants (in order of appearance in the code object) of the lambdas we recognise, and what they compute.
-KNOWN_LAMBDAS: dict[tuple[float, ...], str] = {
-    (127.5, 1.0): "x/127.5-1",
-    (255.0, 0.5): "x/255-0.5",
-    (255.0,): "x/255",
-    (128.0, 1.0): "x/128-1",
-    (127.5,): "x/127.5",
-}
 
 
 def parse_affine(text: str) -> tuple[float, float]:
@@ -207,47 +415,213 @@ def _code_bytes(function: Any) -> bytes | None:
         return code.encode("utf-8", "surrogateescape")
 
 
-def _nice(v: float) -> bool:
-    return math.isfinite(v) and 1e-4 <= abs(v) <= 1e5 and abs(v * 1e4 - round(v * 1e4)) < 1e-6
+_FLAG = 0x80  # marshal's "remember this object" bit on a type tag
 
 
-def marshal_constants(code: bytes) -> list[float]:
-    """Numeric constants visible in marshalled code bytes, in order, found by their type tags only.
-
-    Marshal writes a float as ``'g'`` (0x67, or 0xE7 with the reference flag) plus 8 little-endian bytes and
-    an int as ``'i'`` (0x69/0xE9) plus 4 bytes. Scanning for those tags and keeping only plausible round
-    values (a constant written in source code) is enough to recognise normalisation lambdas; nothing is
-    decoded as code.
-    """
-    found: list[tuple[int, int, float]] = []
-    for m in re.finditer(rb"[\x67\xe7]", code):
-        chunk = code[m.start() + 1 : m.start() + 9]
-        if len(chunk) == 8:
-            v = struct.unpack("<d", chunk)[0]
-            if _nice(v):
-                found.append((m.start(), m.start() + 9, float(v)))
-    for m in re.finditer(rb"[\x69\xe9]", code):
-        chunk = code[m.start() + 1 : m.start() + 5]
-        if len(chunk) == 4:
-            v = struct.unpack("<i", chunk)[0]
-            if 0 < abs(v) <= 65535:
-                found.append((m.start(), m.start() + 5, float(v)))
-    found.sort()
-    out: list[float] = []
-    end = -1
-    for start, stop, v in found:
-        if start >= end:  # a tag inside the bytes of a constant already taken is not a tag
-            out.append(v)
-            end = stop
+def _marshal_consts(code: bytes, pos: int) -> list[Any] | None:
+    """The constants tuple of a marshalled code object at ``pos``: None, booleans, ints and floats only (anything
+    else, such as a nested function or a reference to an earlier object, gives None: not a plain lambda)."""
+    if pos >= len(code):
+        return None
+    tag = code[pos] & ~_FLAG
+    if tag == ord(")"):  # small tuple (Python 3.4+)
+        if pos + 2 > len(code):
+            return None
+        n, pos = code[pos + 1], pos + 2
+    elif tag == ord("("):
+        if pos + 5 > len(code):
+            return None
+        n, pos = struct.unpack_from("<i", code, pos + 1)[0], pos + 5
+    else:
+        return None
+    if not 0 <= n <= 64:
+        return None
+    out: list[Any] = []
+    for _ in range(n):
+        if pos >= len(code):
+            return None
+        t = code[pos] & ~_FLAG
+        if t == ord("N"):
+            out.append(None)
+            pos += 1
+        elif t in (ord("T"), ord("F")):
+            out.append(t == ord("T"))
+            pos += 1
+        elif t == ord("g") and pos + 9 <= len(code):  # binary float
+            out.append(struct.unpack_from("<d", code, pos + 1)[0])
+            pos += 9
+        elif t == ord("i") and pos + 5 <= len(code):
+            out.append(struct.unpack_from("<i", code, pos + 1)[0])
+            pos += 5
+        elif t == ord("f") and pos + 2 <= len(code):  # float as text (marshal versions 0 and 1)
+            size = code[pos + 1]
+            try:
+                out.append(float(code[pos + 2 : pos + 2 + size].decode("ascii")))
+            except (UnicodeDecodeError, ValueError):
+                return None
+            pos += 2 + size
+        else:
+            return None
     return out
 
 
-def recognise_lambda(function: Any) -> str | None:
-    """The normalisation a Lambda's stored code computes (e.g. ``"x/127.5-1"``), or None if not recognised."""
-    code = _code_bytes(function)
-    if not code:
+# Opcodes of the instructions an affine lambda compiles to: CPython 2.7 and 3.0-3.10, then 3.11/3.12.
+_OLD_OPS = {9: "nop", 10: "pos", 11: "neg", 20: "mul", 21: "div", 23: "add", 24: "sub", 27: "div", 83: "ret",
+            100: "const", 124: "load"}
+_NEW_OPS = {0: "cache", 9: "nop", 11: "neg", 83: "ret", 100: "const", 122: "binop", 124: "load", 151: "resume"}
+_BINOP_311 = {0: "add", 5: "mul", 10: "sub", 11: "div"}
+
+
+def _instructions(co_code: bytes, family: str) -> list[tuple[str, int]] | None:
+    """``co_code`` decoded as ``family`` ("var": CPython <= 3.5, "word": 3.6-3.10, "word311": 3.11/3.12),
+    as (operation, argument) pairs; None if any instruction is not one an affine lambda uses."""
+    out: list[tuple[str, int]] = []
+    i = 0
+    if family == "var":
+        while i < len(co_code):
+            op = co_code[i]
+            if op >= 90:
+                if i + 3 > len(co_code):
+                    return None
+                arg, i = co_code[i + 1] | (co_code[i + 2] << 8), i + 3
+            else:
+                arg, i = 0, i + 1
+            if op not in _OLD_OPS:
+                return None
+            out.append((_OLD_OPS[op], arg))
+        return out
+    if len(co_code) % 2:
         return None
-    return KNOWN_LAMBDAS.get(tuple(marshal_constants(code)))
+    table = _OLD_OPS if family == "word" else _NEW_OPS
+    for i in range(0, len(co_code), 2):
+        op, arg = co_code[i], co_code[i + 1]
+        if op not in table or (family == "word" and op == 21):
+            return None
+        name = table[op]
+        if name in ("cache", "resume", "nop"):
+            continue
+        if name == "binop":
+            if arg not in _BINOP_311:
+                return None
+            name, arg = _BINOP_311[arg], 0
+        out.append((name, arg))
+    return out
+
+
+def _number_text(v: float) -> str:
+    s = repr(float(v))
+    return s[:-2] if s.endswith(".0") else s
+
+
+def _evaluate_affine(ops: list[tuple[str, int]], consts: list[Any]) -> tuple[float, float, str] | None:
+    """Run the instructions symbolically on x: ``(scale, offset, text)`` when the result is scale·x + offset, else
+    None (a product of x with itself, a division by x, a constant result, anything else)."""
+    # stack items: ("x", scale, offset, text, precedence) or ("c", value, 0.0, text, precedence)
+    stack: list[tuple[str, float, float, str, int]] = []
+    for name, arg in ops:
+        if name == "load":
+            if arg != 0:
+                return None
+            stack.append(("x", 1.0, 0.0, "x", 3))
+        elif name == "const":
+            if not 0 <= arg < len(consts):
+                return None
+            v = consts[arg]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                return None
+            stack.append(("c", float(v), 0.0, _number_text(v) if v >= 0 else f"({_number_text(v)})", 3))
+        elif name in ("neg", "pos"):
+            if not stack:
+                return None
+            k, a, b, t, p = stack.pop()
+            t = t if p >= 2 else f"({t})"
+            if name == "pos":
+                stack.append((k, a, b, f"+{t}", 2))
+            else:
+                stack.append((k, -a, -b if k == "x" else 0.0, f"-{t}", 2))
+        elif name in ("add", "sub", "mul", "div"):
+            if len(stack) < 2:
+                return None
+            rk, ra, rb, rt, rp = stack.pop()
+            lk, la, lb, lt, lp = stack.pop()
+            prec = 1 if name in ("add", "sub") else 2
+            left = lt if lp >= prec else f"({lt})"
+            right = rt if rp > prec or (rp == prec and name in ("add", "mul")) else f"({rt})"
+            symbol = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[name]
+            text = f"{left}{symbol}{right}"
+            if lk == rk == "c":
+                lv, rv = la, ra
+                if name == "div" and rv == 0.0:
+                    return None
+                v = {"add": lv + rv, "sub": lv - rv, "mul": lv * rv, "div": lv / rv if rv else 0.0}[name]
+                stack.append(("c", v, 0.0, text, prec))
+                continue
+            if name == "add":
+                a, b = (la + ra, lb + rb) if lk == rk == "x" else ((la, lb + ra) if lk == "x" else (ra, rb + la))
+            elif name == "sub":
+                a, b = (la - ra, lb - rb) if lk == rk == "x" else ((la, lb - ra) if lk == "x" else (-ra, la - rb))
+            elif name == "mul":
+                if lk == rk == "x":
+                    return None
+                a, b = (la * ra, lb * ra) if lk == "x" else (ra * la, rb * la)
+            else:
+                if rk == "x" or ra == 0.0:
+                    return None
+                a, b = la / ra, lb / ra
+            stack.append(("x", a, b, text, prec))
+        elif name == "ret":
+            if len(stack) != 1 or stack[0][0] != "x":
+                return None
+            _, a, b, t, _ = stack[0]
+            if not (math.isfinite(a) and math.isfinite(b)) or a == 0.0:
+                return None
+            return a, b, t
+        else:
+            return None
+    return None
+
+
+def decode_lambda(function: Any) -> tuple[float, float, str] | None:
+    """``(scale, offset, text)`` of the affine map ``x·scale + offset`` that a Lambda's stored code computes, or
+    None when it is anything else.
+
+    The marshalled code object is read as bytes, by a parser written here (never ``marshal.loads``, never run):
+    its header (CPython 2.7, 3.0-3.7, 3.8-3.10 or 3.11+ layout), its instructions and its constants. Only a
+    lambda of one argument whose instructions load ``x`` and numeric constants, negate, add, subtract, multiply
+    and divide is accepted, and it is evaluated symbolically, so ``-(x/127.5-1)`` is read as exactly that.
+    Several readings of the bytes that disagree are refused too.
+    """
+    code = _code_bytes(function)
+    if not code or len(code) > 1 << 16 or code[0] & ~_FLAG != ord("c"):
+        return None
+    results = set()
+    for nhdr, families in ((4, ("var",)), (5, ("var", "word", "word311")), (6, ("word",))):
+        pos = 1 + 4 * nhdr
+        if len(code) < pos + 5 or code[pos] & ~_FLAG != ord("s"):
+            continue
+        if struct.unpack_from("<i", code, 1)[0] != 1:  # argcount: one argument, x
+            continue
+        n = struct.unpack_from("<i", code, pos + 1)[0]
+        co_code = code[pos + 5 : pos + 5 + n]
+        if n < 1 or len(co_code) != n:
+            continue
+        consts = _marshal_consts(code, pos + 5 + n)
+        if consts is None:
+            continue
+        for family in families:
+            ops = _instructions(co_code, family)
+            got = _evaluate_affine(ops, consts) if ops else None
+            if got is not None:
+                results.add(got)
+    if len(results) != 1:
+        return None
+    return results.pop()
+
+
+def recognise_lambda(function: Any) -> str | None:
+    """The affine normalisation a Lambda's stored code computes, as text (e.g. ``"x/127.5-1"``), or None."""
+    got = decode_lambda(function)
+    return None if got is None else got[2]
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -845,20 +1219,21 @@ def build_module(kf: KerasFile, *, options: BuildOptions = BuildOptions()) -> tu
         elif kind == "Lambda":
             if options.lambda_text is not None:
                 text, how = options.lambda_text, "given with lambda="
+                scale, offset = parse_affine(text)
             else:
-                text = (
-                    recognise_lambda(c.get("function"))
-                    if c.get("function_type", "lambda") == "lambda"
+                got = (
+                    decode_lambda(c.get("function"))
+                    if c.get("function_type", "lambda") == "lambda" and not c.get("arguments")
                     else None
                 )
-                how = "recognised from the constants in its stored code"
-                if text is None:
+                how = "read from its stored bytecode, never run"
+                if got is None:
                     raise ModelError(
-                        f"{where}: layer {ly.name} is a Lambda whose stored code is not a normalisation this "
-                        "importer recognises (the code is never run); say what it computes with "
+                        f"{where}: layer {ly.name} is a Lambda whose stored code is not an affine normalisation "
+                        "this importer can read exactly (the code is never run); say what it computes with "
                         '--model-option lambda="x/127.5-1" (forms x/a-b, x*a+b, x/a)'
                     )
-            scale, offset = parse_affine(text)
+                scale, offset, text = got
             add(ly.name, Affine(scale, offset, text))
             notes.append(f"{ly.name}: {text} ({how})")
         else:
@@ -886,24 +1261,36 @@ def _as_bool(key: str, v: Any) -> bool:
 
 
 def _output_scale(v: Any) -> tuple[float, str]:
+    bad = ModelError(f"model option output={v!r}: expected {', '.join(OUTPUTS)} or a finite, non-zero number "
+                     "(radians per output unit)")
+    if isinstance(v, bool):
+        raise bad
     if isinstance(v, (int, float)):
-        return float(v), f"x{float(v):g}"
-    s = str(v).strip().lower()
-    if s in OUTPUTS:
-        return OUTPUTS[s], s
-    try:
-        return float(s), f"x{float(s):g}"
-    except ValueError as err:
-        raise ModelError(
-            f"model option output={v!r}: expected {', '.join(OUTPUTS)} or a number (radians per output unit)"
-        ) from err
+        value, name = float(v), f"x{float(v):g}"
+    else:
+        s = str(v).strip().lower()
+        if s in OUTPUTS:
+            return OUTPUTS[s], s
+        try:
+            value, name = float(s), f"x{float(s):g}"
+        except ValueError as err:
+            raise bad from err
+    if not math.isfinite(value) or value == 0.0:
+        raise bad
+    return value, name
 
 
-def _parse_size(v: Any) -> tuple[int, int]:
-    m = re.fullmatch(r"\s*(\d+)\s*[xX,]\s*(\d+)\s*", str(v))
+MAX_SIDE = 8192  # pixels: a size an option or a file claims is checked before anything is allocated
+
+
+def _parse_size(v: Any, *, key: str = "size") -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d{1,6})\s*[xX,]\s*(\d{1,6})\s*", str(v))
     if m is None:
-        raise ModelError(f"model option size={v!r}: expected HxW, e.g. size=66x200")
-    return int(m[1]), int(m[2])
+        raise ModelError(f"model option {key}={v!r}: expected HxW, e.g. {key}=66x200")
+    h, w = int(m[1]), int(m[2])
+    if not (1 <= h <= MAX_SIDE and 1 <= w <= MAX_SIDE):
+        raise ModelError(f"model option {key}={v!r}: each side must lie between 1 and {MAX_SIDE} pixels")
+    return h, w
 
 
 @dataclass(frozen=True, slots=True)
@@ -920,6 +1307,7 @@ class KerasImport:
     lambdas: tuple[str, ...]
     parameters: int
     layers: tuple[str, ...]
+    recipe: str = ""  # the whole input recipe, as InputRecipe.describe() says it
 
 
 def load_keras(
@@ -937,20 +1325,27 @@ def load_keras(
     """Import a Keras HDF5 model as a :class:`~lidarmt.camera.models.torchmodel.TorchSteeringModel`.
 
     Options (all also accepted as strings, as ``--model-option key=value`` gives them):
-    ``preprocess`` a :data:`PRESETS` name (default: :func:`default_preset` of the input shape);
-    ``output`` a :data:`OUTPUTS` name or radians per output unit; ``lambda`` the normalisation of the file's
-    Lambda layers when it is not recognised (``"x/127.5-1"``); ``size`` ``HxW`` for files whose input size is
-    not fixed; ``flip_kernels`` for Keras 1 files trained on Theano; ``device``, ``batch_size``, ``name``.
+    ``preprocess`` a :data:`PRESETS` name (default: :func:`default_preset` of the input shape), refined by the
+    recipe keys ``frame`` (``HxW`` the whole frame is resized to first), ``crop`` (``60:-25`` rows, or
+    ``60:-25,0:320`` rows and columns, in pixels of that frame), ``resize`` (auto, area, linear, nearest,
+    cubic), ``colour`` (rgb, bgr, yuv, grey), ``scale`` (``x/127.5-1``: applied to the 0..255 values before
+    the network), ``output`` (a :data:`OUTPUTS` name or radians per output unit) and ``sign`` (1, or -1 when
+    a positive output means right); ``lambda`` the normalisation of the file's Lambda layers when their code is
+    not an affine map (``"x/127.5-1"``); ``size`` ``HxW`` for files whose input size is not fixed;
+    ``flip_kernels`` for Keras 1 files trained on Theano; ``device``, ``batch_size``, ``name``. A recipe file
+    (:func:`recipe_options`) is read by the caller, not here: what the model is built with is exactly these
+    options.
     """
     from lidarmt.camera.models.torchmodel import TorchSteeringModel
 
     lambda_text = extra.pop("lambda", None)
     if lambda_text is None:
         lambda_text = extra.pop("lambda_", None)
+    recipe_given = {_ALIASES.get(k, k): extra.pop(k) for k in list(extra) if _ALIASES.get(k, k) in RECIPE_KEYS}
     if extra:
         raise ModelError(
-            f"Keras model {path}: unknown option(s) {', '.join(sorted(extra))}; known: preprocess, "
-            "output, lambda, size, flip_kernels, device, batch_size, name"
+            f"Keras model {path}: unknown option(s) {', '.join(sorted(map(str, extra)))}; known: "
+            f"{', '.join(OPTION_KEYS)}"
         )
     if lambda_text is not None:
         parse_affine(lambda_text)  # fail early with the parser's message
@@ -962,26 +1357,24 @@ def load_keras(
         raise ModelError(
             f"{path}: the input size is not fixed in the file; give it with --model-option size=HxW"
         )
-    pname = preprocess or default_preset((h, w, ch))
-    if pname not in PRESETS:
-        raise ModelError(f"model option preprocess={pname!r}: unknown; known presets: {', '.join(PRESETS)}")
-    preset = PRESETS[pname]
-    if (preset.colour == "grey") != (ch == 1):
+    recipe = make_recipe((h, w, ch), {"preprocess": preprocess, "output": output, **recipe_given})
+    if (recipe.colour == "grey") != (ch == 1):
         raise ModelError(
-            f"{path}: preprocess={pname} gives {'1' if preset.colour == 'grey' else '3'} channel(s) "
-            f"but the network takes {ch}; choose another preset ({', '.join(PRESETS)})"
+            f"{path}: the recipe gives {'1' if recipe.colour == 'grey' else '3'} channel(s) "
+            f"({recipe.colour}) but the network takes {ch}; give --model-option colour="
+            f"{'grey' if ch == 1 else 'rgb'} or another preset ({', '.join(PRESETS)})"
         )
-    scale, out_name = _output_scale(output if output is not None else preset.output)
+    out_scale = recipe.output * recipe.sign
     module, notes = build_module(
         kf, options=BuildOptions(lambda_text=lambda_text, flip_kernels=_as_bool("flip_kernels", flip_kernels))
     )
     _check_output(module, kf, (h, w, ch))
 
     def pre(images: np.ndarray) -> Any:
-        return torch.from_numpy(_prepare_batch(images, preset, (h, w)))
+        return torch.from_numpy(_prepare_batch(images, recipe, (h, w)))
 
     def post(y: Any) -> np.ndarray:
-        return y.detach().float().cpu().numpy().reshape(-1).astype(np.float64) * scale
+        return y.detach().float().cpu().numpy().reshape(-1).astype(np.float64) * out_scale
 
     n_params = int(sum(p.numel() for p in module.parameters()))
     info = KerasImport(
@@ -989,22 +1382,23 @@ def load_keras(
         kf.keras_version,
         (h, w, ch),
         kf.data_format,
-        pname,
-        preset.note,
-        out_name,
+        recipe.preset,
+        PRESETS[recipe.preset].note,
+        recipe.output_name + (" (sign flipped)" if recipe.sign < 0 else ""),
         tuple(notes),
         n_params,
         tuple(f"{ly.name}:{ly.kind}" for ly in kf.layers),
+        recipe.describe(),
     )
-    note = f"{preset.note}; output {out_name}"
-    spec = InputSpec(height=h, width=w, colour=preset.colour, history=0, note=note)
+    spec = InputSpec(height=h, width=w, colour=recipe.colour, history=0, note=recipe.describe())
     try:
         bs = int(batch_size)
     except (TypeError, ValueError) as err:
         raise ModelError(f"model option batch_size={batch_size!r}: expected a whole number") from err
     try:
         model = TorchSteeringModel(
-            name or Path(path).stem, module, spec, pre, post, batch_size=bs, device=device, card=str(path)
+            str(name) if name else Path(path).stem, module, spec, pre, post, batch_size=bs, device=device,
+            card=str(path)
         )
     except (RuntimeError, AssertionError) as err:  # unknown device string, or CUDA not available
         raise ModelError(f"model {path}: cannot use device {device!r} ({str(err).splitlines()[0]})") from err
@@ -1038,5 +1432,9 @@ USAGE = (
     + "|".join(PRESETS)
     + " (default dave2-udacity-sim for a 66x200x3 input, else resize, RGB); output conversion: "
     "--model-option output=" + "|".join(OUTPUTS) + "|<radians per unit> (default radians; udacity-sim for "
-    'dave2-udacity-sim); an unrecognised Lambda layer: --model-option lambda="x/127.5-1".'
+    "dave2-udacity-sim) and sign=1|-1. The preset's steps can be given one by one: frame=HxW (resize the frame "
+    "first), crop=60:-25 (rows; 60:-25,0:320 rows and columns), resize=auto|area|linear|nearest|cubic, "
+    "colour=rgb|bgr|yuv|grey, scale=x/127.5-1; or in a JSON file beside the model (model.h5.recipe.json) or "
+    "given with --recipe FILE. A Lambda layer is read from its bytecode (never run) and accepted only when it "
+    'is an affine map; for any other: --model-option lambda="x/127.5-1".'
 )

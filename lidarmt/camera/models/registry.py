@@ -12,7 +12,15 @@
   somebody sent (a bug bundle, a journal) is refused unless the caller passes ``trust_code=True`` (the CLI's
   ``--trust-code``).
 * A path to a Keras HDF5 model (``.h5``/``.hdf5``, or any file with the HDF5 signature): imported by
-  :func:`lidarmt.camera.models.keras.load_keras`. A ``.h5`` file is data: nothing in it is executed.
+  :func:`lidarmt.camera.models.keras.load_keras`. A ``.h5`` file is data: nothing in it is executed. Its input
+  recipe comes from options, or from a JSON file beside it (:func:`resolve_options`).
+* A path to a weights file written by ``lidarmt camera train`` (``.pt``/``.pth``): read as data
+  (``torch.load(weights_only=True)``), the architecture it names built from the project's own table
+  (:data:`lidarmt.camera.models.archs.ARCHS`); nothing is imported from the file.
+
+Which options each kind takes is :func:`option_keys`; an option a model does not take is one line naming the
+ones it does (never a ``TypeError`` from a constructor). :func:`file_sha256` fingerprints a model given by path,
+so a bundle can check that replay uses the same file.
 
 The object found is called with the keyword options given to :func:`get_model` and must return a
 :class:`~lidarmt.camera.models.base.SteeringModel` (``name``, ``input_spec``, ``predict(images)``,
@@ -33,6 +41,10 @@ from lidarmt.camera.models.base import SteeringModel
 ENTRY_POINT_GROUP = "lidarmt.steering"
 ZOO_MODULE = "lidarmt.camera.models.zoo"
 KERAS_SUFFIXES = (".h5", ".hdf5")
+WEIGHTS_SUFFIXES = (".pt", ".pth")
+#: Options of the zoo's models (zoo.load) and of a weights file given by path (zoo.model_from_file).
+ZOO_OPTION_KEYS = ("weights", "device")
+WEIGHTS_OPTION_KEYS = ("device", "batch_size")
 _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
 
@@ -88,12 +100,19 @@ def is_keras_path(spec: str) -> bool:
     return False
 
 
+def is_weights_path(spec: str) -> bool:
+    """Whether ``spec`` names a steering weights file (``.pt``/``.pth``) rather than a model name."""
+    return spec.strip().lower().endswith(WEIGHTS_SUFFIXES)
+
+
 def kind_of(spec: str) -> str:
-    """What a spec names: ``"keras"``, ``"builtin"``, ``"code"`` (``module:callable``), ``"plugin"`` or
-    ``"unknown"``."""
+    """What a spec names: ``"keras"``, ``"weights"`` (a ``camera train`` file), ``"builtin"``, ``"code"``
+    (``module:callable``), ``"plugin"`` or ``"unknown"``."""
     spec = spec.strip()
     if is_keras_path(spec):
         return "keras"
+    if is_weights_path(spec):
+        return "weights"
     zoo = _zoo()
     if zoo is not None and _zoo_accepts(zoo, spec):
         return "builtin"
@@ -119,7 +138,12 @@ def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> SteeringModel:
         return obj
     if not callable(obj):
         raise UnknownModelError(f"steering model {spec!r} is neither callable nor a SteeringModel")
-    inst = obj(**options)
+    try:
+        inst = obj(**options)
+    except TypeError as err:  # e.g. an option it does not take
+        msg = str(err).strip().splitlines()[0] if str(err).strip() else "TypeError"
+        raise ModelError(f"steering model {spec!r} cannot be built with the options {sorted(options)} ({msg})") \
+            from err
     if not isinstance(inst, SteeringModel) or isinstance(inst, type):
         raise UnknownModelError(
             f"steering model {spec!r} returned {type(inst).__name__}, which lacks `name`, `input_spec`, "
@@ -142,8 +166,16 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
         from lidarmt.camera.models.keras import load_keras
 
         return load_keras(spec, **options)
+    if is_weights_path(spec):
+        _check_keys(spec, options, WEIGHTS_OPTION_KEYS)
+        from lidarmt.camera.models.zoo import model_from_file
+
+        if "batch_size" in options:
+            options["batch_size"] = _whole(options["batch_size"], "batch_size", spec)
+        return model_from_file(spec, **options)
     zoo = _zoo()
     if zoo is not None and _zoo_accepts(zoo, spec):
+        _check_keys(spec, options, ZOO_OPTION_KEYS)
         return zoo.load(spec, **options)
     if ":" in spec:
         if not trust_code:
@@ -164,8 +196,114 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
     names = available()
     raise UnknownModelError(
         f"unknown steering model {spec!r}; available: {', '.join(names) if names else '(none installed)'} "
-        "(or give the path of a Keras .h5 file, or 'package.module:callable')"
+        "(or give the path of a Keras .h5 file, a weights .pt file from 'lidarmt camera train', or "
+        "'package.module:callable')"
     )
+
+
+def _check_keys(spec: str, options: dict[str, Any], known: tuple[str, ...]) -> None:
+    unknown = sorted(str(k) for k in options if k not in known)
+    if unknown:
+        raise ModelError(f"steering model {spec}: unknown option(s) {', '.join(unknown)}; it takes "
+                         f"{', '.join(known)}")
+
+
+def _whole(value: Any, key: str, spec: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"steering model {spec}: option {key}={value!r}: expected a whole number") from err
+    if not 1 <= n <= 4096:
+        raise ModelError(f"steering model {spec}: option {key}={value!r}: give 1 to 4096")
+    return n
+
+
+def option_keys(spec: str) -> tuple[str, ...] | None:
+    """The options the model ``spec`` takes, or None when they cannot be known (plugins, ``module:callable``:
+    their constructor's keywords). ``recipe`` (a recipe file for a Keras model) is resolved by
+    :func:`resolve_options` before the model is built."""
+    kind = kind_of(spec)
+    if kind == "keras":
+        from lidarmt.camera.models.keras import OPTION_KEYS
+
+        return (*OPTION_KEYS, "recipe")
+    if kind == "weights":
+        return WEIGHTS_OPTION_KEYS
+    if kind == "builtin":
+        return ZOO_OPTION_KEYS
+    return None
+
+
+def resolve_options(spec: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The options a Keras model is built with: its recipe file (``recipe=FILE`` among ``options``, else the
+    sidecar ``<model>.recipe.json`` when present) under the options given. Other models' options are returned
+    as given. The result is what a campaign records, so replay never reads the sidecar again."""
+    options = dict(options)
+    recipe = options.pop("recipe", None)
+    if kind_of(spec) != "keras":
+        if recipe is not None:
+            raise ModelError(f"steering model {spec}: recipe= is for Keras .h5 models (an input recipe); "
+                             f"{spec} prepares its own input")
+        return options
+    from lidarmt.camera.models.keras import recipe_options
+
+    return {**recipe_options(spec, None if recipe in (None, "") else str(recipe)), **options}
+
+
+def file_sha256(spec: str) -> str | None:
+    """The SHA-256 of the file a model spec names (a Keras or weights file), or None for names and code."""
+    if kind_of(spec) not in ("keras", "weights"):
+        return None
+    import hashlib
+
+    p = Path(spec.strip())
+    if not p.is_file():
+        return None
+    h = hashlib.sha256()
+    try:
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as err:
+        raise ModelError(f"{p}: unreadable model file ({err.strerror or err})") from err
+    return h.hexdigest()
+
+
+def training_mean(spec: str, options: dict[str, Any] | None = None) -> tuple[float | None, str]:
+    """``(mean training label in radians, where it was read)`` of a zoo model or a weights file: the weights
+    file's metadata (``train_mean_rad``) when it records it, else the metrics file ``camera train`` wrote beside
+    the weights (``<arch>.json``); ``(None, why)`` when neither says."""
+    import json
+    import math
+
+    kind = kind_of(spec)
+    options = options or {}
+    if kind == "weights":
+        path = Path(spec.strip())
+    elif kind == "builtin":
+        zoo = _zoo()
+        path = Path(options["weights"]) if options.get("weights") else zoo.shipped_weights(spec)
+    else:
+        return None, "not recorded for this kind of model"
+    from lidarmt.camera.models.train import read_weights
+
+    _arch, _state, meta = read_weights(path)
+
+    def number(v: Any) -> float | None:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    got = number(meta.get("train_mean_rad")) if isinstance(meta, dict) else None
+    if got is not None:
+        return got, f"{path.name} metadata"
+    metrics = path.with_suffix(".json")
+    try:
+        doc = json.loads(metrics.read_text(encoding="utf-8")) if metrics.is_file() else None
+    except (OSError, ValueError, RecursionError):
+        doc = None
+    got = number(doc.get("train_mean_rad")) if isinstance(doc, dict) else None
+    if got is not None:
+        return got, metrics.name
+    return None, f"{path.name} does not record its training labels' mean"
 
 
 def describe(spec: str) -> dict[str, Any]:

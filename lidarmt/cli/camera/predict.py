@@ -100,10 +100,14 @@ def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int
     return {"indices": indices, "frame_ids": ids, "labels": labels, "predictions": preds}
 
 
-def metrics(labels: list[float], predictions: list[float]) -> dict[str, Any]:
-    """Error against the labels (where present): MSE in rad², RMSE and MAE in degrees, correlation, and the
-    RMSE of always answering 0 (driving straight), the baseline any model must beat."""
+def metrics(labels: list[float], predictions: list[float], *, train_mean: float | None = None,
+            train_mean_source: str = "") -> dict[str, Any]:
+    """Error against the labels (where present): MSE in rad², RMSE and MAE in degrees, Pearson correlation, and
+    the two baselines any model must beat (:func:`lidarmt.camera.models.train.baselines`): always 0 (driving
+    straight) and always the training mean (``train_mean``, radians, from the model's files; None: unknown)."""
     import numpy as np
+
+    from lidarmt.camera.models.train import baselines
 
     y = np.asarray(labels, dtype=np.float64)
     p = np.asarray(predictions, dtype=np.float64)
@@ -116,16 +120,102 @@ def metrics(labels: list[float], predictions: list[float]) -> dict[str, Any]:
     if have.any():
         e = p[have] - y[have]
         mse = float(np.mean(e**2))
+        base = baselines(np.asarray([0.0 if train_mean is None else train_mean]), y[have])
         out.update(
             mse_rad2=mse,
             rmse_deg=math.degrees(math.sqrt(mse)),
             mae_deg=float(np.degrees(np.abs(e)).mean()),
             mean_abs_label_deg=float(np.degrees(np.abs(y[have])).mean()),
-            zero_rmse_deg=math.degrees(math.sqrt(float(np.mean(y[have] ** 2)))),
+            zero_mse_rad2=base["zero_mse"],
+            zero_rmse_deg=math.degrees(math.sqrt(base["zero_mse"])),
+            mse_ratio_zero=mse / base["zero_mse"] if base["zero_mse"] > 0 else None,
+            train_mean_rad=train_mean,
+            train_mean_source=train_mean_source,
+            mean_mse_rad2=base["mean_mse"] if train_mean is not None else None,
+            mean_rmse_deg=math.degrees(math.sqrt(base["mean_mse"])) if train_mean is not None else None,
+            mse_ratio_mean=(mse / base["mean_mse"] if train_mean is not None and base["mean_mse"] > 0 else None),
         )
         ok = have.sum() > 1 and np.std(p[have]) > 0 and np.std(y[have]) > 0
         out["correlation"] = float(np.corrcoef(p[have], y[have])[0, 1]) if ok else None
     return out
+
+
+def baseline_line(m: dict[str, Any]) -> str:
+    """The baselines as one line: always 0°, always the training mean (or why it is unknown), with the model's
+    MSE as a fraction of each."""
+
+    def ratio(r: float | None) -> str:
+        return "" if r is None else f", model/baseline MSE {r:.2f}"
+
+    line = f"baselines: always 0°: MSE {m['zero_mse_rad2']:.5f} rad², RMSE {m['zero_rmse_deg']:.2f}°" + ratio(
+        m.get("mse_ratio_zero"))
+    if m.get("train_mean_rad") is None:
+        return line + f"; always the training mean: unknown ({m.get('train_mean_source') or 'not recorded'})"
+    return line + (f"; always the training mean ({math.degrees(m['train_mean_rad']):+.2f}°, from "
+                   f"{m['train_mean_source']}): MSE {m['mean_mse_rad2']:.5f} rad², RMSE {m['mean_rmse_deg']:.2f}°"
+                   + ratio(m.get("mse_ratio_mean")))
+
+
+def model_options(names: list[str], items: list[str] | None, *, json_values: bool = True,
+                  recipe: str | None = None, flag: str = "--model-option") -> list[dict[str, Any]]:
+    """The options of each model in ``names`` from ``[MODEL:]KEY=VALUE`` items, checked and resolved.
+
+    MODEL is a model's number (1-based, in --model order) or its name as given in --model (or a model file's
+    name); without it, an option goes to every model that takes it. A key no model (or not the named one) takes
+    is one line naming the keys it does take. ``recipe`` (``--recipe FILE``) goes to the Keras models. A Keras
+    model's recipe file (``recipe=`` or the sidecar beside the model) is merged in
+    (:func:`lidarmt.camera.models.registry.resolve_options`), so the result is exactly what builds each model.
+    """
+    from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.camera.models.registry import kind_of, option_keys, resolve_options
+    from lidarmt.cli._common import json_value
+
+    keys = [option_keys(n) for n in names]
+    out: list[dict[str, Any]] = [{} for _ in names]
+
+    def target_of(item: str, target: str) -> int:
+        if target.isdigit():
+            i = int(target)
+            if 1 <= i <= len(names):
+                return i - 1
+        for i, n in enumerate(names):
+            if target in (n, Path(n).name, Path(n).stem):
+                return i
+        raise CameraArgumentError(f"{flag} {item!r}: {target!r} is not one of the models given with --model "
+                                  f"({', '.join(names)}); name it as given there or by its number 1..{len(names)}")
+
+    def known(i: int) -> str:
+        return f"{names[i]} takes {', '.join(keys[i])}" if keys[i] is not None else f"{names[i]} takes any"
+
+    for item in items or []:
+        head, sep, value = item.partition("=")
+        target, colon, key = head.strip().rpartition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise CameraArgumentError(f"{flag} {item!r}: use [MODEL:]KEY=VALUE (e.g. crop=60:-25, or "
+                                      "2:crop=60:-25 for the second --model)")
+        val = json_value(value) if json_values else value.strip()
+        if colon:
+            i = target_of(item, target.strip())
+            if keys[i] is not None and key not in keys[i]:
+                raise CameraArgumentError(f"{flag} {item!r}: unknown option {key!r} for {names[i]}; "
+                                          f"{known(i)}")
+            out[i][key] = val
+            continue
+        takers = [i for i in range(len(names)) if keys[i] is None or key in keys[i]]
+        if not takers:
+            raise CameraArgumentError(f"{flag} {item!r}: unknown option {key!r}; "
+                                      + "; ".join(known(i) for i in range(len(names))))
+        for i in takers:
+            out[i][key] = val
+    if recipe is not None:
+        keras = [i for i, n in enumerate(names) if kind_of(n) == "keras"]
+        if not keras:
+            raise CameraArgumentError(f"--recipe {recipe}: an input recipe is for Keras .h5 models, and none of "
+                                      f"{', '.join(names)} is one")
+        for i in keras:
+            out[i].setdefault("recipe", recipe)
+    return [resolve_options(n, o) for n, o in zip(names, out, strict=True)]
 
 
 def _arrow(img: Any, angle: float, colour: tuple[int, int, int], length: float, thickness: int) -> None:
@@ -253,8 +343,16 @@ def predict(
         typer.Option(
             "--model-option",
             help="key=value passed to the "
-            "model's loader (Keras: preprocess=, output=, "
-            "lambda=; zoo: weights=); repeatable.",
+            "model's loader (Keras: preprocess=, crop=60:-25, frame=, resize=, colour=, scale=, output=, "
+            "sign=, lambda=; zoo: weights=; a .pt: batch_size=); repeatable.",
+        ),
+    ] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option(
+            "--recipe",
+            help="A Keras model's input recipe as JSON (keys as --model-option; default: "
+            "MODEL.h5.recipe.json beside the model when present).",
         ),
     ] = None,
     frames: Annotated[
@@ -286,6 +384,10 @@ def predict(
     `lidarmt camera predict ../shared/data/udacity --model dave2_udacity_simulator.h5 --out sheet.png`
 
     `lidarmt camera predict ../shared/data/udacity --model dave2 --frames 200 --json`
+
+    `lidarmt camera predict ../shared/data/udacity --model runs/x/dave2.pt` (a model from `lidarmt camera train`)
+
+    `lidarmt camera predict ../shared/data/udacity --model model.h5 --model-option frame=none --model-option crop=60:-25`
     """
     import json
     import sys
@@ -295,25 +397,28 @@ def predict(
 
     if out is not None:
         check_picture_path(out)
-    options: dict[str, Any] = parse_model_options(model_option)
     from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.camera.models.registry import training_mean
     from lidarmt.perception.apollo.network import resolve_device
 
+    options = model_options([model_spec], model_option, json_values=False,
+                            recipe=None if recipe is None else str(recipe))[0]
     device = resolve_device(device, flag="--device", error=CameraArgumentError)
     if device != "cpu":
         options.setdefault("device", device)
     model = get_model(model_spec, **options)
+    train_mean, mean_source = training_mean(model_spec, options)
     with open_images(src_path, topic=topic) as src:
         result = run_predictions(model, src, frames=frames)
         sheet = contact_sheet(src, result) if out is not None else None
-    m = metrics(result["labels"], result["predictions"])
+    m = metrics(result["labels"], result["predictions"], train_mean=train_mean, train_mean_source=mean_source)
     if out is not None:
         write_picture(out, sheet)
     if json_out:
         rows = [{"index": i, "frame_id": f, "label": None if math.isnan(lab) else lab, "prediction": p}
                 for i, f, lab, p in zip(result["indices"], result["frame_ids"], result["labels"],
                                         result["predictions"], strict=True)]  # fmt: skip
-        doc = {"model": model.name, "spec": model_spec, "source": str(src_path),
+        doc = {"model": model.name, "spec": model_spec, "options": options, "source": str(src_path),
                "input": {"height": model.input_spec.height, "width": model.input_spec.width,
                          "colour": model.input_spec.colour, "history": model.input_spec.history,
                          "note": model.input_spec.note},
@@ -347,9 +452,9 @@ def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any]
         corr = m["correlation"]
         console.print(
             f"against {m['labelled']} label(s): MSE {m['mse_rad2']:.5f} rad², RMSE {m['rmse_deg']:.2f}°, "
-            f"MAE {m['mae_deg']:.2f}°, correlation {'-' if corr is None else f'{corr:+.3f}'}; "
-            f"always 0°: RMSE {m['zero_rmse_deg']:.2f}° (mean |label| {m['mean_abs_label_deg']:.2f}°)",
+            f"MAE {m['mae_deg']:.2f}°, Pearson correlation {'-' if corr is None else f'{corr:+.3f}'}",
             highlight=False,
         )
+        console.print(baseline_line(m), highlight=False)
     if out is not None:
         console.print(f"contact sheet: {out} (label green, prediction red)", highlight=False)
