@@ -341,7 +341,7 @@ class Frame:
                 return np.concatenate([a, np.full(len(extra), fill, dtype=a.dtype)])
 
             lb = self.labels
-            labels = Labels(lb.boxes, pad(lb.point_instance), pad(lb.point_meta), pad(lb.point_semantic))
+            labels = Labels(lb.boxes, pad(lb.point_instance), pad(lb.point_meta), pad(lb.point_semantic), lb.region)
         return replace(self, points=concat_points(self.points, extra), labels=labels)
 
 

@@ -85,7 +85,12 @@ def test_sequence_pose_by_hand_and_labels(tmp_path):
     keep = np.isfinite(raws[1]).all(axis=1)
     assert f1.dropped == 1 and len(f1) == keep.sum()
     np.testing.assert_array_equal(f1.labels.point_semantic, (labs[1][keep] & 0xFFFF).astype(np.int32))
-    assert len(f1.labels.boxes) == 0 and f1.stamp == pytest.approx(0.1)
+    # the class-10 points (car) share instance id 4: one object, numbered 0, with a box around them
+    car = (labs[1][keep] & 0xFFFF) == 10
+    assert len(f1.labels.boxes) == 1 and f1.labels.boxes[0]["meta"] == 1 and f1.labels.boxes[0]["instance"] == 0
+    np.testing.assert_array_equal(f1.labels.point_instance, np.where(car, 0, -1))
+    np.testing.assert_array_equal(f1.labels.point_meta, np.where(car, 1, -1))
+    assert f1.labels.region is None and f1.stamp == pytest.approx(0.1)
     np.testing.assert_allclose(f1.points["intensity"], raws[1][keep, 3] * 255, rtol=1e-6)
     assert info.frames_with_pose == 3 and info.extra["frames_with_point_labels"] == 3
     assert "inv(Tr) · pose · Tr" in info.pose_source

@@ -53,38 +53,100 @@ def _labelled(data: Path, rec):
     if len(rec) and rec[0].labels is None:
         beside = (f" and no {labels_path(data).name} beside it" if data.is_file() else "")
         raise InputError(f"--data {data}: its frames carry no ground truth{beside}; evaluate needs labelled frames "
-                         "(`lidarmt simulate --dataset DIR`, or a bag from `lidarmt simulate --out` with its "
-                         ".labels.npz)")
+                         "(`lidarmt simulate --dataset DIR`, a bag from `lidarmt simulate --out` with its "
+                         ".labels.npz, a KITTI object folder with label_2/ and calib/, a KITTI raw drive with its "
+                         "tracklet_labels.xml, or a SemanticKITTI sequence with labels/)")
     return rec.__getitem__
 
 
+def _variants(roi: str, frame, *, data: Path, roi_range: float, map_frame: str, sim_roi=None):
+    """``[(label, roi_of, note)]``: the ROIs to evaluate a source's frames in (``--roi``; ``frame`` is its first)."""
+    from lidarmt.errors import ArgumentError
+    from lidarmt.perception.apollo.evaluate import GridRoi, label_area_roi
+    from lidarmt.roi.query import LabelRoi
+
+    grid = ("whole-grid ROI", lambda _f: GridRoi(),
+            "ROI: every point within the CNN grid (no road restriction), so off-road labelled objects count")
+    road = ("road-label ROI", lambda f: LabelRoi(range=roi_range).mask(f),
+            "ROI: the area covered by the road/parking/sidewalk/other-ground labels (closed morphologically, "
+            "LabelRoi, as perceive, roi and fuzz build it)")
+    if roi == "auto":
+        if sim_roi is not None and sim_roi.kind == "hdmap":  # the map's ROI is the road only: add the sidewalks
+            return [("hdmap ROI", sim_roi, sim_roi.describe()),
+                    ("road+sidewalk labels ROI", label_area_roi,
+                     "ROI: the area covered by the ground-truth road/parking/sidewalk points (closed "
+                     "morphologically, LabelRoi): includes sidewalks, where most pedestrians are")]
+        if LabelRoi.has_labels(frame):
+            return [road, grid]
+        return [("whole-grid ROI", lambda _f: GridRoi(),
+                 "ROI: every point within the CNN grid: the frames have no road labels (no road_label/, labels/), "
+                 "so they are evaluated in their labelled view without a ROI (give --roi MAP for an HD map or a "
+                 "GeoJSON)")]
+    if roi == "grid":
+        return [grid]
+    if roi == "labels":
+        if not LabelRoi.has_labels(frame):
+            raise ArgumentError(f"--roi labels: {data} has no per-point road labels (KITTI road_label/, "
+                                "SemanticKITTI labels/); use --roi grid (the labelled view without a ROI) or "
+                                "--roi MAP (an HD map, or a GeoJSON drawn in the sensor frame)")
+        return [road]
+    from lidarmt.fuzz.plugins import RoiSpec, build_roi_provider
+
+    if not Path(roi).exists():
+        from lidarmt.errors import InputError
+
+        raise InputError(f"--roi {roi}: no such file or folder (give auto, labels, grid, or an HD map / GeoJSON)")
+    provider = build_roi_provider(RoiSpec(roi, roi_range, map_frame))
+    provider.roi_for(frame)  # fails early: unreadable map, no pose, ...
+    return [(f"map ROI {Path(roi).name}", provider.roi_for,
+             f"ROI: Apollo's HDMap ROI on {roi} (range {roi_range:g} m, map frame {map_frame})")]
+
+
 def evaluate(
-    data: Annotated[Path | None, typer.Option("--data", help="Folder of labelled simulator .npz frames "
-                                              "(held out: generated with a seed not used for training).")] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="Labelled frames: a simulator dataset folder (held out: "
+                                              "generated with a seed not used for training), a bag from `lidarmt "
+                                              "simulate --out` (its .labels.npz beside it), a KITTI object folder, a "
+                                              "KITTI raw drive with tracklet_labels.xml, or a SemanticKITTI sequence "
+                                              "(its instances are the objects).")] = None,
     weights: Annotated[Path | None, typer.Option("--weights", help="CNN weights (default: the shipped ones).")] = None,
     kitti: Annotated[Path | None, typer.Option("--kitti", help="KITTI object folder (velodyne, label_2, calib, "
-                                               "road_label) to measure recall on real HDL-64E frames.")] = None,
-    frames: Annotated[int | None, typer.Option("--frames", help="Evaluate at most this many simulated frames.")] = None,
+                                               "road_label optional) to measure recall on real HDL-64E frames; "
+                                               "evaluated after --data.")] = None,
+    frames: Annotated[int | None, typer.Option("--frames", help="Evaluate at most this many frames of --data.")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="Write the results as JSON here.")] = None,
     mode: Annotated[str, typer.Option(help="CNN execution: exact (fp32, deterministic) or fast (bf16 where supported).")] = "exact",
     grid: Annotated[int, typer.Option(help="Feature grid of the model (640 or 512).")] = 640,
     min_points: Annotated[int, typer.Option(help="Ground truth with fewer ROI points than this is ignored.")] = 5,
-    fov: Annotated[float, typer.Option(help="KITTI: horizontal field of view of the labelled camera, degrees.")] = 82.0,
+    roi: Annotated[str, typer.Option("--roi", "--map", help="auto (simulator datasets: their towns' HD maps and "
+                                     "the road+sidewalk labels; frames with road labels: those and the whole grid; "
+                                     "others: the whole grid), labels (the road-label ROI), grid (no ROI: every "
+                                     "point in the CNN grid), or an HD map / GeoJSON (placed by the frames' poses, "
+                                     "or drawn in the sensor frame).")] = "auto",
+    roi_range: Annotated[float, typer.Option("--roi-range", help="ROI half-size in metres (labels and maps).")] = 70.0,
+    map_frame: Annotated[str, typer.Option("--map-frame", help="With --roi MAP: auto, world or sensor.")] = "auto",
+    max_range: Annotated[float | None, typer.Option("--max-range", help="Count only ground truth and detections "
+                                                    "whose centre is within this many metres of the sensor (e.g. 40).")] = None,
+    fov: Annotated[float, typer.Option(help="KITTI frames whose calibration gives no labelled region (no P2): the "
+                                       "horizontal field of view counted, degrees ahead.")] = 82.0,
+    sut: Annotated[str | None, typer.Option("--sut", help="Apollo preset to evaluate: apollo, apollo-512 or apollo-3.0 "
+                                            "(default: apollo, or apollo-512 with --grid 512).")] = None,
 ) -> None:
     """Per-class precision/recall of the full Apollo pipeline (ROI, CNN, Cluster2D, MinBox).
 
-    A detection matches a ground-truth box of its class when their rotated bird's-eye-view IoU is >= 0.5 (cars)
-    or >= 0.3 (pedestrians, cyclists, unknown). "found" is class-agnostic recall at IoU >= 0.1. Simulated frames use Apollo's
-    HDMap ROI on the map of their town (from the dataset's dataset.json); KITTI frames the area covered by their
-    road/parking/sidewalk labels, and only detections inside the camera's field of view are counted (KITTI
-    labels nothing outside it).
-
-    --data is a folder of labelled frames or a bag simulated by `lidarmt simulate --out` (its ground truth is read
-    from the <name>.labels.npz the simulator writes beside it); a recording without ground truth is refused.
+    One matching rule for every layout: a detection matches a ground-truth box of its class when their rotated
+    bird's-eye-view IoU is >= 0.5 (cars) or >= 0.3 (pedestrians, cyclists, unknown); "found" is class-agnostic
+    recall at IoU >= 0.1. Box labels (KITTI label_2, tracklets, the simulator's) are used as they are; point
+    labels (SemanticKITTI) give one box per instance, fitted to its points. Where the labels cover only part of
+    the sweep (KITTI: camera 2's view, from the calibration), ground truth and detections outside that region
+    are not counted; the JSON and the printed notes state the region used.
 
     Examples:
 
     `lidarmt evaluate --data data/val --kitti ../shared/data/kitti/training --out eval.json`
+
+    `lidarmt evaluate --kitti ../shared/data/kitti/training --roi labels --max-range 40`  (cars within 40 m)
+
+    `lidarmt evaluate --data sequences/08 --frames 20`  (SemanticKITTI: its instances are the objects)
 
     `lidarmt evaluate --data data/val --weights runs/cnnseg640/cnnseg640.pt --frames 40`
     """
@@ -94,59 +156,51 @@ def evaluate(
 
     from lidarmt._atomic import atomic_write_text
     from lidarmt.errors import ArgumentError
-    from lidarmt.perception.apollo.config import ApolloConfig
-    from lidarmt.perception.apollo.evaluate import IOU_THRESHOLD, SimRoi, evaluate_frames, kitti_roi
-    from lidarmt.perception.apollo.pipeline import ApolloLOP
+    from lidarmt.perception.apollo.evaluate import IOU_THRESHOLD, MATCHING_RULE, SimRoi, evaluate_frames
+    from lidarmt.perception.registry import get_perception
     from lidarmt.types import CLASS_ORDER
 
     if data is None and kitti is None:
-        raise ArgumentError("nothing to evaluate: pass --data DIR (simulated frames) and/or --kitti DIR")
+        raise ArgumentError("nothing to evaluate: pass --data DIR (labelled frames) and/or --kitti DIR")
     if mode not in ("exact", "fast"):
         raise ArgumentError(f"--mode must be exact or fast, got {mode!r}")
+    if max_range is not None and not max_range > 0:
+        raise ArgumentError(f"--max-range {max_range}: give a positive number of metres")
+    if map_frame not in ("auto", "world", "sensor"):
+        raise ArgumentError(f"--map-frame must be auto, world or sensor, got {map_frame!r}")
+    name = sut or ("apollo" if grid == 640 else "apollo-512")
+    if name not in ("apollo", "apollo-640", "apollo-512", "apollo-3.0"):
+        raise ArgumentError(f"--sut {name!r}: evaluate measures the Apollo presets apollo, apollo-512, apollo-3.0")
     from lidarmt.cli._common import track
     from lidarmt.io import open_recording
 
-    sources = []
-    if data is not None:  # the data first: a recording without ground truth is refused before the model loads
-        rec = open_recording(data)
-        sources.append((rec, _labelled(data, rec)))
-    cfg = ApolloConfig(grid=grid, mode=mode, weights=None if weights is None else str(weights))
-    lop = ApolloLOP(cfg)
+    sources = []  # the data first: a recording without ground truth is refused before the model loads
+    for path, limit in ((data, frames), (kitti, None)):
+        if path is None:
+            continue
+        rec = open_recording(path)
+        frame_at = _labelled(path, rec)
+        n = len(rec) if limit is None else min(limit, len(rec))
+        sim_roi = SimRoi(str(path)) if path.is_dir() else None
+        kind = sim_roi.kind if sim_roi is not None and sim_roi.kind == "hdmap" else rec.format
+        variants = _variants(roi, frame_at(0), data=path, roi_range=roi_range, map_frame=map_frame,
+                             sim_roi=sim_roi if roi == "auto" else None)
+        sources.append((path, kind, frame_at, n, variants))
+    options = {"mode": mode, "grid": grid} if sut is None else {"mode": mode}
+    if weights is not None:
+        options["weights"] = str(weights)
+    lop = get_perception(name, **options)  # the one place a named SUT is built (as fuzz and perceive do)
     results = []
-
-    if data is not None:
-        from lidarmt.perception.apollo.evaluate import label_area_roi
-
-        rec, frame_at = sources[0]
-        n = len(rec) if frames is None else min(frames, len(rec))
-        sim_roi = SimRoi(str(data) if data.is_dir() else None)
-        variants = [(sim_roi.kind, sim_roi, sim_roi.describe())]
-        if sim_roi.kind == "hdmap":  # the map's ROI is the road only: add the one with sidewalks (pedestrians)
-            variants.append(("road+sidewalk labels", label_area_roi,
-                             "ROI: the area covered by the ground-truth road/parking/sidewalk points (closed "
-                             "morphologically, LabelRoi): includes sidewalks, where most pedestrians are"))
+    for path, kind, frame_at, n, variants in sources:
         for label, roi_of, note in variants:
             it = (frame_at(i) for i in range(n))
-            res = evaluate_frames(f"sim ({label} ROI):{data}", track(it, total=n, description=f"sim, {label} ROI"),
-                                  lop, roi_of, min_points=min_points)
+            res = evaluate_frames(f"{kind} ({label}):{path}", track(it, total=n, description=f"{kind}, {label}"),
+                                  lop, roi_of, min_points=min_points, fov_deg=fov, max_range=max_range)
             res.notes.append(note)
-            results.append(res)
-    if kitti is not None:
-        from lidarmt.perception.apollo.evaluate import GridRoi
-
-        rec = open_recording(kitti)
-        variants = [("road-label ROI", kitti_roi,
-                     "ROI: the area covered by the road/parking/sidewalk/other-ground labels (closed morphologically, "
-                     "LabelRoi, as perceive, roi and fuzz build it)"),
-                    ("whole-grid ROI", lambda _f: GridRoi(),
-                     "ROI: every point within the CNN grid (no road restriction), so off-road labelled objects count")]
-        for label, roi_of, note in variants:
-            it = (rec[i] for i in range(len(rec)))
-            res = evaluate_frames(f"kitti ({label}):{kitti}", track(it, total=len(rec), description=f"KITTI, {label}"),
-                                  lop, roi_of, min_points=min_points, fov_deg=fov, count_unknown_fp=False)
-            res.notes.append(note)
-            res.notes.append(f"only detections within +-{fov / 2:g} deg of +x counted (KITTI labels only the camera "
-                             "view); UNKNOWN detections never count as false positives (KITTI labels no poles or signs)")
+            res.notes.append("evaluated area: " + res.area()["description"])
+            if not res.area()["unknown_detections_counted"]:
+                res.notes.append("UNKNOWN detections never count as false positives (these labels name no poles, "
+                                 "signs or walls)")
             results.append(res)
 
     from lidarmt.cli._common import wide_console
@@ -163,8 +217,11 @@ def evaluate(
         out_console.print(t)
         for note in res.notes:
             err_console.print(f"  {note}", highlight=False)
+    err_console.print(f"matching: {MATCHING_RULE}", highlight=False)
     if out is not None:
-        payload = {"weights": cfg.weights or "shipped", "mode": mode, "grid": grid, "min_points": min_points,
-                   "results": [r.to_dict() for r in results]}
+        cfg = getattr(lop, "config", None)
+        payload = {"weights": str(weights) if weights else "shipped", "sut": name, "mode": mode,
+                   "grid": getattr(cfg, "grid", grid), "min_points": min_points, "max_range_m": max_range,
+                   "matching": MATCHING_RULE, "results": [r.to_dict() for r in results]}
         atomic_write_text(out, json.dumps(payload, indent=2) + "\n")
         console.print(f"wrote {out}")

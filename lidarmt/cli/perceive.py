@@ -80,9 +80,14 @@ def _label_roi(frame, recording: Path, *, roi_range: float):
     from lidarmt.roi.query import LabelRoi
 
     if not LabelRoi.has_labels(frame):
+        region = frame.labels.region if frame.labels is not None else None
+        if region is not None:  # box labels of a part of the sweep (KITTI raw tracklets): that part, as fuzz does
+            from lidarmt.roi.query import region_roi
+
+            return region_roi(region, range=roi_range)
         raise ArgumentError(
             f"{recording}: frame {frame.index} has no per-point ground labels (SemanticKITTI labels/, KITTI "
-            "road_label/); give the ROI with --map (an HD map or a GeoJSON map)"
+            "road_label/) and no labelled region; give the ROI with --map (an HD map or a GeoJSON map)"
         )
     return LabelRoi(range=roi_range).mask(frame)
 
@@ -120,7 +125,10 @@ def perceive(
             "--weights", "-w", help="CNN weights (state_dict .pt); default: the shipped cnnseg<grid>.pt."
         ),
     ] = None,
-    grid: Annotated[int, typer.Option(help="Feature grid: 640 (Apollo 2.5/3.0) or 512 (Apollo 2.0).")] = 640,
+    grid: Annotated[
+        int | None,
+        typer.Option(help="Feature grid: 640 (Apollo 2.5/3.0) or 512 (Apollo 2.0); default: the preset's."),
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(
@@ -135,7 +143,8 @@ def perceive(
         typer.Option(
             "--perception",
             "-p",
-            help="Another perception module: a registered name or package.module:callable.",
+            help="The perception module: a registered name (apollo, apollo-512, apollo-3.0: built exactly as "
+            "`lidarmt fuzz --sut` builds them) or package.module:callable.",
         ),
     ] = None,
     map_frame: Annotated[
@@ -172,7 +181,6 @@ def perceive(
 
     from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
-    from lidarmt.perception.apollo.config import ApolloConfig
     from lidarmt.perception.registry import get_perception
 
     with open_recording(recording, topic=topic) as rec:
@@ -184,15 +192,22 @@ def perceive(
         roi = _roi_for(Path(map_path), frame, roi_range=roi_range, map_frame=map_frame)
     else:
         roi = _label_roi(frame, recording, roi_range=roi_range)
-    if perception is None or perception.startswith("apollo"):
-        preset = {"apollo-512": {"grid": 512}, "apollo-3.0": {"filter_noise": True}}.get(perception or "", {})
-        cfg = ApolloConfig(**{"grid": grid, **preset}, mode=mode, weights=str(weights) if weights else None,
-                           device=device)
+    from lidarmt.perception.registry import BUILTINS
+
+    name = perception or ("apollo-512" if grid == 512 else "apollo")
+    if name in BUILTINS:  # the registry's preset (apollo-3.0: noise filter and LowObjectFilter), as fuzz builds it
+        options: dict[str, object] = {"mode": mode, "device": device}
+        if grid is not None:
+            options["grid"] = grid
+        if weights is not None:
+            options["weights"] = str(weights)
         if set_:
-            cfg = cfg.with_overrides(set_)
-        sut = get_perception(perception or ("apollo" if cfg.grid == 640 else "apollo-512"), config=cfg)
+            options["set"] = list(set_)
+        sut = get_perception(name, **options)
     else:
-        sut = get_perception(perception)
+        if grid is not None or weights is not None or set_:
+            raise ArgumentError(f"--grid, --weights and --set configure Apollo's presets, not {name}")
+        sut = get_perception(name)
     timings: dict[str, float] = {}
     import time
 

@@ -5,6 +5,8 @@ the run folder, the journal and resume, worker processes, time limits and bundle
 is one source frame, whose obstacles O are computed once and reused for every n and trial; a key is
 ``(frame, n, trial)``. The engine's public functions are re-exported here for the callers that know this module.
 
+Each ok record says whether the source frame carries object labels (``labelled``), and each lost obstacle what
+the labels say of it (:func:`source_labels`: a labelled object, unlabelled junk, or outside the labelled region).
 Each ok record also says how many of the added points reached the network (``added_reached``: inside the
 CNN's grid and height band, :class:`~lidarmt.fuzz.inject.NetworkReach` of the SUT's configuration), so that a
 campaign shows how much of its region the perception module could see at all.
@@ -44,7 +46,7 @@ from lidarmt.fuzz.engine import (  # noqa: F401 - re-exported: the engine's API,
 from lidarmt.fuzz.errors import FuzzArgumentError
 from lidarmt.fuzz.inject import MAX_POINTS, Bounds, NetworkReach, Region, make_follow_up
 from lidarmt.fuzz.journal import JOURNAL_NAME, Key, iter_records, record_key
-from lidarmt.fuzz.oracle import Verdict, judge
+from lidarmt.fuzz.oracle import Verdict, attach_labels, judge
 from lidarmt.fuzz.plugins import (
     RoiSpec,
     SourceSpec,
@@ -226,6 +228,7 @@ class Evaluator(EvaluatorBase):
             return
         t_source = time.perf_counter() - t0
         cnn_source = self._cnn_seconds()
+        labels = source_labels(frame, source)
         for key in keys:
             fu = self.follow_up(frame, roi, key, bounds)
             t0 = time.perf_counter()
@@ -240,9 +243,10 @@ class Evaluator(EvaluatorBase):
             cnn = self._cnn_seconds()
             if cnn is not None and cnn_source is not None:  # the SUT reports its CNN's share (ApolloLOP)
                 timing |= {"cnn_s": round(cnn, 6), "source_cnn_s": round(cnn_source, 6)}
-            verdict = judge(source, follow)
+            verdict = attach_labels(judge(source, follow), labels)
             emit("pair", pair_record(self.config, key, "ok", "follow", verdict=verdict.to_dict(matches=False),
-                                     points=len(frame), added_reached=self.reach.count(fu.extra), **timing))
+                                     points=len(frame), added_reached=self.reach.count(fu.extra),
+                                     labelled=labels is not None, **timing))
 
     def judge_key(self, key: Key) -> tuple[Frame, Roi, Any, Obstacles, Obstacles, Verdict]:
         """Recompute one pair from scratch (for bundles): source, ROI, follow-up, O, O′ and the verdict."""
@@ -250,12 +254,21 @@ class Evaluator(EvaluatorBase):
         source = self.detect(frame, roi)
         fu = self.follow_up(frame, roi, key)
         follow = self.detect(fu.frame, roi)
-        return frame, roi, fu, source, follow, judge(source, follow)
+        return frame, roi, fu, source, follow, attach_labels(judge(source, follow), source_labels(frame, source))
 
     def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]:
         from lidarmt.report.bundle import make_bundle
 
         return make_bundle(self, tuple(key), Path(out_dir), **opts)
+
+
+def source_labels(frame: Frame, source: Obstacles) -> dict[int, dict[str, Any]] | None:
+    """What the source frame's labels say of each of its obstacles (labelled object, unlabelled, outside the
+    labelled region; :func:`lidarmt.perception.apollo.evaluate.label_lost`), None for a frame without object
+    labels. Computed once per source frame; the verdicts attach it to their lost obstacles."""
+    from lidarmt.perception.apollo.evaluate import label_lost
+
+    return label_lost(frame, source, range(len(source)))
 
 
 def violating_keys(out: str | os.PathLike[str], *,
@@ -272,8 +285,14 @@ def violating_keys(out: str | os.PathLike[str], *,
     return sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))
 
 
+def lost_labelled(rec: Mapping[str, Any]) -> bool:
+    """Whether a journal record's pair lost a labelled object (a real car, pedestrian or cyclist)."""
+    return any(m.get("label") == "labelled" for m in rec["verdict"]["missing"])
+
+
 def select_bundles(violations: list[tuple[Key, dict]], per_n: int | None) -> list[tuple[Key, dict]]:
-    """The first ``per_n`` violations of each n (count-relation violations first), or all when None."""
+    """The first ``per_n`` violations of each n (pairs that lost a labelled object first, then count-relation
+    violations), or all when None."""
     if per_n is None:
         return violations
     by_n: dict[int, list] = {}
@@ -281,7 +300,8 @@ def select_bundles(violations: list[tuple[Key, dict]], per_n: int | None) -> lis
         by_n.setdefault(kv[0][1], []).append(kv)
     out: list = []
     for n in sorted(by_n):
-        items = sorted(by_n[n], key=lambda kv: (not kv[1]["verdict"]["count_violation"], kv[0][0], kv[0][2]))
+        items = sorted(by_n[n], key=lambda kv: (not lost_labelled(kv[1]), not kv[1]["verdict"]["count_violation"],
+                                                kv[0][0], kv[0][2]))
         out.extend(items[:per_n])
     return out
 

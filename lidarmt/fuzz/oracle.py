@@ -24,6 +24,14 @@ obstacle that holds most of them:
 Each finding also records what was lost, so that a perception engineer can tell a car from junk: the source
 obstacle's number of points, its size (length × width × height of its box, metres) and its distance from the
 sensor (of its centre, in x/y). The reports break violations down by these (:mod:`lidarmt.fuzz.tally`).
+
+**Labels.** Where the source frame's labels say which objects it holds (KITTI boxes, tracklets, SemanticKITTI
+instances, the simulator's ground truth), each lost obstacle is also matched to them
+(:func:`lidarmt.perception.apollo.evaluate.label_lost`, rule :data:`~lidarmt.perception.apollo.evaluate.LABEL_MATCH_RULE`):
+``label`` is ``"labelled"`` (it overlaps a labelled car, pedestrian or cyclist: a real object was lost;
+``label_class``, ``label_iou``), ``"unlabelled"`` (in the labelled region, matching no label: junk) or
+``"outside"`` (beyond the labelled region, e.g. behind KITTI's camera view). Journals written before these
+fields existed read back with ``label`` None (not known).
 """
 
 from __future__ import annotations
@@ -53,6 +61,9 @@ class Missing:
     points: int | None = None  # the lost obstacle's number of points
     size: tuple[float, float, float] | None = None  # its box: length, width, height (m)
     distance: float | None = None  # of its centre from the sensor, in x/y (m)
+    label: str | None = None  # labelled | unlabelled | outside; None: the frame's labels do not say (or old journal)
+    label_class: str | None = None  # for labelled: the class of the labelled object it overlaps
+    label_iou: float | None = None  # for labelled: that overlap (bird's-eye IoU)
 
     @property
     def volume(self) -> float | None:
@@ -78,6 +89,12 @@ class Missing:
             d["partner"] = self.partner
         if self.to_cls is not None:
             d["to_class"] = self.to_cls.value
+        if self.label is not None:
+            d["label"] = self.label
+            if self.label_class is not None:
+                d["label_class"] = self.label_class
+            if self.label_iou is not None:
+                d["label_iou"] = round(float(self.label_iou), 4)
         return d
 
     @classmethod
@@ -87,7 +104,9 @@ class Missing:
                    ObstacleClass(d["to_class"]) if d.get("to_class") else None, float(d.get("shared", 0.0)),
                    int(d["points"]) if d.get("points") is not None else None,
                    (float(size[0]), float(size[1]), float(size[2])) if size is not None else None,
-                   float(d["distance"]) if d.get("distance") is not None else None)
+                   float(d["distance"]) if d.get("distance") is not None else None,
+                   d.get("label"), d.get("label_class"),
+                   float(d["label_iou"]) if d.get("label_iou") is not None else None)
 
     def describe(self) -> str:
         what = self.what()
@@ -169,7 +188,40 @@ def describe_lost(m: dict[str, Any]) -> str:
         parts.append("×".join(f"{v:.1f}" for v in m["size"]) + " m")
     if m.get("distance") is not None:
         parts.append(f"{m['distance']:.1f} m away")
+    label = m.get("label")
+    if label == "labelled":
+        iou = m.get("label_iou")
+        parts.insert(0, f"LABELLED {m.get('label_class', '?')}" + (f" (IoU {iou:.2f})" if iou is not None else ""))
+    elif label == "unlabelled":
+        parts.append("unlabelled")
+    elif label == "outside":
+        parts.append("outside the labelled view")
     return ", ".join(parts)
+
+
+LABEL_KEYS = ("label", "label_class", "label_iou")
+
+
+def without_labels(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's JSON form without what the labels say of its lost obstacles (to compare a verdict with one
+    written before lost obstacles were matched to labels)."""
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("missing"), list):
+        return verdict  # not a verdict (a corrupt file): compared as it is
+    return {**verdict, "missing": [{k: v for k, v in m.items() if k not in LABEL_KEYS} if isinstance(m, dict) else m
+                                   for m in verdict["missing"]]}
+
+
+def attach_labels(verdict: Verdict, labels: dict[int, dict[str, Any]] | None) -> Verdict:
+    """Set what the labels say of each lost obstacle (``labels``: source index -> ``{"label": ...,
+    "label_class": ..., "label_iou": ...}`` from :func:`lidarmt.perception.apollo.evaluate.label_lost`; None:
+    the frame has no object labels, nothing is set). Returns ``verdict``."""
+    if labels is None:
+        return verdict
+    for m in verdict.missing:
+        info = labels.get(m.source)
+        if info is not None:
+            m.label, m.label_class, m.label_iou = info["label"], info.get("label_class"), info.get("label_iou")
+    return verdict
 
 
 def _lost(o, i: int, cls: ObstacleClass, kind: str, **kw: Any) -> Missing:

@@ -5,7 +5,9 @@
   ``name`` and ``detect(frame, roi)``, or ``exec:COMMAND``: a program speaking the exec protocol.
 * **ROI**: an HD-map path (any format :func:`lidarmt.roi.load_map` reads) turned into a per-frame mask by
   ``HDMapRoi(map, range=...).mask(pose)``; or ``"labels"`` (:data:`LABELS`): the area each source frame's own
-  ground labels cover (:class:`lidarmt.roi.query.LabelRoi`, for frames with SemanticKITTI labels and no map); or ``package.module:callable`` returning an object with
+  ground labels cover (:class:`lidarmt.roi.query.LabelRoi`, for frames with SemanticKITTI labels and no map; for
+  frames with box labels of a part of the sweep and no ground labels, a KITTI raw drive with its tracklets, that
+  labelled region: :func:`lidarmt.roi.query.region_roi`); or ``package.module:callable`` returning an object with
   ``roi_for(frame) -> Roi`` (or ``mask(pose) -> Roi``). With ``map_frame="sensor"`` the map is drawn in the
   sensor frame and the identity pose is used, for recordings without poses.
 * **Recording**: a path opened with :func:`lidarmt.io.open_recording` (random access ``rec[i]``, ``len``), or
@@ -250,11 +252,16 @@ class _LabelProvider:
 
     def roi_for(self, frame: Frame) -> Roi:
         if not self._roi.has_labels(frame):
+            region = frame.labels.region if frame.labels is not None else None
+            if region is not None:  # box labels of a part of the sweep (KITTI raw tracklets): that part
+                from lidarmt.roi.query import region_roi
+
+                return region_roi(region, range=self._roi.range, cell=self._roi.cell)
             src = frame.provenance.source if frame.provenance else "the recording"
             raise FuzzInputError(
                 f"{src}: frame {frame.index} has no per-point ground labels (SemanticKITTI labels/, KITTI "
-                "road_label/), so --roi labels cannot build its ROI; give a map with --map (Apollo map, or a GeoJSON "
-                "drawn in the sensor frame)"
+                "road_label/) and no labelled region (KITTI boxes with their calibration), so --roi labels cannot "
+                "build its ROI; give a map with --map (Apollo map, or a GeoJSON drawn in the sensor frame)"
             )
         return self._roi.mask(frame)
 

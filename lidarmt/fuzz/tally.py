@@ -12,6 +12,14 @@ lidarmt without points or size pass every filter.
 **Breakdown.** Every lost obstacle that passes the filter is counted by its size class (box volume: < 1 m³,
 1–10 m³, > 10 m³) and distance band (centre to sensor in x/y: 0–20 m, 20–40 m, 40+ m).
 
+**Labelled objects.** Where the source frames carry object labels (records with ``labelled``: true), every lost
+obstacle that passes the filter is also counted by what the labels say of it (``label`` of the record,
+:func:`lidarmt.perception.apollo.evaluate.label_lost`): a LABELLED object (a real car, pedestrian or cyclist was
+lost; counted by the obstacle's class and by the labelled object's class), UNLABELLED (in the labelled region,
+matching no label: junk), or OUTSIDE the labelled region; ``labelled_violations`` counts the pairs that lost a
+labelled object, and ``breakdown_labelled`` is the size × distance breakdown of the labelled ones. Records
+written before the labels were matched count as ``not known``.
+
 **Reach.** The mean number of added points that reached the network per pair (``added_reached`` of the
 records, :class:`lidarmt.fuzz.inject.NetworkReach`).
 """
@@ -36,6 +44,8 @@ SIZE_CLASSES: tuple[tuple[str, float], ...] = (("<1 m³", 1.0), ("1–10 m³", 1
 #: Distance bands of a lost obstacle's centre from the sensor (m): (label, upper bound).
 DISTANCE_BANDS: tuple[tuple[str, float], ...] = (("0–20 m", 20.0), ("20–40 m", 40.0), ("40+ m", math.inf))
 UNKNOWN = "unknown"
+#: what the labels say of a lost obstacle (journal field ``label``), and "not known" for records without it
+LABEL_KINDS = ("labelled", "unlabelled", "outside", "not known")
 
 
 def size_class(m: dict[str, Any]) -> str:
@@ -118,6 +128,11 @@ class NTally:
     reached_sum: int = 0  # added points that reached the network, over the pairs that recorded it
     reached_pairs: int = 0
     added_sum: int = 0  # added points in those pairs
+    labelled_pairs: int = 0  # judged pairs whose source frame carries object labels
+    labelled_violations: int = 0  # pairs that lost a labelled object (passing the filter)
+    lost_by_label: dict[str, dict[str, int]] = field(default_factory=dict)  # label kind -> obstacle class -> lost
+    labelled_as: dict[str, int] = field(default_factory=dict)  # class of the labelled objects lost -> count
+    breakdown_labelled: dict[str, dict[str, int]] = field(default_factory=dict)  # as breakdown, labelled only
 
     @property
     def reached_mean(self) -> float | None:
@@ -131,7 +146,16 @@ class NTally:
                 "missing": dict(self.missing), "classes": {k: v.to_dict() for k, v in self.classes.items()},
                 "lost_filtered_out": self.lost_filtered_out, "breakdown": breakdown_dict(self.breakdown),
                 "reached_mean": None if self.reached_mean is None else round(self.reached_mean, 3),
-                "reached_pairs": self.reached_pairs}
+                "reached_pairs": self.reached_pairs, **self.labels_dict()}
+
+    def labels_dict(self) -> dict[str, Any]:
+        """The labelled/unlabelled split of the lost obstacles (every kind and class present, 0 when none)."""
+        by = {k: {c.value: int(self.lost_by_label.get(k, {}).get(c.value, 0)) for c in CLASS_ORDER}
+              for k in LABEL_KINDS}
+        return {"labelled_pairs": self.labelled_pairs, "labelled_violations": self.labelled_violations,
+                "lost_by_label": by,
+                "labelled_as": {c.value: int(self.labelled_as.get(c.value, 0)) for c in CLASS_ORDER[:3]},
+                "breakdown_labelled": breakdown_dict(self.breakdown_labelled)}
 
 
 def breakdown_dict(b: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -207,12 +231,22 @@ class Tally(KeyedTally):
             t.any_class_violations += bool(v["class_violations"])
             t.subset_violations += bool(v["subset_violation"])
         t.source_obstacles += sum(v["counts_source"].values())
+        t.labelled_pairs += bool(rec.get("labelled"))
+        t.labelled_violations += any(m.get("label") == "labelled" for m in kept)
         for m in kept:
             t.missing[m["kind"]] = t.missing.get(m["kind"], 0) + 1
             t.classes[m["class"]].missing += 1
             row = t.breakdown.setdefault(size_class(m), {})
             band = distance_band(m)
             row[band] = row.get(band, 0) + 1
+            kind = m.get("label") if m.get("label") in LABEL_KINDS else "not known"
+            per = t.lost_by_label.setdefault(kind, {})
+            per[m["class"]] = per.get(m["class"], 0) + 1
+            if kind == "labelled":
+                lc = m.get("label_class") or m["class"]
+                t.labelled_as[lc] = t.labelled_as.get(lc, 0) + 1
+                row = t.breakdown_labelled.setdefault(size_class(m), {})
+                row[band] = row.get(band, 0) + 1
         if rec.get("added_reached") is not None:
             t.reached_pairs += 1
             t.reached_sum += int(rec["added_reached"])

@@ -7,7 +7,10 @@
   h/2 above the bottom), length l, width w, height h, yaw = -rotation_y - π/2. Types map to Apollo's meta types:
   Car/Van → SMALLMOT, Truck/Tram → BIGMOT, Cyclist → NONMOT, Pedestrian/Person_sitting → PEDESTRIAN,
   Misc → UNKNOWN; DontCare is skipped. ``instance`` is the label's line number.
-* ``calib/<id>.txt``: ``R0_rect`` (3x3) and ``Tr_velo_to_cam`` (3x4).
+* ``calib/<id>.txt``: ``R0_rect`` (3x3), ``Tr_velo_to_cam`` (3x4) and ``P2``: with ``label_2`` the frame's labels
+  carry ``Labels.region``, camera 2's view (:func:`lidarmt.io.kitti_region.object_region`, about 80 degrees ahead;
+  None when the file lacks ``P2``): KITTI labels nothing outside it, so points and detections there are
+  unlabelled, not background.
 * ``road_label/<id>.label``: one uint32 per point, SemanticKITTI class id in the low 16 bits →
   ``Labels.point_semantic`` (aligned with the points after non-finite ones are dropped).
 
@@ -186,11 +189,17 @@ class KittiRecording(Recording):
         have_labels = False
         label_path = self.root / "label_2" / (f.stem + ".txt")
         calib_path = self.root / "calib" / (f.stem + ".txt")
+        region = None
         if label_path.is_file() and calib_path.is_file():
-            rect_from_velo = velo_to_rect(read_calib(calib_path), str(calib_path))
+            from lidarmt.io.kitti_region import object_region
+
+            calib = read_calib(calib_path)
+            rect_from_velo = velo_to_rect(calib, str(calib_path))
             boxes = read_label_boxes(label_path, rect_from_velo)
+            # without P2 the view is unknown: the region stays None (evaluate then counts a forward sector)
+            region = object_region(calib, where=str(calib_path)) if "P2" in calib else None
             have_labels = True
-        labels = Labels(boxes, point_semantic=sem) if (have_labels or sem is not None) else None
+        labels = Labels(boxes, point_semantic=sem, region=region) if (have_labels or sem is not None) else None
         return Frame(pts, None, 0.0, "velodyne64", Provenance(str(self.path), "kitti", i, None, f.name),
                      labels=labels, dropped=dropped)
 

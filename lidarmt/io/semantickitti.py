@@ -18,8 +18,13 @@ The world is the velodyne frame of scan 0: a drive placed on itself, not on a ma
 the poses cannot be turned into the velodyne frame and are not used (``describe()`` says so).
 
 **Labels** become ``Labels.point_semantic`` (the SemanticKITTI class ids, aligned with the points after the
-non-finite ones are dropped), exactly as the KITTI object reader does with ``road_label/``; there are no boxes.
-``frame.stamp`` is the scan's ``times.txt`` value (0 without the file).
+non-finite ones are dropped), exactly as the KITTI object reader does with ``road_label/``. The **objects** are
+SemanticKITTI's instances (:func:`instance_labels`): the points of a "thing" class (:data:`THING_META`) that share
+a label (class in the low 16 bits, instance id > 0 in the high 16) are one object, numbered in
+``Labels.point_instance`` (-1: no object) with its Apollo meta type in ``Labels.point_meta``, and a box fitted to
+its points in ``Labels.boxes`` (the minimum-area rectangle of their x/y, their z extent; ``instance`` = its
+number), so ``lidarmt evaluate`` counts them as it counts the simulator's objects. The labels cover the whole
+sweep (``region`` None). ``frame.stamp`` is the scan's ``times.txt`` value (0 without the file).
 """
 
 from __future__ import annotations
@@ -33,7 +38,20 @@ from lidarmt._atomic import atomic_write_text
 from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, PoseError, RecordingError, WriterError
 from lidarmt.io.kitti import read_calib, read_point_labels, read_velodyne_bin, semantic_of, velodyne_points
-from lidarmt.types import BOX_DTYPE, Frame, Labels, Provenance
+from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance
+
+#: SemanticKITTI "thing" classes (semantic-kitti.yaml) whose instances are objects, as Apollo's meta types:
+#: vehicles are cars (car and moving-car small; bus, truck, other-vehicle big), person -> pedestrian, bicyclist
+#: and motorcyclist (the riders) -> cyclist; a bicycle or motorcycle without a rider (11, 15; also the rider's
+#: vehicle, which SemanticKITTI labels apart) and rail vehicles (16, 256) are unknown objects.
+THING_META: dict[int, MetaType] = {
+    10: MetaType.SMALLMOT, 252: MetaType.SMALLMOT,
+    13: MetaType.BIGMOT, 18: MetaType.BIGMOT, 20: MetaType.BIGMOT, 257: MetaType.BIGMOT, 258: MetaType.BIGMOT,
+    259: MetaType.BIGMOT,
+    30: MetaType.PEDESTRIAN, 254: MetaType.PEDESTRIAN,
+    31: MetaType.NONMOT, 32: MetaType.NONMOT, 253: MetaType.NONMOT, 255: MetaType.NONMOT,
+    11: MetaType.UNKNOWN, 15: MetaType.UNKNOWN, 16: MetaType.UNKNOWN, 256: MetaType.UNKNOWN,
+}
 
 SEQUENCE_MARKERS = ("labels", "poses.txt", "calib.txt", "times.txt")
 
@@ -102,6 +120,55 @@ def velo_poses(poses: np.ndarray, tr: np.ndarray) -> np.ndarray:
     return np.linalg.inv(tr) @ poses @ tr
 
 
+def fit_box(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[float, ...]:
+    """``(cx, cy, cz, length, width, height, yaw)`` of the box around points: the minimum-area rectangle of
+    their x/y (length along its longer side, ``yaw`` that side's direction in (-pi, pi]) and their z extent."""
+    from shapely.geometry import MultiPoint
+
+    xy = np.c_[x, y].astype(np.float64)
+    zlo, zhi = float(np.min(z)), float(np.max(z))
+    rect = MultiPoint(xy).minimum_rotated_rectangle if len(xy) >= 3 else None
+    if rect is None or rect.geom_type != "Polygon" or rect.area <= 0:  # 1-2 points or collinear ones
+        lo, hi = xy.min(axis=0), xy.max(axis=0)
+        d = hi - lo
+        yaw = float(np.arctan2(d[1], d[0])) if d.any() else 0.0
+        c = (lo + hi) / 2
+        return (float(c[0]), float(c[1]), (zlo + zhi) / 2, float(np.hypot(*d)), 0.0, zhi - zlo, yaw)
+    corners = np.asarray(rect.exterior.coords)[:4]
+    e1, e2 = corners[1] - corners[0], corners[2] - corners[1]
+    n1, n2 = float(np.hypot(*e1)), float(np.hypot(*e2))
+    long_edge = e1 if n1 >= n2 else e2
+    c = corners.mean(axis=0)
+    yaw = float(np.arctan2(long_edge[1], long_edge[0]))
+    return (float(c[0]), float(c[1]), (zlo + zhi) / 2, max(n1, n2), min(n1, n2), zhi - zlo, yaw)
+
+
+def instance_labels(points: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(boxes, point_instance, point_meta)`` of a scan's uint32 SemanticKITTI labels (aligned with
+    ``points``): one object per distinct label of a :data:`THING_META` class with an instance id > 0, numbered
+    0.. in the order of their labels; a box (:data:`~lidarmt.types.BOX_DTYPE`) fitted to each (:func:`fit_box`)."""
+    lab = np.asarray(labels, dtype=np.uint32)
+    sem = (lab & 0xFFFF).astype(np.int64)
+    inst_id = lab >> 16
+    point_instance = np.full(len(lab), -1, dtype=np.int32)
+    point_meta = np.full(len(lab), -1, dtype=np.int8)
+    thing = np.isin(sem, np.fromiter(THING_META, dtype=np.int64)) & (inst_id > 0)
+    rows = []
+    if thing.any():
+        idx = np.flatnonzero(thing)
+        uniq, inverse = np.unique(lab[idx], return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+        for k, value in enumerate(uniq):
+            members = idx[order[bounds[k]:bounds[k + 1]]]
+            meta = THING_META[int(value) & 0xFFFF]
+            point_instance[members] = k
+            point_meta[members] = int(meta)
+            p = points[members]
+            rows.append((*fit_box(p["x"], p["y"], p["z"]), int(meta), k))
+    return np.array(rows, dtype=BOX_DTYPE), point_instance, point_meta
+
+
 class SemanticKittiRecording(Recording):
     """A SemanticKITTI sequence (see the module docstring): scans streamed one at a time, labels, poses."""
 
@@ -157,8 +224,10 @@ class SemanticKittiRecording(Recording):
         labels = None
         lab_path = self.sequence / "labels" / (f.stem + ".label")
         if lab_path.is_file():
-            sem = semantic_of(read_point_labels(lab_path, len(raw), f.name))
-            labels = Labels(np.zeros(0, dtype=BOX_DTYPE), point_semantic=sem if finite is None else sem[finite])
+            full = read_point_labels(lab_path, len(raw), f.name)
+            full = full if finite is None else full[finite]
+            boxes, point_instance, point_meta = instance_labels(pts, full)
+            labels = Labels(boxes, point_instance, point_meta, semantic_of(full))
         pose = None if self.poses is None else self.poses[num].copy()
         stamp = 0.0 if self.times is None else float(self.times[num])
         return Frame(pts, pose, stamp, "velodyne64", Provenance(str(self.path), self.format, i, None, f.name),
@@ -195,7 +264,8 @@ def write_semantickitti_sequence(
     """Write frames as a SemanticKITTI sequence folder; returns the number of scans.
 
     ``velodyne/NNNNNN.bin`` (reflectance = intensity / 255), ``labels/NNNNNN.label`` when a frame has
-    ``labels.point_semantic`` (class id in the low 16 bits), ``times.txt`` from the stamps, ``calib.txt`` with
+    ``labels.point_semantic`` (class id in the low 16 bits; ``point_instance`` k, when given, as instance id k + 1
+    in the high 16), ``times.txt`` from the stamps, ``calib.txt`` with
     ``Tr`` (4x4 or 3x4, camera 0 <- velodyne) and, when every frame has a pose world <- velodyne W_i,
     ``poses.txt`` with Tr · W_i · inv(Tr) (read back as W_i). Built beside the target, renamed into place.
     """
@@ -217,7 +287,12 @@ def write_semantickitti_sequence(
             raw.tofile(tmp / "velodyne" / f"{k:06d}.bin")
             if f.labels is not None and f.labels.point_semantic is not None:
                 (tmp / "labels").mkdir(exist_ok=True)
-                f.labels.point_semantic.astype("<u4").tofile(tmp / "labels" / f"{k:06d}.label")
+                value = f.labels.point_semantic.astype("<u4")
+                if f.labels.point_instance is not None:  # instance k as SemanticKITTI's id k + 1 (0: none)
+                    inst = f.labels.point_instance.astype(np.int64)
+                    value = (value & np.uint32(0xFFFF)) | (np.where(inst >= 0, inst + 1, 0).astype("<u4")
+                                                            << np.uint32(16))
+                value.tofile(tmp / "labels" / f"{k:06d}.label")
 
         def row(m: np.ndarray) -> str:
             return " ".join(repr(float(v)) for v in m[:3, :].ravel())

@@ -21,7 +21,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from lidarmt._atomic import atomic_write_text
 from lidarmt.fuzz.oracle import describe_lost
-from lidarmt.fuzz.tally import STUDY_RATES, Tally, breakdown_dict
+from lidarmt.fuzz.tally import LABEL_KINDS, STUDY_RATES, Tally, breakdown_dict
+from lidarmt.perception.apollo.evaluate import LABEL_MATCH_RULE
 from lidarmt.report.common import savefig, write_report_set
 from lidarmt.report.html import campaign_page, page_writer
 from lidarmt.report.stats import fmt_rate, rate
@@ -54,9 +55,13 @@ def summary_dict(config: Mapping[str, Any], tally: Tally) -> dict[str, Any]:
             "lost_filtered_out": t.lost_filtered_out,
             # lost obstacles (that pass the filter) by size class and distance band
             "breakdown": breakdown_dict(t.breakdown),
+            # what the source frames' labels say of the lost obstacles (labelled object / junk / outside)
+            **t.labels_dict(),
+            "labelled_relation": rate(t.labelled_violations, t.labelled_pairs),
         })
     flt = getattr(tally, "lost_filter", None)
     return {"relation": "MR1: obstacles inside the ROI survive n random points added outside it",
+            "label_matching": LABEL_MATCH_RULE,
             "config": dict(config), "pairs_expected": _expected(config), "pairs_done": tally.done,
             "complete": tally.done >= _expected(config),
             "filter": flt.to_dict() if flt is not None else {"min_points": 0, "min_size_m3": 0.0},
@@ -82,18 +87,56 @@ def _filter_note(summary: Mapping[str, Any]) -> str:
             "the journal keeps them)")
 
 
-def breakdown_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[tuple[int, str, list[int]]]]:
-    """The size × distance breakdown as (distance bands, [(n, size class, counts per band)])."""
+def has_labels(summary: Mapping[str, Any]) -> bool:
+    """Whether any judged pair's source frame carried object labels (the labelled/unlabelled split is known)."""
+    return any(r.get("labelled_pairs") for r in summary["by_n"])
+
+
+def lost_label_rows(summary: Mapping[str, Any]) -> list[tuple[int, str, list[int]]]:
+    """[(n, class of the lost obstacle, [labelled, unlabelled, outside, not known])] for the classes that lost any,
+    then an "all" row per n."""
+    rows = []
+    for r in summary["by_n"]:
+        by = r.get("lost_by_label") or {}
+        tot = [0] * len(LABEL_KINDS)
+        for c in CLASS_ORDER:
+            counts = [int((by.get(k) or {}).get(c.value, 0)) for k in LABEL_KINDS]
+            tot = [a + b for a, b in zip(tot, counts, strict=True)]
+            if sum(counts):
+                rows.append((r["n"], c.value, counts))
+        rows.append((r["n"], "all", tot))
+    return rows
+
+
+def _labelled_as(r: Mapping[str, Any]) -> str:
+    la = r.get("labelled_as") or {}
+    return ", ".join(f"{v} {k}" for k, v in la.items() if v) or "none"
+
+
+def breakdown_rows(summary: Mapping[str, Any], key: str = "breakdown") -> tuple[list[str], list[tuple[int, str, list[int]]]]:
+    """The size × distance breakdown as (distance bands, [(n, size class, counts per band)]); ``key``
+    ``breakdown_labelled``: of the lost labelled objects only."""
     bands: list[str] = []
     rows: list[tuple[int, str, list[int]]] = []
     for r in summary["by_n"]:
-        b = r.get("breakdown") or {}
+        b = r.get(key) or {}
         for size, per in b.items():
             for d in per:
                 if d not in bands:
                     bands.append(d)
             rows.append((r["n"], size, [int(per.get(d, 0)) for d in bands]))
     return bands, [(n, s, (c + [0] * len(bands))[: len(bands)]) for n, s, c in rows]
+
+
+def _labelled_cells(summary: Mapping[str, Any]) -> dict[tuple[int, str, str], str]:
+    """``{(n, size, band): " (3 L)"}``: the lost labelled objects of a breakdown cell, where there are any."""
+    out = {}
+    for r in summary["by_n"]:
+        for size, per in (r.get("breakdown_labelled") or {}).items():
+            for band, k in per.items():
+                if k:
+                    out[(r["n"], size, band)] = f" ({k} L)"
+    return out
 
 
 def _expected(config: Mapping[str, Any]) -> int:
@@ -134,9 +177,27 @@ def rich_tables(summary: Mapping[str, Any]):
     size = Table(title="Lost obstacles by size and distance")
     for col in ("n", "size", *bands, "all"):
         size.add_column(col, justify="right", no_wrap=True)
+    labelled = has_labels(summary)
+    lab_of = _labelled_cells(summary) if labelled else {}
     for n, s_, counts in rows:
-        size.add_row(str(n), s_, *map(str, counts), str(sum(counts)))
-    return main, per, size
+        cells = [f"{c}{lab_of.get((n, s_, b), '')}" for b, c in zip(bands, counts, strict=True)]
+        size.add_row(str(n), s_, *cells, str(sum(counts)))
+    if labelled:
+        size.caption = "(L): of them, lost LABELLED objects (real cars, pedestrians, cyclists)"
+    if not labelled:
+        return main, per, size
+    lab = Table(title="Lost obstacles and the labels: LABELLED objects (real objects lost) vs unlabelled junk",
+                caption="class: of the lost obstacle; " + LABEL_MATCH_RULE)
+    for col in ("n", "class", *LABEL_KINDS, "pairs losing a labelled object", "labelled objects lost"):
+        lab.add_column(col, justify="right")
+    by_n = {r["n"]: r for r in summary["by_n"]}
+    for n, cls, counts in lost_label_rows(summary):
+        r = by_n[n]
+        lr = r.get("labelled_relation") or {"k": 0, "n": 0}
+        extra = ([f"{lr['k']} of {lr['n']} ({fmt_rate(lr['k'], lr['n'])})", _labelled_as(r)] if cls == "all"
+                 else ["", ""])
+        lab.add_row(str(n), cls, *map(str, counts), *extra)
+    return main, per, size, lab
 
 
 def text_table(summary: Mapping[str, Any]) -> str:
@@ -161,8 +222,22 @@ def text_table(summary: Mapping[str, Any]) -> str:
     bands, rows = breakdown_rows(summary)
     lines += ["", "lost obstacles (O ⊄ O′) by size (box volume) and distance from the sensor:",
               f"{'n':>8} {'size':>9} " + " ".join(f"{b:>8}" for b in bands) + f" {'all':>6}"]
+    lab_of = _labelled_cells(summary) if has_labels(summary) else {}
     for n, size, counts in rows:
-        lines.append(f"{n:>8} {size:>9} " + " ".join(f"{c:>8}" for c in counts) + f" {sum(counts):>6}")
+        cells = [f"{str(c) + lab_of.get((n, size, b), ''):>8}" for b, c in zip(bands, counts, strict=True)]
+        lines.append(f"{n:>8} {size:>9} " + " ".join(cells) + f" {sum(counts):>6}")
+    if has_labels(summary):
+        lines += ["(k L): of them, k lost LABELLED objects", "",
+                  "lost obstacles and the labels (class of the lost obstacle): LABELLED object / unlabelled / "
+                  "outside the labelled region / not known:",
+                  f"{'n':>8} {'class':>10} " + " ".join(f"{k:>10}" for k in LABEL_KINDS)]
+        for n, cls, counts in lost_label_rows(summary):
+            lines.append(f"{n:>8} {cls:>10} " + " ".join(f"{c:>10}" for c in counts))
+        for r in summary["by_n"]:
+            lr = r.get("labelled_relation") or {"k": 0, "n": 0}
+            lines.append(f"n={r['n']}: {lr['k']} of {lr['n']} labelled pairs lost a labelled object; labelled "
+                         f"objects lost: {_labelled_as(r)}")
+        lines.append("rule: " + LABEL_MATCH_RULE)
     return "\n".join(lines) + "\n"
 
 
@@ -197,8 +272,29 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
     out += ["", "Lost obstacles by size (box volume l × w × h) and distance of their centre from the sensor "
             "(junk is small; cars are 5–15 m³):", "",
             "| n | size | " + " | ".join(bands) + " | all |", "|---:|---|" + "---:|" * (len(bands) + 1)]
+    lab_of = _labelled_cells(summary) if has_labels(summary) else {}
     for n, size, counts in rows:
-        out.append(f"| {n} | {size} | " + " | ".join(map(str, counts)) + f" | {sum(counts)} |")
+        cells = [f"{c}{lab_of.get((n, size, b), '')}" for b, c in zip(bands, counts, strict=True)]
+        out.append(f"| {n} | {size} | " + " | ".join(cells) + f" | {sum(counts)} |")
+    if has_labels(summary):
+        out += ["", "*(k L)*: of them, k lost **labelled** objects (real cars, pedestrians, cyclists).", "",
+                "**Lost labelled objects.** What the source frames' labels say of each lost obstacle: a LABELLED "
+                "object (a real object was lost), unlabelled (junk, or something the labels do not name), outside "
+                "the labelled region, or not known (a record from before the labels were matched). Rule: "
+                + LABEL_MATCH_RULE + ".", "",
+                "| n | class (of the lost obstacle) | labelled | unlabelled | outside | not known | pairs losing a "
+                "labelled object | labelled objects lost |", "|---:|---|---:|---:|---:|---:|---:|---|"]
+        by_n = {r["n"]: r for r in summary["by_n"]}
+        for n, cls, counts in lost_label_rows(summary):
+            r = by_n[n]
+            lr = r.get("labelled_relation") or {"k": 0, "n": 0}
+            extra = (f"{lr['k']} of {lr['n']} ({fmt_rate(lr['k'], lr['n'])}) | {_labelled_as(r)}" if cls == "all"
+                     else " | ")
+            out.append(f"| {n} | {cls} | " + " | ".join(map(str, counts)) + f" | {extra} |")
+    else:
+        out += ["", "*The source frames carry no object labels: lost obstacles cannot be told from junk by their "
+                "labels (labelled recordings: KITTI object folders, KITTI raw drives with tracklets, SemanticKITTI, "
+                "simulated .npz frames).*"]
     return "\n".join(out) + "\n"
 
 
@@ -331,7 +427,8 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         f"({STUDY_REF}: 2.7 %, 12.1 %, 33.5 % violations for n = 10, 100, 1000).",
         "",
         f"- recording: `{cfg['source']['path']}`" + (f" (topic `{cfg['source']['topic']}`)" if cfg['source'].get('topic') else ""),
-        (f"- ROI: the area each source frame's ground labels cover (`--roi labels`, range {cfg['roi']['range']:g} m)"
+        (f"- ROI: the area each source frame's ground labels cover, or without ground labels its labelled region "
+         f"(`--roi labels`, range {cfg['roi']['range']:g} m)"
          if cfg['roi']['map'] == "labels" else
          f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})"),
         f"- system under test: `{cfg['sut']['name']}` {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}",

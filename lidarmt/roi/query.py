@@ -508,3 +508,19 @@ class LabelRoi:
 def label_roi(frame: Frame, **options) -> RoiMask:
     """``LabelRoi(**options).mask(frame)``: the ROI of a frame from its ground labels (see :class:`LabelRoi`)."""
     return LabelRoi(**options).mask(frame)
+
+
+def region_roi(region, *, range: float = 70.0, cell: float = 0.25) -> RoiMask:  # noqa: A002
+    """The labelled region of a frame (:class:`lidarmt.types.LabelledRegion`, e.g. KITTI's camera-2 view) as
+    Apollo's ROI bitmap in the sensor frame: every cell whose centre lies in the region, within ±``range`` m.
+
+    ``--roi labels`` uses it for frames whose labels are boxes with such a region but no per-point ground labels
+    (a KITTI raw drive with its tracklets): the ROI is then the area the labels cover, road or not, and the
+    points MR1 adds fall beside and behind the car, where nothing is labelled."""
+    _check_grid(range, cell, 0.0)
+    dims = int(round(2 * range / cell))
+    centres = -range + (np.arange(dims) + 0.5) * cell
+    xx, yy = np.meshgrid(centres, centres, indexing="ij")
+    grid = region.contains(np.c_[xx.ravel(), yy.ravel()]).reshape(dims, dims)
+    note = "" if grid.any() else f"the labelled region ({region.describe()}) holds no cell within ±{range:g} m"
+    return RoiMask.from_grid(grid, range=range, cell=cell, note=note)

@@ -1,9 +1,14 @@
 """Detection quality of the Apollo pipeline: per-class precision and recall in bird's-eye view.
 
-Matching rule (stated once, used everywhere):
+One path for every labelled layout: box labels (KITTI object ``label_2``, KITTI raw tracklets, the simulator's
+boxes) and point labels (SemanticKITTI: :mod:`lidarmt.io.semantickitti` turns each instance, the upper 16 bits
+of a point's label, into a box fitted to its points, with ``point_instance`` naming the points).
+
+Matching rule (stated once, used everywhere; :data:`MATCHING_RULE` is the sentence the reports print):
 
 * A ground-truth box and a detection are compared by the **rotated-rectangle BEV IoU** (shapely polygons). A
-  detection's rectangle is MinBox's box (centre, length, width, direction); a ground-truth box is its label.
+  detection's rectangle is MinBox's box (centre, length, width, direction); a ground-truth box is its label
+  (for point labels: the minimum-area rectangle of the instance's points).
 * A pair *matches* when IoU >= 0.5 for cars and >= 0.3 for pedestrians, cyclists and unknown objects (the
   threshold of the ground truth's class; KITTI's usual 0.7/0.5 are for camera-fitted 3-D boxes, MinBox boxes are
   hull-fitted and looser).
@@ -16,12 +21,17 @@ Matching rule (stated once, used everywhere):
   the visible points (often an L-shape), so a whole, correctly segmented car seen from one side can fall
   below IoU 0.5 with its full label box. For the fuzzer, what counts is that the obstacle exists.
 * Ground truth that cannot be detected is *ignored*, not counted as missed: boxes with fewer than
-  ``min_points`` points (simulated frames: points labelled with the instance; KITTI: points inside the box) or
+  ``min_points`` points (point labels: points of the instance; boxes: points inside the box) in the ROI, or
   whose centre is outside the ROI or the evaluated area. A detection that overlaps an ignored ground truth is
   neither a true nor a false positive.
-* KITTI labels only cover the front camera's field of view and have no poles or signs: only detections whose
-  centre lies in that field of view (|bearing| <= ``fov_deg``/2, x > 0) count, and UNKNOWN detections are not
-  counted as false positives there (nothing of that kind is labelled).
+* **The labelled region.** Frames whose labels cover only part of the sweep carry it (``Labels.region``: KITTI's
+  camera-2 view, from the calibration). Ground truth whose centre is outside it is ignored, and a detection
+  whose centre is outside it is neither a true nor a false positive. Frames without a region are labelled all
+  around; for KITTI frames read without a calibration, ``fov_deg`` gives a forward sector instead
+  (|bearing| <= ``fov_deg``/2, x > 0). ``max_range`` (metres, horizontal distance of the centre) cuts the
+  evaluated area to a disk in the same way (the "40 m" evaluation).
+* Real datasets label no poles, signs or walls: there, UNKNOWN detections are never false positives
+  (:func:`unknown_is_labelled`: only the simulator's labels name every unknown object).
 """
 
 from __future__ import annotations
@@ -33,7 +43,17 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt.types import CLASS_ORDER, Frame, MetaType, Obstacle, ObstacleClass, Obstacles, Roi
+from lidarmt.types import (
+    CLASS_ORDER,
+    Frame,
+    LabelledRegion,
+    Labels,
+    MetaType,
+    Obstacle,
+    ObstacleClass,
+    Obstacles,
+    Roi,
+)
 
 IOU_THRESHOLD: dict[ObstacleClass, float] = {
     ObstacleClass.CAR: 0.5,
@@ -43,6 +63,20 @@ IOU_THRESHOLD: dict[ObstacleClass, float] = {
 }
 #: overlap that makes a ground truth "found" by a detection of any class
 FOUND_IOU = 0.1
+#: half-side of the CNN grid: ground truth beyond it (in x or y) cannot be detected and is ignored
+GRID_HALF_M = 60.0
+#: recordings whose labels name cars, pedestrians and cyclists but no "unknown" objects (no poles, signs, walls)
+UNKNOWN_UNLABELLED_FORMATS = ("kitti", "kitti-raw", "semantickitti")
+
+#: the matching rule, as every report states it
+MATCHING_RULE = (
+    "a detection matches a ground-truth box of its class when their rotated bird's-eye-view IoU is >= 0.5 "
+    "(cars) or >= 0.3 (pedestrians, cyclists, unknown), greedily by score; 'found' is class-agnostic at "
+    "IoU >= 0.1. Boxes: the labels' boxes, or for point labels (SemanticKITTI instances) the minimum-area "
+    "rectangle of the instance's points. Ground truth with < min_points points in the ROI, or whose centre is "
+    "outside the ROI, the labelled region (Labels.region, e.g. KITTI's camera view) or the evaluated range, is "
+    "ignored; a detection whose centre is outside the labelled region or range is neither a true nor a false "
+    "positive")
 
 
 # ------------------------------------------------------------------------------------------ geometry
@@ -208,6 +242,45 @@ class EvalResult:
     detections: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    #: the evaluated area: labelled regions seen (description -> frames), frames without one, the range cut
+    regions: dict[str, int] = field(default_factory=dict)
+    unregioned: int = 0
+    region_sources: dict[str, str] = field(default_factory=dict)
+    fov_deg: float | None = None
+    max_range: float | None = None
+    unknown_fp: set[bool] = field(default_factory=set)
+
+    def note_area(self, region: LabelledRegion | None, fov_deg: float | None) -> None:
+        """Count the labelled region (or its absence) of one evaluated frame."""
+        if region is None:
+            self.unregioned += 1
+            self.fov_deg = fov_deg
+        else:  # the sector, not the file it came from (each KITTI object frame has its own calibration)
+            key = LabelledRegion(region.azimuth_min, region.azimuth_max, region.max_range).describe()
+            if region.source and key not in self.regions:
+                self.region_sources[key] = region.source
+            self.regions[key] = self.regions.get(key, 0) + 1
+
+    def area(self) -> dict[str, Any]:
+        """Where ground truth and detections were counted (the JSON's ``evaluated_area``)."""
+        if self.regions:
+            desc = "; ".join(f"{k} ({v} frame(s))" for k, v in sorted(self.regions.items())[:5])
+            if len(self.regions) > 5:
+                desc += f"; … {len(self.regions) - 5} more"
+        else:
+            desc = ""
+        if self.unregioned:
+            rest = (f"forward {self.fov_deg:g} deg sector (no labelled region in the frames)" if self.fov_deg
+                    else "the whole sweep (labels cover all of it)")
+            desc = (desc + "; " if desc else "") + f"{rest} ({self.unregioned} frame(s))"
+        if self.max_range is not None:
+            desc += f"; within {self.max_range:g} m of the sensor"
+        desc += f"; inside the CNN grid (±{GRID_HALF_M:g} m)"
+        return {"description": desc, "labelled_regions": dict(sorted(self.regions.items())),
+                "region_sources": dict(sorted(self.region_sources.items())),
+                "frames_without_region": self.unregioned, "fov_deg_fallback": self.fov_deg if self.unregioned else None,
+                "max_range_m": self.max_range, "grid_half_m": GRID_HALF_M,
+                "unknown_detections_counted": sorted(self.unknown_fp) == [True]}
 
     def add(self, frame_counts: dict[ObstacleClass, ClassCounts]) -> None:
         for c, v in frame_counts.items():
@@ -216,7 +289,7 @@ class EvalResult:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "frames": self.frames, "detections": self.detections,
                 "seconds": round(self.seconds, 2), "iou_thresholds": {c.value: t for c, t in IOU_THRESHOLD.items()},
-                "found_iou": FOUND_IOU,
+                "found_iou": FOUND_IOU, "matching": MATCHING_RULE, "evaluated_area": self.area(),
                 "classes": {c.value: self.counts[c].to_dict() for c in CLASS_ORDER}, "notes": self.notes}
 
 
@@ -230,19 +303,48 @@ def points_in_box(frame: Frame, box: Any) -> np.ndarray:
     return (np.abs(u) <= box["length"] / 2) & (np.abs(v) <= box["width"] / 2) & (np.abs(z) <= box["height"] / 2)
 
 
+def unknown_is_labelled(frame: Frame) -> bool:
+    """Whether the frame's labels name every "unknown" object (the simulator's do; KITTI and SemanticKITTI
+    label no poles, signs or walls, so an UNKNOWN detection there is never a false positive)."""
+    fmt = frame.provenance.format if frame.provenance is not None else ""
+    return fmt not in UNKNOWN_UNLABELLED_FORMATS
+
+
+def has_object_labels(labels: Labels | None) -> bool:
+    """Whether ``labels`` say which objects the frame holds (boxes, per-point instances, or a labelled region:
+    KITTI frames whose label file lists no object carry the region with no box). Road labels alone do not."""
+    if labels is None:
+        return False
+    return len(labels.boxes) > 0 or labels.point_instance is not None or labels.region is not None
+
+
+def in_area(x: float, y: float, *, region: LabelledRegion | None = None, fov_deg: float | None = None,
+            max_range: float | None = None) -> bool:
+    """Whether a sensor-frame position lies in the evaluated area: the labelled region (else the ``fov_deg``
+    forward sector, when given) within ``max_range`` metres (when given)."""
+    if max_range is not None and math.hypot(x, y) > max_range:
+        return False
+    if region is not None:
+        return region.contains_point(x, y)
+    if fov_deg is not None:
+        return in_fov(x, y, fov_deg)
+    return True
+
+
 def frame_ground_truth(
     frame: Frame,
     roi: Roi,
     *,
     min_points: int = 5,
-    max_range: float = 60.0,
+    max_range: float | None = None,
     fov_deg: float | None = None,
 ) -> list[GroundTruth]:
     """The frame's boxes as :class:`GroundTruth`, with ``ignored`` set for boxes that cannot be detected.
 
-    Points per box come from ``labels.point_instance`` when present (simulator), else from the points inside
-    the box (KITTI). Only points in the ROI count. A box is ignored when it has fewer than ``min_points`` such
-    points, when its centre is outside the ROI, beyond ``max_range`` or (``fov_deg``) outside the camera view.
+    Points per box come from ``labels.point_instance`` when present (simulator, SemanticKITTI), else from the
+    points inside the box (KITTI). Only points in the ROI count. A box is ignored when it has fewer than
+    ``min_points`` such points, or when its centre is outside the ROI, the CNN grid, the labelled region
+    (``labels.region``; without one, the ``fov_deg`` sector when given) or ``max_range`` (when given).
     """
     lb = frame.labels
     if lb is None or len(lb.boxes) == 0:
@@ -258,9 +360,9 @@ def frame_ground_truth(
         else:
             members = points_in_box(frame, b)
         n = int(np.count_nonzero(members & in_roi))
-        ignored = n < min_points or not bool(centre_in[k]) or max(abs(b["cx"]), abs(b["cy"])) >= max_range
-        if fov_deg is not None and not in_fov(float(b["cx"]), float(b["cy"]), fov_deg):
-            ignored = True
+        cx, cy = float(b["cx"]), float(b["cy"])
+        ignored = (n < min_points or not bool(centre_in[k]) or max(abs(cx), abs(cy)) >= GRID_HALF_M
+                   or not in_area(cx, cy, region=lb.region, fov_deg=fov_deg, max_range=max_range))
         out.append(GroundTruth(box_polygon(b), gt_class(int(b["meta"])), ignored, n))
     return out
 
@@ -278,22 +380,33 @@ def evaluate_frames(
     *,
     min_points: int = 5,
     fov_deg: float | None = None,
-    count_unknown_fp: bool = True,
+    max_range: float | None = None,
+    count_unknown_fp: bool | None = None,
     on_frame: Callable[[Frame, Obstacles, dict[ObstacleClass, ClassCounts]], None] | None = None,
 ) -> EvalResult:
-    """Run ``perception.detect(frame, roi_of(frame))`` on every frame and accumulate the counts."""
+    """Run ``perception.detect(frame, roi_of(frame))`` on every frame and accumulate the counts.
+
+    The evaluated area of a frame is its labelled region (``labels.region``; ``fov_deg`` for frames without
+    one, when given) within ``max_range`` metres (when given). ``count_unknown_fp`` None: UNKNOWN detections
+    are false positives only where the labels name unknown objects (:func:`unknown_is_labelled`)."""
     import time
 
     res = EvalResult(name)
+    res.max_range = max_range
     t0 = time.perf_counter()
     for frame in frames:
         roi = roi_of(frame)
         obstacles = perception.detect(frame, roi)
-        gts = frame_ground_truth(frame, roi, min_points=min_points, fov_deg=fov_deg)
+        gts = frame_ground_truth(frame, roi, min_points=min_points, fov_deg=fov_deg, max_range=max_range)
+        region = frame.labels.region if frame.labels is not None else None
+        res.note_area(region, fov_deg)
+        unknown_fp = unknown_is_labelled(frame) if count_unknown_fp is None else count_unknown_fp
+        res.unknown_fp.add(bool(unknown_fp))
         dets = []
         for ob in obstacles:
-            counted = fov_deg is None or in_fov(float(ob.center[0]), float(ob.center[1]), fov_deg)
-            if ob.cls == ObstacleClass.UNKNOWN and not count_unknown_fp:
+            counted = in_area(float(ob.center[0]), float(ob.center[1]), region=region, fov_deg=fov_deg,
+                              max_range=max_range)
+            if ob.cls == ObstacleClass.UNKNOWN and not unknown_fp:
                 counted = False
             dets.append((obstacle_polygon(ob), ob.cls, float(ob.score), counted))
         fc = match_frame(gts, dets)
@@ -304,6 +417,62 @@ def evaluate_frames(
             on_frame(frame, obstacles, fc)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+# ------------------------------------------------------------------------------------------ lost obstacles
+
+
+#: classes of labelled objects a lost obstacle can be: a real object (unknown labels, Tram/Misc, are not)
+OBJECT_CLASSES = (ObstacleClass.CAR, ObstacleClass.PEDESTRIAN, ObstacleClass.CYCLIST)
+
+#: how a campaign tells a lost labelled object from junk, as its reports state it
+LABEL_MATCH_RULE = (
+    "a lost obstacle is a LABELLED object when its MinBox rectangle overlaps a labelled car, pedestrian or "
+    f"cyclist box whose centre lies in the labelled region with bird's-eye IoU >= {FOUND_IOU:g} (evaluate's "
+    "class-agnostic 'found' rule; the box's class is the object's class; the best-overlapping box wins); "
+    "otherwise it is UNLABELLED (junk, or an object the labels do not name: poles, walls) when its centre lies "
+    "in the labelled region, and OUTSIDE the labels when it does not (KITTI labels only the front camera's view)")
+
+
+def label_lost(frame: Frame, obstacles: Obstacles, indices: Iterable[int]) -> dict[int, dict[str, Any]] | None:
+    """What the labels say of the source obstacles ``indices`` (:data:`LABEL_MATCH_RULE`), per index:
+    ``{"label": "labelled", "label_class": "car", "label_iou": 0.42}``, ``{"label": "unlabelled"}`` or
+    ``{"label": "outside"}``. None when the frame's labels do not say which objects it holds
+    (:func:`has_object_labels`)."""
+    lb = frame.labels
+    if not has_object_labels(lb):
+        return None
+    assert lb is not None
+    region = lb.region
+    gts = []
+    for b in lb.boxes:
+        cls = gt_class(int(b["meta"]))
+        if cls not in OBJECT_CLASSES:
+            continue
+        if region is not None and not region.contains_point(float(b["cx"]), float(b["cy"])):
+            continue
+        gts.append((box_polygon(b), cls, float(b["cx"]), float(b["cy"]), 0.5 * math.hypot(b["length"], b["width"])))
+    out: dict[int, dict[str, Any]] = {}
+    for i in indices:
+        ob = obstacles[i]
+        x, y = float(ob.center[0]), float(ob.center[1])
+        best: tuple[float, ObstacleClass] | None = None
+        reach = 0.5 * math.hypot(float(ob.length), float(ob.width))
+        poly = None
+        for gp, cls, gx, gy, gr in gts:
+            if math.hypot(gx - x, gy - y) > gr + reach + 0.5:
+                continue
+            poly = poly if poly is not None else obstacle_polygon(ob)
+            iou = bev_iou(poly, gp)
+            if iou >= FOUND_IOU and (best is None or iou > best[0]):
+                best = (iou, cls)
+        if best is not None:
+            out[int(i)] = {"label": "labelled", "label_class": best[1].value, "label_iou": round(best[0], 4)}
+        elif region is None or region.contains_point(x, y):
+            out[int(i)] = {"label": "unlabelled"}
+        else:
+            out[int(i)] = {"label": "outside"}
+    return out
 
 
 # ------------------------------------------------------------------------------------------ ROIs
