@@ -290,9 +290,7 @@ class LidarEvaluator(EvaluatorBase):
     def library(self) -> Any:
         """The object library of insert (built once per process, only when an insertion needs it)."""
         if self._library is None:
-            from lidarmt.lidar.transforms.objects import open_library
-
-            self._library = open_library(self.config.library)
+            self._library = open_library(self.config.library or self.config.source.path)
         return self._library
 
     def context(self, t: int, roi: Roi) -> Any:
@@ -376,6 +374,24 @@ class LidarEvaluator(EvaluatorBase):
         from lidarmt.lidar.bundle import make_transform_bundle
 
         return make_transform_bundle(self, tuple(key), Path(out_dir), **opts)
+
+
+LIBRARY_FRAMES = 20  # frames of a recording an object library is cut from (spread evenly)
+
+
+def open_library(path: str) -> Any:
+    """The object library of ``insert``: every labelled object with enough points in up to
+    :data:`LIBRARY_FRAMES` frames of the recording ``path`` (spread evenly; the campaign's own recording when
+    ``--library`` is not given)."""
+    from lidarmt.lidar.transforms.objects import ObjectLibrary
+
+    rec = open_source(SourceSpec(path))
+    n = len(rec)
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    frames = sorted({int(i) for i in np.linspace(0, n - 1, min(n, LIBRARY_FRAMES)).round()}) if n else []
+    return ObjectLibrary.from_recording(path, frames=frames)
 
 
 def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
