@@ -1,0 +1,161 @@
+"""Weather transformations: fog's published qualitative behaviour with numbers, rain and snow, and the numba
+kernels against their NumPy references."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lidarmt.lidar.synthetic import synthetic_sweep
+from lidarmt.lidar.transforms import _weather_kernels as K
+from lidarmt.lidar.transforms import get_transform
+from lidarmt.lidar.transforms.weather import (
+    NOISE_FLOOR,
+    PULSE_LEN,
+    R1,
+    R2,
+    Rain,
+    Snow,
+    fog_coefficients,
+)
+from lidarmt.types import Frame, make_points
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return synthetic_sweep(n_azimuth=1024)
+
+
+def _ranges(frame: Frame) -> np.ndarray:
+    return np.linalg.norm(frame.xyz.astype(np.float64), axis=1)
+
+
+def test_fog_coefficients_follow_koschmieder_and_rasshofer():
+    alpha, beta = fog_coefficients(50.0)
+    assert alpha == pytest.approx(math.log(20) / 50) and beta == pytest.approx(0.046 / 50)
+    # two-way transmission to the visibility range is 1/400 (5 % contrast, squared)
+    assert math.exp(-2 * alpha * 50) == pytest.approx(1 / 400)
+    assert abs(PULSE_LEN - 5.996) < 1e-3  # c x 20 ns
+
+
+def test_fog_returns_beyond_visibility_disappear_and_near_scatter_appears(sweep):
+    r = _ranges(sweep)
+    assert np.count_nonzero(r > 50) == 1038 and np.count_nonzero(r < 4) == 0  # the street as built
+    counts = {}
+    for v in (2000.0, 600.0, 150.0, 50.0):
+        c = get_transform("fog").apply(sweep, {"visibility_m": v}, seed=0)
+        rr = _ranges(c.frame)
+        counts[v] = c.info["n_scattered"]
+        assert np.count_nonzero(rr > v) == 0  # nothing is seen beyond the visibility
+        # every scattered return lies on its source point's ray, in the fog's echo between 1.0 and ~3.5 m
+        sc = c.modified & (np.abs(rr - r[c.origin]) > 1e-3)
+        assert np.count_nonzero(sc) == c.info["n_scattered"]
+        assert rr[sc].min() >= 1.0 - 1e-4 and rr[sc].max() < 3.6
+        d0, d1 = sweep.xyz[c.origin[sc]].astype(np.float64), c.frame.xyz[sc].astype(np.float64)
+        cos = np.sum(d0 * d1, axis=1) / (np.linalg.norm(d0, axis=1) * np.linalg.norm(d1, axis=1))
+        assert cos.min() > 1 - 1e-6
+        assert np.count_nonzero(rr < 4) == c.info["n_scattered"]
+    # the denser the fog, the more of the sweep is fog (on this 64 x 1024 street sweep of 64,142 points, measured:
+    # 358, 2,950, 19,263 and 46,752 scattered returns)
+    n = len(sweep.points)
+    assert counts[2000.0] < counts[600.0] < counts[150.0] < counts[50.0]
+    assert counts[2000.0] < 0.01 * n and counts[50.0] > 0.7 * n
+    # in light haze most far returns survive (683 of 1,038 measured); in 600 m fog the weak ground beyond 50 m
+    # (reflectance 0.16 at grazing range) is gone
+    c = get_transform("fog").apply(sweep, {"visibility_m": 2000.0}, seed=0)
+    assert np.count_nonzero(_ranges(c.frame) > 50) > 0.5 * 1038
+
+
+def _one_point(r: float, intensity: float) -> Frame:
+    return Frame(make_points(np.array([[r, 0.0, 0.0]]), intensity))
+
+
+def test_fog_decision_for_single_targets_by_hand():
+    fog = get_transform("fog")
+    # a white target (reflectance 1) at 20 m in 1 km fog: kept, intensity attenuated by exp(-2 alpha R)
+    alpha, _ = fog_coefficients(1000.0)
+    c = fog.apply(_one_point(20.0, 255.0), {"visibility_m": 1000.0}, seed=0)
+    assert c.info["n_kept"] == 1
+    assert c.frame.points["intensity"][0] == pytest.approx(255 * math.exp(-2 * alpha * 20), rel=1e-6)
+    # hard power 1/pi e^-4 / 400 = 1.46e-5 against the fog's echo ~0.5 x beta = 7.7e-4 in 30 m fog: scattered
+    c = fog.apply(_one_point(20.0, 255.0), {"visibility_m": 30.0}, seed=0)
+    assert c.info["n_scattered"] == 1 and 1.0 <= c.frame.points["x"][0] < 3.6
+    # a dark target (reflectance 0.1) at 10 m: 0.1/pi/100 = 3.2e-4 beats 150 m fog's echo (2.0e-4)
+    assert fog.apply(_one_point(10.0, 25.5), {"visibility_m": 150.0}, seed=0).info["n_kept"] == 1
+    # ... but not 80 m fog's (3.5e-4, and the target is attenuated to 1.5e-4)
+    assert fog.apply(_one_point(10.0, 25.5), {"visibility_m": 80.0}, seed=0).info["n_scattered"] == 1
+
+
+@pytest.mark.parametrize("alpha", [0.003, 0.06, 0.3])
+def test_fog_echo_table_kernel_matches_reference(alpha):
+    kw = {"dr": 0.05, "r0_max": 12.0, "pulse_len": PULSE_LEN, "r1": R1, "r2": R2}
+    got = K.fog_echo_table(alpha, **kw)
+    want = K.fog_echo_table_reference(alpha, **kw)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    peak = got[0]
+    assert peak[0] == 0.0  # a target nearer than the overlap: no fog in front of it to see
+    assert np.all(np.diff(peak) >= -1e-15)  # more fog in front of a farther target, never less
+    assert np.ptp(peak[-20:]) < 1e-9  # beyond ~10 m the target no longer cuts the echo
+
+
+def test_fog_decide_kernel_matches_reference():
+    rng = np.random.default_rng(0)
+    n = 5000
+    r0 = rng.uniform(0.0, 80.0, n)
+    r0[:5] = 0.0
+    beta0 = rng.uniform(0.0, 0.3, n)
+    u = rng.random(n)
+    peak, lo, hi = K.fog_echo_table(0.02, dr=0.05, r0_max=30.0, pulse_len=PULSE_LEN, r1=R1, r2=R2)
+    args = (r0, beta0, u, peak, lo, hi, 0.05, 0.02, 3e-4, NOISE_FLOOR)
+    for a, b in zip(K.fog_decide(*args), K.fog_decide_reference(*args), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    action = K.fog_decide(*args)[0]
+    assert set(np.unique(action)) == {K.KEEP, K.SCATTER, K.LOST}
+
+
+def test_strongest_per_ray_kernel_matches_reference():
+    rng = np.random.default_rng(1)
+    ray = np.sort(rng.integers(0, 300, 2000))
+    power = rng.random(2000)
+    power[10] = power[11]  # a tie
+    np.testing.assert_array_equal(K.strongest_per_ray(ray, power, 400),
+                                  K.strongest_per_ray_reference(ray, power, 400))
+    assert np.array_equal(K.strongest_per_ray(ray[:0], power[:0], 3), [-1, -1, -1])
+
+
+@pytest.mark.parametrize(("cls", "rate", "alpha"), [
+    (Rain, 25.0, math.pi * 8000 / (4.1 * 25 ** -0.21) ** 3 * 1e-6),  # Marshall-Palmer: 2.77e-3 1/m
+    (Snow, 2.0, math.pi * 3800 * 2 ** -0.87 / (2.55 * 2 ** -0.48) ** 3 * 1e-6),  # Gunn-Marshall
+])
+def test_precipitation_extinction_from_size_distribution(sweep, cls, rate, alpha):
+    t = cls()
+    c = t.apply(sweep, {"rate_mm_h": rate}, seed=0)
+    assert c.info["alpha"] == pytest.approx(alpha, rel=1e-12)
+    # returns that stay are attenuated by exactly exp(-2 alpha R)
+    r = _ranges(sweep)
+    rr = _ranges(c.frame)
+    hard = ~(np.abs(rr - r[c.origin]) > 1e-3)
+    want = (sweep.points["intensity"][c.origin[hard]].astype(np.float64) * np.exp(-2 * alpha * r[c.origin[hard]]))
+    np.testing.assert_allclose(c.frame.points["intensity"][hard], want.astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["rain", "snow"])
+def test_precipitation_clutter_grows_with_the_rate(sweep, name):
+    t = get_transform(name)
+    r = _ranges(sweep)
+    counts = []
+    for level in ("light", "moderate", "heavy"):
+        c = t.apply(sweep, level, seed=0)
+        rr = _ranges(c.frame)
+        sc = np.abs(rr - r[c.origin]) > 1e-3
+        assert np.count_nonzero(sc) == c.info["n_scattered"]
+        assert np.all(rr[sc] < r[c.origin[sc]]) and rr[sc].min() >= 1.0  # a particle in front of its target
+        counts.append(c.info["n_scattered"])
+    assert counts[0] < counts[1] < counts[2]
+    # measured on this street sweep: rain 1/17/82 drop echoes at 5/25/100 mm/h; snow 2,167/4,268/7,028 flake
+    # echoes at 0.5/2/8 mm/h (bright flakes: snow clutters far more than rain)
+    n = len(sweep.points)
+    assert (counts[2] < 0.005 * n) if name == "rain" else (counts[0] > 0.01 * n)
