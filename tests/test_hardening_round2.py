@@ -206,3 +206,95 @@ def test_thread_counts_are_checked_against_the_machine(tmp_path, capsys):
     assert main(["camera", "train-translator", "--arch", "unit", "--domain-a", str(tmp_path), "--domain-b",
                  str(tmp_path), "--out", str(tmp_path / "u"), "--threads", many, "--device", "cpu"]) == 2
     _one_line(capsys, "--threads", "CPU core")
+
+
+# ----------------------------------------------------------------------------------------------- 5: memory
+
+
+def test_an_apollo_grid_too_big_for_the_machine_is_one_line():
+    """Item 5: a bundle's grid=40000 (+ allow_random) made replay allocate 47.7 GiB."""
+    from lidarmt.perception.apollo.errors import ConfigError
+    from lidarmt.perception.registry import get_perception
+
+    with pytest.raises(ConfigError, match="grid 40000 would need .* memory"):
+        get_perception("apollo", grid=40000, allow_random=True, weights=None)
+
+
+def test_a_keras_file_declaring_a_huge_dataset_is_refused_before_reading(tmp_path):
+    """Item 5: a small .h5 declaring a 4 TiB kernel is one line, before h5py allocates anything."""
+    import h5py
+    import numpy as np
+    from test_camera_keras import write_keras
+
+    from lidarmt.camera.errors import ModelError
+    from lidarmt.camera.models.keras import read_keras_file
+
+    path = write_keras(tmp_path / "bomb.h5", [{"class_name": "Dense", "config": {
+        "name": "dense_1", "units": 1, "activation": "linear", "batch_input_shape": [None, 4]},
+        "weights": [("kernel", np.zeros((4, 1))), ("bias", np.zeros(1))]}], version=2)
+    with h5py.File(path, "r+") as f:
+        g = f["model_weights"]["dense_1"]
+        del g["dense_1/kernel:0"]
+        g.create_dataset("dense_1/kernel:0", shape=(1 << 20, 1 << 20), dtype="f4", chunks=(64, 64))
+    assert path.stat().st_size < 1 << 20
+    with pytest.raises(ModelError, match="memory"):
+        read_keras_file(path)
+
+
+def _png_header_only(path: Path, width: int, height: int) -> Path:
+    """A PNG whose header claims width x height RGB pixels, with a few bytes of image data: a bomb's header."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 4096))
+                     + chunk(b"IEND", b""))
+    return path
+
+
+def test_a_decompression_bomb_is_refused_from_its_header(tmp_path):
+    """Item 5: a 30000x30000 PNG (2.5 GiB decoded) is refused from its header, before opencv decodes it."""
+    import cv2
+    import numpy as np
+
+    from lidarmt._limits import image_header
+    from lidarmt.camera.sources.decode import decode_file
+    from lidarmt.camera.sources.factory import open_images
+
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    bomb = _png_header_only(folder / "a.png", 30000, 30000)
+    with pytest.raises(Exception, match="30000×30000"):
+        decode_file(bomb)
+    with open_images(str(folder)) as src, pytest.raises(Exception, match="30000×30000"):
+        src[0]
+    # the header reader agrees with opencv on real files
+    img = np.zeros((37, 53, 3), np.uint8)
+    for ext in (".png", ".jpg"):
+        ok, enc = cv2.imencode(ext, img)
+        assert ok and image_header(enc.tobytes())[:2] == (53, 37)
+
+
+def test_a_campaign_larger_than_memory_is_one_line(tmp_path):
+    """Item 5: --trials 10**12 grew a list of keys until memory ran out."""
+    from test_camera_campaign import config, write_udacity
+
+    from lidarmt.errors import UserError
+    from lidarmt.fuzz.engine import run_campaign
+
+    drive = write_udacity(tmp_path / "drive", 2)
+    with pytest.raises(UserError, match="memory"):
+        run_campaign(config(drive, transforms="brightness", frames=(0, 1), trials=10**12), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_translator_too_big_for_the_machine_is_one_line(tmp_path, capsys):
+    """Item 5: camera train-translator --dim 100000 tried to allocate 1.28 TB."""
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    assert main(["camera", "train-translator", "--arch", "unit", "--domain-a", str(tmp_path / "a"), "--domain-b",
+                 str(tmp_path / "b"), "--out", str(tmp_path / "u"), "--dim", "100000", "--device", "cpu"]) == 2
+    _one_line(capsys, "--dim", "memory")

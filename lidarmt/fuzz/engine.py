@@ -843,6 +843,10 @@ class CampaignResult:
     workers_note: str = ""  # why fewer workers than asked were used ("" when as asked)
 
 
+#: bytes a pair costs a campaign before it is judged: its key in the item's list and in the tally's set
+PAIR_BYTES = 200
+
+
 def run_campaign(
     config: CampaignSpec,
     out: str | os.PathLike[str],
@@ -869,6 +873,11 @@ def run_campaign(
     backend, so a campaign started on one resumes on the other.
     """
     out = Path(out)
+    from lidarmt._limits import check_memory
+
+    # every pair's key is listed per item and remembered by the tally: a count an option claims must fit memory
+    check_memory(config.total * PAIR_BYTES, what=f"a campaign of {config.total:,} pairs", error=FuzzArgumentError,
+                 hint="ask for fewer trials, frames or settings")
     workers, note = clamp_workers(workers, items=len(config.items), per_worker=config.worker_memory(),
                                   backend=backend, address=address)
     check_out(out, resume=resume, force=force)

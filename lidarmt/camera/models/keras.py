@@ -727,6 +727,8 @@ def read_keras_file(path: str | Path) -> KerasFile:
     """Parse a Keras HDF5 model file (architecture and weights) into a :class:`KerasFile`. Runs nothing."""
     import h5py
 
+    from lidarmt._limits import check_memory
+
     p = Path(path)
     if not p.is_file():
         raise ModelError(f"Keras model file {p} does not exist; give the path of a Keras .h5 model")
@@ -752,6 +754,7 @@ def read_keras_file(path: str | Path) -> KerasFile:
         version = _attr_text(f.attrs.get("keras_version", "?"))
         wroot = f.get("model_weights", f)
         layers = []
+        claimed = 0  # bytes of the float32 weights read so far
         for lc in _chain(str(p), cfg):
             conf = lc.get("config") or {}
             name = str(lc.get("name") or conf.get("name") or "?")
@@ -763,7 +766,13 @@ def read_keras_file(path: str | Path) -> KerasFile:
                 for wn in names:
                     if wn not in g:
                         raise ModelError(f"{p}: weight {wn} of layer {name} is missing from the file")
-                    arrays.append((wn, np.asarray(g[wn][()], dtype=np.float32)))
+                    ds = g[wn]
+                    if not isinstance(ds, h5py.Dataset):
+                        raise ModelError(f"{p}: weight {wn} of layer {name} is not an array")
+                    # the shape is what the file claims: fits memory? (a 3 MB file may declare terabytes)
+                    claimed += 4 * math.prod(ds.shape or ())
+                    check_memory(claimed, what=f"{p}: its weights (up to {wn} of layer {name})", error=ModelError)
+                    arrays.append((wn, np.asarray(ds[()], dtype=np.float32)))
             layers.append(KerasLayer(name, kind, conf, arrays))
     if not layers:
         raise ModelError(f"{p}: the model has no layers")

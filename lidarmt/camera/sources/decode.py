@@ -101,6 +101,9 @@ def decode_bytes(data: bytes | memoryview | np.ndarray, where: str) -> np.ndarra
     if buf.size == 0:
         raise ImageSourceError(f"{where}: empty image (0 bytes)")
     check_complete(memoryview(buf), where)
+    from lidarmt._limits import check_image
+
+    check_image(bytes(buf[:1 << 16]), what=where, error=ImageSourceError)  # a decompression bomb: by its header
     try:
         img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     except cv2.error as err:  # opencv raises for some malformed headers instead of returning None

@@ -105,6 +105,10 @@ class LearnedTranslator:
         self.weather = weather
         self.title = title or f"{self.arch.upper()} translator {name}"
         cfg = self.net
+        from lidarmt._limits import check_memory
+        from lidarmt.camera.translate.nets import parameter_count
+
+        check_memory(4 * parameter_count(cfg), what=f"{path}: the translator its settings describe", error=ModelError)
         if self.arch == "munit":
             enc = ContentEncoder(cfg)
             parts: dict[str, Any] = {"enc_content": enc, "enc_style": StyleEncoder(cfg),

@@ -318,6 +318,13 @@ def build_generators(cfg: NetConfig) -> nn.ModuleDict:
     return gens
 
 
+def parameter_count(cfg: NetConfig) -> int:
+    """The parameters of ``cfg``'s generators and discriminators, counted on torch's meta device: nothing is
+    allocated, so sizes a file or an option claims can be checked against the machine before building."""
+    with torch.device("meta"):
+        return sum(p.numel() for part in (build_generators(cfg), build_discriminators(cfg)) for p in part.parameters())
+
+
 def build_discriminators(cfg: NetConfig) -> nn.ModuleDict:
     dis = nn.ModuleDict({"a": MultiScaleDis(cfg), "b": MultiScaleDis(cfg)})
     init_weights(dis, "gaussian")

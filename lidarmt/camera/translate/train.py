@@ -122,6 +122,15 @@ class TrainConfig:
             raise CameraArgumentError(f"--seed {self.seed}: expected an integer from 0 to 2^63-1")
         if self.holdout < 1:
             raise CameraArgumentError(f"holdout={self.holdout}: expected at least 1")
+        from lidarmt._limits import check_memory
+        from lidarmt.camera.translate.nets import parameter_count
+
+        # weights, gradients and Adam's two moments, plus a lower bound on one image's full-size feature maps
+        n = self.net
+        check_memory(16 * parameter_count(n) + 4 * 16 * self.size * self.size * n.dim,
+                     what=f"training a {n.arch} translator with --dim {n.dim}, --dis-dim {n.dis_dim}, --mlp-dim "
+                          f"{n.mlp_dim}, --n-res {n.n_res} at --size {self.size}", error=CameraArgumentError,
+                     hint="the shipped translators use --dim 16 --dis-dim 32 --size 128")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -170,6 +179,7 @@ def read_domain(folder: str | os.PathLike[str], *, short_side: int, max_images: 
     ratio after resizing (the first image's), others are centre-cropped to it."""
     import cv2
 
+    from lidarmt._limits import check_image
     from lidarmt.camera.sources.folder import list_images
 
     p = Path(folder)
@@ -188,6 +198,7 @@ def read_domain(folder: str | os.PathLike[str], *, short_side: int, max_images: 
     for i, name in enumerate(names):
         try:
             data = np.fromfile(p / name, dtype=np.uint8)
+            check_image(data[:1 << 16].tobytes(), what=str(p / name), error=ImageSourceError)  # a bomb: by its header
             img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
         except (OSError, cv2.error) as err:
             raise ImageSourceError(f"{p / name}: not a readable image ({type(err).__name__}); remove it or "
