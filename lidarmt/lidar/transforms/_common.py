@@ -19,6 +19,7 @@ class Builtin:
     family: ClassVar[str]
     params: ClassVar[tuple[Param, ...]]
     doc: ClassVar[str]
+    summary: ClassVar[str]  # one line for listings
     levels: ClassVar[dict[str, dict[str, float]]]
 
     def apply(self, frame: Frame, params: Mapping[str, float] | str | None = None, *, seed: int = 0,

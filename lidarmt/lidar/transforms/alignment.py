@@ -29,6 +29,7 @@ def _change(frame: Frame, g: np.ndarray, info: dict) -> LidarChange:
 class Rotate(Builtin):
     name = "rotate"
     family = "alignment"
+    summary = "whole sweep rotated about the sensor's z axis"
     params = (Param("angle_deg", "deg", -180.0, 180.0, "rotation about the sensor's z axis, counter-clockwise"),)
     doc = ("Whole-sweep rigid rotation about the sensor's z axis by angle_deg (counter-clockwise seen from above): "
            "every point's x, y rotated in float64 and stored as float32; z, intensity, ring, time kept. geometry is "
@@ -42,6 +43,7 @@ class Rotate(Builtin):
 class Mirror(Builtin):
     name = "mirror"
     family = "alignment"
+    summary = "mirror image y -> -y"
     params = ()
     doc = ("The mirror image of the sweep in the sensor's x-z plane: y -> -y for every point (left and right "
            "swapped, as a sensor on a car driving on the other side of the road would see it). geometry is "

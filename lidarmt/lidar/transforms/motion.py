@@ -74,6 +74,7 @@ _LEVELS = {"light": {"speed_mps": 10.0, "yaw_rate_dps": 0.0},
 class RollingShutter(Builtin):
     name = "rolling-shutter"
     family = "motion"
+    summary = "sweep distorted by ego motion during the 100 ms turn"
     params = _PARAMS
     doc = ("Rolling-shutter distortion: a motion-compensated sweep re-expressed as a sensor moving at speed_mps "
            "and turning at yaw_rate_dps measures it during its 100 ms turn, p' = R(yaw(dt))^T (p - t(dt)) with dt "
@@ -88,6 +89,7 @@ class RollingShutter(Builtin):
 class Deskew(Builtin):
     name = "deskew"
     family = "motion"
+    summary = "motion compensation with a given ego motion"
     params = _PARAMS
     doc = ("Motion compensation of a raw sweep (what Apollo's compensator does before perception): each point moved "
            "into the frame of the sweep's end, p' = R(yaw(dt)) p + t(dt), for an ego moving at speed_mps and "

@@ -161,6 +161,7 @@ def _xyz(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class Insert(Builtin):
     name = "insert"
     family = "object"
+    summary = "a real object inserted on the road, occlusion by ray casting"
     params = (Param("distance_m", "m", 4.0, 60.0, "horizontal distance of the inserted object's centre"),)
     doc = ("Insertion of a real object (cut by its box from labelled real sweeps: the object library, "
            "TransformContext.library) at a free place on the road (inside TransformContext.roi when given) "
@@ -245,6 +246,7 @@ class Insert(Builtin):
 class Remove(Builtin):
     name = "remove"
     family = "object"
+    summary = "labelled obstacles lose their points"
     params = (Param("count", "objects", 1.0, 10.0, "how many labelled obstacles lose their points",
                     integer=True),
               Param("max_distance_m", "m", 5.0, 120.0, "only obstacles whose centre lies this close"))

@@ -15,6 +15,7 @@ MIN_RANGE = 0.9  # the HDL-64E's minimum range, metres
 class BeamLoss(Builtin):
     name = "beam-loss"
     family = "sensor"
+    summary = "a random share of the 64 lasers gives no return"
     params = (Param("fraction", "fraction", 0.0, 1.0, "share of the 64 lasers that fail"),)
     doc = ("Lost lasers: round(fraction x 64) of the HDL-64E's 64 rings, drawn at random from the seed, give no "
            "return; their points are dropped. Rings come from the ring field, or from each point's elevation "
@@ -31,6 +32,7 @@ class BeamLoss(Builtin):
 class BeamSkip(Builtin):
     name = "beam-skip"
     family = "sensor"
+    summary = "every k-th laser gives no return"
     params = (Param("every", "rings", 2.0, 16.0, "every k-th ring is lost", integer=True),)
     doc = ("Every k-th laser lost (a lower-resolution sensor): the rings r with r mod k == k - 1 give no return "
            "(k = 2 halves the 64 rings to 32). Deterministic: the seed plays no part.")
@@ -45,6 +47,7 @@ class BeamSkip(Builtin):
 class RangeNoise(Builtin):
     name = "range-noise"
     family = "sensor"
+    summary = "Gaussian range error along each ray"
     params = (Param("sigma_cm", "cm", 0.0, 100.0, "standard deviation of the range error"),)
     doc = ("Gaussian range noise: each point moves along its ray by N(0, sigma) (the HDL-64E's datasheet accuracy "
            "is < 2 cm; a degraded unit or a wet window is worse). Ranges are kept above 0.9 m, the minimum range.")
@@ -61,6 +64,7 @@ class RangeNoise(Builtin):
 class IntensityShift(Builtin):
     name = "intensity"
     family = "sensor"
+    summary = "intensity gain and receiver saturation"
     params = (Param("gain", "fraction", 0.05, 10.0, "factor on every intensity"),
               Param("saturation", "intensity", 1.0, 255.0, "largest intensity the receiver reports"))
     doc = ("Intensity miscalibration and receiver saturation: intensity' = min(gain x intensity, saturation), on "
@@ -79,6 +83,7 @@ class IntensityShift(Builtin):
 class FovLoss(Builtin):
     name = "fov-loss"
     family = "sensor"
+    summary = "a blind azimuth sector"
     params = (Param("width_deg", "deg", 0.0, 360.0, "width of the blind sector"),
               Param("center_deg", "deg", -180.0, 180.0, "azimuth of its centre (0 ahead, 90 left)"))
     doc = ("Field-of-view loss (a blocked or dirty part of the window, a mounting that hides a sector): every "
@@ -96,6 +101,7 @@ class FovLoss(Builtin):
 class Crosstalk(Builtin):
     name = "crosstalk"
     family = "sensor"
+    summary = "spurious echoes from another LiDAR's pulses"
     params = (Param("fraction", "fraction", 0.0, 0.5, "share of the returns replaced by a spurious echo"),)
     doc = ("Crosstalk from another LiDAR: a random share of the rays receive a foreign pulse before their own echo; "
            "the return is replaced by a spurious one on the same ray at a range uniform in [0.9 m, R] (R the true "

@@ -70,6 +70,7 @@ def fog_coefficients(visibility_m: float) -> tuple[float, float]:
 class Fog(Builtin):
     name = "fog"
     family = "weather"
+    summary = "attenuation exp(-2 alpha R) and fog backscatter (Hahner et al. 2021)"
     params = (Param("visibility_m", "m", 10.0, 2000.0, "meteorological optical range (visibility)"),)
     doc = ("Fog after Hahner et al. (ICCV 2021): alpha = ln(20)/V, beta = 0.046/V; every return attenuated by "
            "exp(-2 alpha R); the fog's own echo (the pulse sin^2, tau_H = 20 ns, convolved with the fog's impulse "
@@ -178,6 +179,7 @@ class _Precipitation(Builtin):
 class Rain(_Precipitation):
     name = "rain"
     family = "weather"
+    summary = "attenuation and drop echoes, Marshall-Palmer drop sizes"
     params = (Param("rate_mm_h", "mm/h", 0.1, 200.0, "rain rate"),)
     doc = ("Rain: drops with the Marshall-Palmer (1948) size distribution N(D) = 8000 exp(-4.1 R^-0.21 D) per m^3 "
            "and mm (R the rain rate in mm/h, D in mm); extinction alpha = pi N0 / Lambda^3; each return attenuated "
@@ -196,6 +198,7 @@ class Rain(_Precipitation):
 class Snow(_Precipitation):
     name = "snow"
     family = "weather"
+    summary = "attenuation and flake echoes, Gunn-Marshall flake sizes"
     params = (Param("rate_mm_h", "mm/h", 0.1, 20.0, "snowfall rate (melted water equivalent)"),)
     doc = ("Snow: flakes with the Gunn-Marshall (1958) size distribution N(D) = 3800 R^-0.87 exp(-2.55 R^-0.48 D) "
            "per m^3 and mm (R the snowfall rate in mm/h of melted water, D in mm); extinction alpha = pi N0 / "
