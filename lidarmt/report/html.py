@@ -360,6 +360,9 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
         body.append(p("Each bundle replays with lidarmt replay FOLDER; bundle.mcap opens in Foxglove with "
                       "foxglove-layout.json (both clouds, added and minimal points, obstacles with the lost ones "
                       "red, the ROI, the pose).", cls="note"))
+    else:
+        body.append(p("No bug bundles (none asked for with --bundles 0, or no pair violates what the filter counts).",
+                      cls="note"))
 
     pairs, more = _violating_pairs(out, summary)
     body = page.section("pairs", f"Violating pairs ({len(pairs) + more})")
@@ -390,6 +393,9 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
         if more:
             body.append(p(f"… and {more} more in journal.jsonl (the page lists the first {MAX_PAIR_ROWS}).",
                           cls="note"))
+    else:
+        body.append(p("No pair violates |O| ≤ |O′| or O ⊆ O′" + (" with the filter above." if flt.get("min_points")
+                                                                  or flt.get("min_size_m3") else "."), cls="note"))
 
     if findings:
         body = page.section("findings", f"Crashes and timeouts of the perception module ({len(findings)})")
