@@ -24,7 +24,8 @@ from lidarmt.report.stats import rate
 from lidarmt.types import CLASS_ORDER, Frame
 
 DETECTION_FILE = "detection.json"
-#: KITTI labels only the front camera's view (as ``lidarmt evaluate`` counts it)
+#: KITTI labels only the front camera's view: frames whose calibration gives no region (``Labels.region``) count
+#: this forward sector (as ``lidarmt evaluate`` does)
 KITTI_FOV_DEG = 82.0
 
 
@@ -116,9 +117,10 @@ def evaluate_module(config: Any, folder: Path, frame_at: Callable[[int], Frame],
     first = frame_at(config.frames[0])
     is_kitti = first.provenance is not None and first.provenance.format == "kitti"
     try:
+        # as `lidarmt evaluate` counts: the labels' region (KITTI: camera 2's view; the fov only for KITTI frames
+        # without one), UNKNOWN detections false positives only where the labels name unknown objects
         res = evaluate_frames(name or config.sut.name, frames(), _Guarded(), rois.roi_for,
-                              min_points=min_points,
-                              fov_deg=KITTI_FOV_DEG if is_kitti else None, count_unknown_fp=not is_kitti,
+                              min_points=min_points, fov_deg=KITTI_FOV_DEG if is_kitti else None,
                               on_frame=on_frame)
     except Exception as err:  # the module failed on a source frame: no detection quality for it
         from lidarmt.errors import UserError
@@ -128,7 +130,7 @@ def evaluate_module(config: Any, folder: Path, frame_at: Callable[[int], Frame],
         return {"config": want, "error": f"{type(err).__name__}: {err}"}
     d = {"config": want, "frames": res.frames, "seconds": round(res.seconds, 3),
          "classes": {c.value: res.counts[c].to_dict() for c in CLASS_ORDER}, "per_frame": per_frame,
-         "kitti_fov_deg": KITTI_FOV_DEG if is_kitti else None}
+         "kitti_fov_deg": KITTI_FOV_DEG if is_kitti else None, "evaluated_area": res.area()["description"]}
     atomic_write_text(path, json.dumps(d, indent=1, sort_keys=True) + "\n")
     return d
 

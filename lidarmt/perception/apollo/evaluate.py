@@ -67,6 +67,8 @@ FOUND_IOU = 0.1
 GRID_HALF_M = 60.0
 #: recordings whose labels name cars, pedestrians and cyclists but no "unknown" objects (no poles, signs, walls)
 UNKNOWN_UNLABELLED_FORMATS = ("kitti", "kitti-raw", "semantickitti")
+#: recordings whose box labels cover only the front camera's view: without a region, ``fov_deg`` stands for it
+CAMERA_VIEW_FORMATS = ("kitti", "kitti-raw")
 
 #: the matching rule, as every report states it
 MATCHING_RULE = (
@@ -254,7 +256,7 @@ class EvalResult:
         """Count the labelled region (or its absence) of one evaluated frame."""
         if region is None:
             self.unregioned += 1
-            self.fov_deg = fov_deg
+            self.fov_deg = fov_deg if fov_deg is not None else self.fov_deg
         else:  # the sector, not the file it came from (each KITTI object frame has its own calibration)
             key = LabelledRegion(region.azimuth_min, region.azimuth_max, region.max_range).describe()
             if region.source and key not in self.regions:
@@ -386,8 +388,8 @@ def evaluate_frames(
 ) -> EvalResult:
     """Run ``perception.detect(frame, roi_of(frame))`` on every frame and accumulate the counts.
 
-    The evaluated area of a frame is its labelled region (``labels.region``; ``fov_deg`` for frames without
-    one, when given) within ``max_range`` metres (when given). ``count_unknown_fp`` None: UNKNOWN detections
+    The evaluated area of a frame is its labelled region (``labels.region``; ``fov_deg``, when given, for KITTI
+    frames without one) within ``max_range`` metres (when given). ``count_unknown_fp`` None: UNKNOWN detections
     are false positives only where the labels name unknown objects (:func:`unknown_is_labelled`)."""
     import time
 
@@ -397,14 +399,16 @@ def evaluate_frames(
     for frame in frames:
         roi = roi_of(frame)
         obstacles = perception.detect(frame, roi)
-        gts = frame_ground_truth(frame, roi, min_points=min_points, fov_deg=fov_deg, max_range=max_range)
+        fmt = frame.provenance.format if frame.provenance is not None else ""
+        fov = fov_deg if fmt in CAMERA_VIEW_FORMATS else None  # SemanticKITTI and the simulator label all around
+        gts = frame_ground_truth(frame, roi, min_points=min_points, fov_deg=fov, max_range=max_range)
         region = frame.labels.region if frame.labels is not None else None
-        res.note_area(region, fov_deg)
+        res.note_area(region, fov)
         unknown_fp = unknown_is_labelled(frame) if count_unknown_fp is None else count_unknown_fp
         res.unknown_fp.add(bool(unknown_fp))
         dets = []
         for ob in obstacles:
-            counted = in_area(float(ob.center[0]), float(ob.center[1]), region=region, fov_deg=fov_deg,
+            counted = in_area(float(ob.center[0]), float(ob.center[1]), region=region, fov_deg=fov,
                               max_range=max_range)
             if ob.cls == ObstacleClass.UNKNOWN and not unknown_fp:
                 counted = False
