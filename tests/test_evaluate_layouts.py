@@ -286,3 +286,13 @@ def test_evaluate_a_kitti_raw_drive_with_its_tracklets(tmp_path, capsys, w64):
     # the car (frames 0, 1), the cyclist (frame 1), the tram (unknown, frame 2); the van behind is outside the view
     assert (c["car"]["gt"], c["cyclist"]["gt"], c["unknown"]["gt"]) == (2, 1, 1)
     assert "azimuth -40.5 to +39.8 deg" in res["evaluated_area"]["description"]
+
+
+def test_bev_draws_the_labelled_boxes_and_region(tmp_path):
+    from lidarmt.report.bev import draw_bev
+
+    frame = cloud_frame([(15.0, 0.0), (-15.0, 0.0)], region=SECTOR)
+    with_labels = draw_bev(frame, [detection(ObstacleClass.CAR, 15.0, 0.0)], out=tmp_path / "a.png", extent=30.0)
+    without = draw_bev(frame, [detection(ObstacleClass.CAR, 15.0, 0.0)], out=tmp_path / "b.png", extent=30.0,
+                       show_labels=False)
+    assert with_labels.read_bytes()[:4] == b"\x89PNG" and with_labels.read_bytes() != without.read_bytes()

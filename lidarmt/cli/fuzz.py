@@ -23,9 +23,17 @@ Verdicts go to an append-only journal (resumable with --resume); the run folder 
 report.md, charts, and a bug bundle per violation (up to --bundles per n), each with a 1-minimal subset of the
 added points (delta debugging).
 
-The ROI is an HD map placed by each frame's pose (--map), a GeoJSON drawn in the sensor frame, or, for frames
-with SemanticKITTI ground labels and no map, --roi labels: the area the labelled road, parking, sidewalk and
-other-ground cover, and every point above it (built once per source frame; --map labels is the same).
+The ROI is an HD map placed by each frame's pose (--map), a GeoJSON drawn in the sensor frame (a corridor along
+the road ahead works on any recording), or --roi labels (--map labels is the same), built once per source frame
+from its labels: for frames with per-point ground labels (SemanticKITTI labels/, KITTI road_label/) the area the
+labelled road, parking, sidewalk and other-ground cover, and every point above it; for frames whose labels are
+boxes of a part of the sweep and no ground labels (a KITTI raw drive with its tracklet_labels.xml) that labelled
+region, camera 2's view (about 80 degrees ahead) within --roi-range, road or not. A KITTI raw drive without
+tracklets has no labels: give it a GeoJSON.
+
+Where the source frames carry object labels (KITTI boxes, tracklets, SemanticKITTI instances, labelled .npz
+frames), each lost obstacle is matched to them: the reports split the lost obstacles into LABELLED objects (a
+real car, pedestrian or cyclist lost) and unlabelled junk, per class and by size and distance.
 
 Region: --region disk (default) draws the points in the 120 m disk of the HDL-64E's range: most of them fall
 outside the CNN's ±60 m grid or its -5..5 m height band and never reach the network (about 1 in 4 do). --region
@@ -60,7 +68,10 @@ Examples:
 
 `lidarmt fuzz --bag drive.bag --map maps/sunnyvale --out runs/study --resume`  (continue an interrupted run)
 
-`lidarmt fuzz --bag kitti/2011_09_26_drive_0005_sync --roi labels --preset study`  (labels as the ROI)
+`lidarmt fuzz --bag kitti/training --roi labels --n 10,100,1000`  (KITTI object frames: road labels as the ROI)
+
+`lidarmt fuzz --bag kitti_raw/2011_09_26/2011_09_26_drive_0001_sync --roi labels --frames 20`  (a KITTI raw drive
+with its tracklets: the labelled camera view as the ROI)
 
 `lidarmt fuzz --bag drive.bag --map maps/sunnyvale --min-points 10 --min-size 1`  (count cars, not junk)
 
@@ -81,7 +92,7 @@ def _parse_options(items: list[str]) -> dict:
 
 def fuzz(
     bag: Annotated[str, typer.Option("--bag", help="Recording: ROS1/ROS2 bag, Cyber record, PCD/KITTI/.npz folder.")],
-    map: Annotated[str | None, typer.Option("--map", "--roi", help="The ROI: an HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder, or 'labels' (the area each frame's ground labels cover; for SemanticKITTI frames without a map).")] = None,
+    map: Annotated[str | None, typer.Option("--map", "--roi", help="The ROI: an HD map (Apollo .bin/.txt/.xml, GeoJSON) or its folder, or 'labels' (the area each frame's ground labels cover, or for box labels without them the labelled region: KITTI raw drives with tracklets).")] = None,
     n: Annotated[str | None, typer.Option("--n", help="Points to add, comma-separated (default and the study: 10,100,1000).")] = None,
     frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all; --preset study: 1000 or all there are).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every follow-up is reproducible from (seed, frame, n, trial).")] = 0,
@@ -150,8 +161,8 @@ def fuzz(
     region = region if region is not None else str(defaults["region"])
     n = n if n is not None else str(defaults["n"])
     if map is None:
-        raise FuzzArgumentError("no ROI: give --map MAP (an Apollo map or a GeoJSON), or --roi labels for frames "
-                                "with SemanticKITTI ground labels")
+        raise FuzzArgumentError("no ROI: give --map MAP (an Apollo map or a GeoJSON), or --roi labels for labelled "
+                                "frames (SemanticKITTI or KITTI road labels, KITTI raw tracklets)")
     lost_filter = LostFilter(min_points, min_size)
     ns = parse_ns(n)
     if region not in ("disk", "grid"):

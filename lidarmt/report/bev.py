@@ -4,7 +4,9 @@
 points light grey, ROI points darker, each obstacle's box (MinBox: centre, length, width, direction) and hull
 in its class colour (car green, pedestrian pink, cyclist blue, unknown purple, as in Apollo's offline
 visualizer), a heading tick, a legend with per-class counts, a scale bar and the sensor marker. The view is the
-sensor frame seen from above with x (forward) up and y (left) to the left.
+sensor frame seen from above with x (forward) up and y (left) to the left. When the frame carries labels, their
+boxes are drawn dashed in black (the ground truth) and the edges of the labelled region (KITTI: camera 2's view)
+dotted, so a picture shows which obstacles are labelled objects and what the labels cover.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ def draw_bev(
     roi: object | None = None,
     added_from: int | None = None,
     highlight: np.ndarray | None = None,
+    show_labels: bool = True,
 ) -> Path:
     """Write the bird's-eye PNG of ``frame`` with ``obstacles`` to ``out`` (atomically); returns the path.
 
@@ -102,7 +105,8 @@ def draw_bev(
     at least 20 m, at most 80 m). ``roi``: an ROI bitmap (:class:`~lidarmt.roi.bitmap.RoiMask`) whose outline is
     drawn. ``added_from``: points from this index on were added by a mutation (drawn orange); ``highlight``:
     indices of points to mark (large red stars, e.g. the minimal subset of the added points that still breaks
-    MR1). The axis labels and title are always inside the picture.
+    MR1). ``show_labels``: draw the frame's labelled boxes and labelled region, when it has them. The axis labels
+    and title are always inside the picture.
     """
     import matplotlib
 
@@ -169,6 +173,25 @@ def draw_bev(
             tip = c + d / max(np.linalg.norm(d), 1e-9) * 0.5 * o.length
             (th, tv) = _to_view(np.array([c, tip]))
             ax.plot(th, tv, color=color, lw=1.0, zorder=5)
+        lb = frame.labels if show_labels else None
+        if lb is not None and len(lb.boxes):
+            for b in lb.boxes:
+                c, sn = np.cos(float(b["yaw"])), np.sin(float(b["yaw"]))
+                hl, hw = 0.5 * float(b["length"]), 0.5 * float(b["width"])
+                local = np.array([[hl, hw], [-hl, hw], [-hl, -hw], [hl, -hw]])
+                corners = local @ np.array([[c, -sn], [sn, c]]).T + [float(b["cx"]), float(b["cy"])]
+                bh, bv = _to_view(corners)
+                ax.add_patch(MplPolygon(np.c_[bh, bv], closed=True, fill=False, ec="black", lw=0.9, ls="--",
+                                        zorder=4))
+            extra_handles.append(Line2D([], [], color="black", lw=0.9, ls="--",
+                                        label=f"labelled boxes ({len(lb.boxes)})"))
+        if lb is not None and lb.region is not None:
+            reach = extent * 1.5 if lb.region.max_range is None else lb.region.max_range
+            for az in (lb.region.azimuth_min, lb.region.azimuth_max):
+                eh, ev = _to_view(np.array([[0.0, 0.0], [reach * np.cos(az), reach * np.sin(az)]]))
+                ax.plot(eh, ev, color="#555555", lw=0.9, ls=":", zorder=2)
+            extra_handles.append(Line2D([], [], color="#555555", lw=0.9, ls=":",
+                                        label=f"labelled region ({lb.region.width_deg:.0f}°)"))
         # sensor marker: a triangle pointing forward (+x, up)
         ax.plot([0], [0], marker="^", ms=9, color="#d62728", mec="black", mew=0.6, zorder=6)
         # scale bar: 10 m (5 m for small views) in the lower left corner
