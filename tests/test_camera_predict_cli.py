@@ -132,7 +132,7 @@ def test_predict_history_windows_and_bad_outputs(data, monkeypatch, capsys) -> N
     ("shape", "outputs shape (3,) per image"),
     ("garbage", "is not an HDF5 file"),
     ("unknown", "unknown steering model 'no-such-model'; available:"),
-    ("option", "--model-option 'preprocess': expected key=value"),
+    ("option", "--model-option 'preprocess': use [MODEL:]KEY=VALUE"),
 ])  # fmt: skip
 def test_predict_errors_are_one_line(data, capsys, what: str, message: str) -> None:
     model = str(data / "bad.h5")

@@ -61,7 +61,10 @@ def _torch_threads() -> int | None:
 
 
 def display_name(spec: str) -> str:
-    """A model's name for tables: a Keras file by its stem, anything else as given."""
+    """A model's name for tables: a Keras file by its stem, a weights file by its file name (``dave2.pt``,
+    apart from the shipped ``dave2``), anything else as given."""
+    if spec.lower().endswith((".pt", ".pth")):
+        return Path(spec).name
     return Path(spec).stem if spec.lower().endswith((".h5", ".hdf5", ".keras")) else spec
 
 
@@ -89,6 +92,9 @@ def pair_picture(seed: np.ndarray, transformed: np.ndarray, *, label: float | No
 
     sign = -1.0 if expect == "negate" else 1.0
     a, b = seed.copy(), transformed.copy()
+    if b.shape[0] != a.shape[0]:  # a follow-up made elsewhere may have another size: scaled for the picture only
+        b = cv2.resize(b, (max(1, round(b.shape[1] * a.shape[0] / b.shape[0])), a.shape[0]),
+                       interpolation=cv2.INTER_AREA)
     steering_arrow(a, label, (40, 200, 40), length=0.42)
     steering_arrow(b, None if label is None else sign * label, (40, 200, 40), length=0.42)
     steering_arrow(a, pred, (40, 90, 255))
@@ -179,6 +185,9 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         resolve = getattr(transform, "resolve", None)  # the full setting applied (weather styles from the seed)
         if callable(resolve):
             info["resolved_params"] = resolve(dict(tr.grid[p]), info["transform_seed"])
+        follow_up = getattr(transform, "bundle_info", None)  # a pairs campaign: which image was the follow-up
+        if callable(follow_up):
+            info["follow_up"] = follow_up(f)
         ts = [transform]
     translators = translator_provenance(ts)
     if translators:
@@ -248,6 +257,8 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
         "",
         f"- image: frame {info['frame_index']} (`{info['frame_id']}`) of `{info['config']['images']}`",
         f"- model: `{info['model']['name']}` {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
+        (f"- follow-up made outside lidarmt: `{info['follow_up'].get('frame_id')}` of "
+         f"`{info['follow_up'].get('source')}`") if "follow_up" in info else
         (f"- transformation: `{info['transform']}` ({info['family']}), parameters `{json.dumps(info['params'])}`, "
          f"seed tuple {info['seed_tuple']}") if "steps" not in info else
         ("- transformations, applied in turn: " + "; ".join(
@@ -285,8 +296,7 @@ class CameraReplay:
 def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool = False,
                          model: str | None = None) -> CameraReplay:
     """Re-run a camera bundle (``info`` is its bundle.json, already read); see the module docstring."""
-    from lidarmt.camera.campaign import CameraEvaluator, ModelRef, transform_seed
-    from lidarmt.camera.models.registry import get_model
+    from lidarmt.camera.campaign import CameraEvaluator, ModelRef, build_model, transform_seed
     from lidarmt.camera.transforms.base import apply_window
     from lidarmt.camera.transforms.registry import build
     from lidarmt.report.manifest import verify_manifest
@@ -326,11 +336,12 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
         prov = translators.get(name) or {}
         return build(name, {"device": str(prov["device"])} if prov.get("device") else {}, trust_code=trust_code)
 
-    net = get_model(mref.name, trust_code=trust_code, **dict(mref.options))
+    net = build_model(mref, trust_code=trust_code)  # a model file must be the one recorded (SHA-256)
+    external = info.get("family") == "external"  # a pairs campaign: the follow-up was made elsewhere
     if "steps" in info:  # a search's mutant: its transformations in turn, each with its own seed
         steps = [(transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
         used = [t for t, _, _ in steps]
-    else:
+    elif not external:
         used = [transform(info["transform"])]
     for prov in translators.values():  # the same weights, before anything is run with them
         if prov.get("sha256"):
@@ -340,7 +351,9 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
             now = sha256_of(w) if w is not None and w.is_file() else None
             check(f"translator {prov['spec']} weights (SHA-256)", now == prov["sha256"],
                   f"{now or 'no weights file'} now, {prov['sha256']} stored")
-    if "steps" in info:
+    if external:  # nothing to regenerate: both images are the bundle's (MANIFEST.json checked them)
+        again, what = stored_t, ""
+    elif "steps" in info:
         again = seed_w
         for tr, params, seed in steps:
             again = apply_window(tr, again, params, seed)
@@ -351,8 +364,9 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
         check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
         again = apply_window(tr, seed_w, info["params"], seed)
         what = "transformed image regenerated from the seed tuple"
-    check(what, again.shape == stored_t.shape and np.array_equal(again, stored_t),
-          "the transformation produced other pixels than window.npz")
+    if what:
+        check(what, again.shape == stored_t.shape and np.array_equal(again, stored_t),
+              "the transformation produced other pixels than window.npz")
     h = int(net.input_spec.history)
     pred = float(net.predict(CameraEvaluator.model_input(seed_w, h)[None])[0])
     pred_t = float(net.predict(CameraEvaluator.model_input(stored_t, h)[None])[0])

@@ -52,17 +52,46 @@ def transform_seed(seed: int, frame: int, transform: str, param: int, trial: int
 
 @dataclass(frozen=True, slots=True)
 class ModelRef:
-    """A steering model to build: a registered name, a Keras ``.h5`` path, or ``package.module:callable``."""
+    """A steering model to build: a registered name, a Keras ``.h5`` or weights ``.pt`` path, or
+    ``package.module:callable``; ``sha256``: the model file's fingerprint when the model is a file (recorded
+    only then, so journals of named models read as before), checked before the model is built."""
 
     name: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "options": dict(self.options)}
+        d: dict[str, Any] = {"name": self.name, "options": dict(self.options)}
+        if self.sha256:
+            d["sha256"] = self.sha256
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelRef:
-        return cls(str(d["name"]), dict(d.get("options", {})))
+        sha = d.get("sha256")
+        return cls(str(d["name"]), dict(d.get("options", {})), None if sha is None else str(sha))
+
+
+def model_ref(name: str, options: Mapping[str, Any] | None = None) -> ModelRef:
+    """A ModelRef for ``name`` with its file's SHA-256 when the model is a file (Keras or weights)."""
+    from lidarmt.camera.models.registry import file_sha256
+
+    return ModelRef(name, dict(options or {}), file_sha256(name))
+
+
+def build_model(ref: ModelRef, *, trust_code: bool = True) -> Any:
+    """The steering model ``ref`` names; a model file whose SHA-256 differs from the recorded one is refused
+    with one line before anything is read from it."""
+    from lidarmt.camera.errors import ModelError
+    from lidarmt.camera.models.registry import file_sha256, get_model
+
+    if ref.sha256:
+        now = file_sha256(ref.name)
+        if now != ref.sha256:
+            what = "is missing" if now is None else f"has changed (SHA-256 {now[:16]}… now)"
+            raise ModelError(f"model file {ref.name} {what}; the run recorded SHA-256 {ref.sha256[:16]}…: use "
+                             "the same file, or pass the new one with --model")
+    return get_model(ref.name, trust_code=trust_code, **dict(ref.options))
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +138,7 @@ class CameraCampaignConfig:
     topic: str | None = None
     timeout: float | None = None
     batch_size: int = 64
+    follow_ups: str | None = None  # a pairs campaign: the externally made follow-ups (lidarmt.camera.pairs)
 
     kind: ClassVar[str] = "camera"
     owned: ClassVar[tuple[str, ...]] = OWNED
@@ -127,6 +157,9 @@ class CameraCampaignConfig:
             raise CameraArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
         if self.batch_size < 1:
             raise CameraArgumentError(f"--batch-size {self.batch_size}: use at least 1")
+        if self.follow_ups is not None and (self.trials != 1 or len(self.transforms) != 1):
+            raise CameraArgumentError("--pairs: a pairs campaign has one follow-up per source image (no "
+                                      "transformations, one trial)")
 
     @property
     def items(self) -> tuple[int, ...]:
@@ -154,19 +187,27 @@ class CameraCampaignConfig:
 
     def bundle_id(self, key: Key) -> str:
         f, m, t, p, r = key
-        model = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(self.models[m].name).stem)[:24]
+        name = self.models[m].name
+        stem = Path(name).stem + ("_pt" if name.lower().endswith((".pt", ".pth")) else "")
+        model = "".join(c if c.isalnum() or c in "-_" else "_" for c in stem)[:24]
         return f"{model}-{safe_name(self.transforms[t].name, 40)}-p{p}-f{f:06d}-t{r}"
 
     def new_tally(self) -> CameraTally:
         from lidarmt.camera.transforms.registry import get_transform
 
         info = []
-        for tr in self.transforms:
+        for tr in self.transforms if self.follow_ups is None else ():
             t = get_transform(tr.name)
             info.append((tr.name, t.family, t.relation))
+        if self.follow_ups is not None:
+            from lidarmt.camera.pairs import FAMILY
+
+            info = [(tr.name, FAMILY, "keep") for tr in self.transforms]
         from lidarmt.camera.bundle import display_name
 
-        return CameraTally([display_name(m.name) for m in self.models], info)
+        names = [display_name(m.name) for m in self.models]
+        names = [n if names.count(n) == 1 else m.name for n, m in zip(names, self.models, strict=True)]
+        return CameraTally(names, info)
 
     def evaluator(self, *, enforce_timeout: bool = True) -> CameraEvaluator:
         return CameraEvaluator(self, enforce_timeout=enforce_timeout)
@@ -180,19 +221,27 @@ class CameraCampaignConfig:
         return (400 + 100 * len(self.models) + 200 * translators) * 2**20
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "images": self.images, "topic": self.topic,
-                "models": [m.to_dict() for m in self.models], "transforms": [t.to_dict() for t in self.transforms],
-                "frames": list(self.frames), "seed": self.seed, "trials": self.trials, "timeout": self.timeout,
-                "batch_size": self.batch_size}
+        d = {"kind": self.kind, "images": self.images, "topic": self.topic,
+             "models": [m.to_dict() for m in self.models], "transforms": [t.to_dict() for t in self.transforms],
+             "frames": list(self.frames), "seed": self.seed, "trials": self.trials, "timeout": self.timeout,
+             "batch_size": self.batch_size}
+        if self.follow_ups is not None:
+            d["follow_ups"] = self.follow_ups
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CameraCampaignConfig:
+        fu = d.get("follow_ups")
         return cls(str(d["images"]), tuple(ModelRef.from_dict(m) for m in d["models"]),
                    tuple(TransformRef.from_dict(t) for t in d["transforms"]), tuple(int(f) for f in d["frames"]),
-                   int(d["seed"]), int(d["trials"]), d.get("topic"), d.get("timeout"), int(d.get("batch_size", 64)))
+                   int(d["seed"]), int(d["trials"]), d.get("topic"), d.get("timeout"), int(d.get("batch_size", 64)),
+                   None if fu is None else str(fu))
 
     def param_labels(self) -> list[list[str]]:
         from lidarmt.camera.transforms.registry import get_transform
+
+        if self.follow_ups is not None:
+            return [["made outside lidarmt"] for _ in self.transforms]
 
         return [[get_transform(t.name).label(p) for p in t.grid] for t in self.transforms]
 
@@ -217,15 +266,19 @@ class CameraEvaluator(EvaluatorBase):
 
     def __init__(self, config: CameraCampaignConfig, *, enforce_timeout: bool = True,
                  trust_code: bool = True) -> None:
-        from lidarmt.camera.models.registry import get_model
         from lidarmt.camera.sources.factory import open_images
         from lidarmt.camera.transforms.registry import build
 
         super().__init__(config.timeout, enforce_timeout=enforce_timeout)
         self.config = config
         self.source = open_images(config.images, topic=config.topic)
-        self.models = [get_model(m.name, trust_code=trust_code, **dict(m.options)) for m in config.models]
-        self.transforms = [build(t.name, dict(t.options), trust_code=trust_code) for t in config.transforms]
+        self.models = [build_model(m, trust_code=trust_code) for m in config.models]
+        if config.follow_ups is not None:  # a pairs campaign: the follow-ups were made elsewhere
+            from lidarmt.camera.pairs import FollowUps
+
+            self.transforms = [FollowUps(config.follow_ups, self.source)]
+        else:
+            self.transforms = [build(t.name, dict(t.options), trust_code=trust_code) for t in config.transforms]
         for t in self.transforms:  # translators: built now, once per process, so a bad one is a one-line error
             if t.family == "translator":
                 getattr(t, "translator", None)
@@ -256,6 +309,8 @@ class CameraEvaluator(EvaluatorBase):
         from lidarmt.camera.transforms.base import apply_window
 
         tr = self.transforms[t]
+        if self.config.follow_ups is not None:  # the follow-ups of the window's frames (padded as the window)
+            return tr.window([max(0, i) for i in range(frame - self.history, frame + 1)])
         params = self.config.transforms[t].grid[p]
         seed = transform_seed(self.config.seed, frame, tr.name, p, trial)
         return apply_window(tr, window, params, seed)
@@ -283,7 +338,7 @@ class CameraEvaluator(EvaluatorBase):
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config
         window, cur = self.window(index)
-        label = cur.label
+        label = None if cfg.follow_ups is not None else cur.label  # pairs: the label-free relations only
         # every (transformation, parameter, trial) image once, shared by the models
         wanted = sorted({(k[2], k[3], k[4]) for k in keys})
         t0 = time.perf_counter()

@@ -39,7 +39,7 @@ Examples:
 def bench(
     images: Annotated[str, typer.Option("--images", help="Image source: Udacity folder, image folder, or a bag / Cyber record with a camera topic.")],
     model: Annotated[list[str], typer.Option("--model", help="A steering model (repeat; the first is the baseline): zoo name, Keras .h5 path, package.module:callable.")] = [],  # noqa: B006
-    model_option: Annotated[list[str], typer.Option("--model-option", help="[I:]KEY=VALUE for model I (1-based, in --model order; without I: every model), repeatable.")] = [],  # noqa: B006
+    model_option: Annotated[list[str], typer.Option("--model-option", help="[I:]KEY=VALUE for model I (1-based, in --model order, or its name; without I: every model that takes KEY), repeatable.")] = [],  # noqa: B006
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier camera bench (or a one-model `lidarmt camera fuzz` run folder); every --model is then a candidate.")] = None,
     trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow a --baseline folder to name code to import and run (a module:callable model in its journal); only for folders you trust.")] = False,
     transforms: Annotated[str, typer.Option("--transforms", help="all, simple, weather, mirror, or comma-separated names.")] = "all",
@@ -70,11 +70,11 @@ def bench(
         folder_names,
         reuse_baseline,
     )
-    from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
+    from lidarmt.camera.campaign import CameraCampaignConfig, transform_refs
     from lidarmt.camera.relations import Criteria
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
-    from lidarmt.cli.bench import check_stats_options, parse_module_options
+    from lidarmt.cli.bench import check_stats_options
     from lidarmt.fuzz.engine import RunLock, select_items
 
     check_stats_options(alpha, correction, BenchArgumentError)
@@ -88,12 +88,15 @@ def bench(
     if len(names) < 2 and baseline is None:
         raise BenchArgumentError(f"--model {names[0]}: a bench compares models; give a second --model, or "
                                  "--baseline FOLDER with the baseline of an earlier camera bench")
-    options = parse_module_options(model_option, len(names), flag="--model-option", error=BenchArgumentError)
+    from lidarmt.camera.campaign import model_ref
+    from lidarmt.cli.camera.predict import model_options
+
+    options = model_options(names, model_option)
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         chosen = select_items(len(src), frames, seed, what="images", source=images)
     out = out or Path("runs") / ("camera-bench-" + Path(images.rstrip("/")).name.split(".")[0])
-    configs = [CameraCampaignConfig(images, (ModelRef(nm, o),), transform_refs(chosen_t), chosen, seed=seed,
+    configs = [CameraCampaignConfig(images, (model_ref(nm, o),), transform_refs(chosen_t), chosen, seed=seed,
                                     trials=trials, topic=topic, timeout=timeout, batch_size=batch_size)
                for nm, o in zip(names, options, strict=True)]
     modules: list[Module] = []
@@ -122,13 +125,12 @@ def bench(
 def _check_models(plan) -> None:
     """Build every model that still has pairs to judge once, before any campaign starts (a typo in the last
     --model is reported at once)."""
-    from lidarmt.camera.models.registry import get_model
+    from lidarmt.camera.campaign import build_model
     from lidarmt.fuzz.journal import JOURNAL_NAME
 
     for m in plan.modules:
         if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
-            ref = m.config.models[0]
-            get_model(ref.name, trust_code=True, **dict(ref.options))
+            build_model(m.config.models[0], trust_code=True)
 
 
 def _run(plan, criteria, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float,

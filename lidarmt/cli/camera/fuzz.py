@@ -51,14 +51,16 @@ image, like the steering model). A MUNIT translator draws its style from the pri
 `lidarmt camera fuzz --images ../shared/data/udacity --model dave2 --transforms munit-night,unit-night --trials 3`
 
 `lidarmt camera fuzz --images drive/ --model dave2 --transforms fog,runs/tr/translator.pt --device cuda`
+
+Follow-ups made elsewhere (DeepRoad's GAN, TACTIC's released scenes): --pairs SOURCES FOLLOW_UPS matches two image
+folders by file name (unmatched names are reported) and judges each pair with DeepRoad's label-free relation;
+bundles carry both images. Models by path: a weights file from `lidarmt camera train`, a Keras file with its input
+recipe (options apply to the model they name: [MODEL:]KEY=VALUE):
+
+`lidarmt camera fuzz --pairs sunny/ night/ --model dave2,runs/x/dave2.pt --tolerance 20`
+
+`lidarmt camera fuzz --images drive/ --model dave2,model.h5 --model-option model.h5:crop=60:-25 --model-option model.h5:frame=none`
 """
-
-
-def _parse_options(items: list[str]) -> dict:
-    from lidarmt.camera.errors import CameraArgumentError
-    from lidarmt.cli._common import parse_key_values
-
-    return parse_key_values(items, flag="--model-option", error=CameraArgumentError)
 
 
 def _positive(name: str, value: float) -> None:
@@ -69,7 +71,8 @@ def _positive(name: str, value: float) -> None:
 
 
 def fuzz(
-    images: Annotated[str, typer.Option("--images", help="Image source: Udacity folder (center/ + CSV), image folder, or a ROS1/ROS2 bag / Cyber record with a camera topic.")],
+    images: Annotated[str | None, typer.Option("--images", help="Image source: Udacity folder (center/ + CSV), image folder, or a ROS1/ROS2 bag / Cyber record with a camera topic.")] = None,
+    pairs: Annotated[tuple[str, str] | None, typer.Option("--pairs", metavar="SOURCES FOLLOW_UPS", help="Instead of --images and --transforms: follow-ups made elsewhere (a GAN, a diffusion editor). Two image sources matched by file name (without the extension); unmatched names are reported. Judged by DeepRoad's label-free relation at --tolerance.")] = None,
     model: Annotated[str, typer.Option("--model", help="Steering models, comma-separated: zoo names (lidarmt camera models), Keras .h5 paths, package.module:callable.")] = "dave-orig",
     transforms: Annotated[str, typer.Option("--transforms", help="all (simple, weather, mirror; no translator), simple, weather, mirror, translator (every installed learned translator), or comma-separated names, translator names and translator.pt paths.")] = "all",
     frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
@@ -78,7 +81,8 @@ def fuzz(
     tolerance: Annotated[float, typer.Option("--tolerance", help="DeepRoad's ε in degrees, deciding violations when the source has no labels.")] = 10.0,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every transformed image is reproducible from (seed, frame, transformation, parameter, trial).")] = 0,
     trials: Annotated[int, typer.Option("--trials", help="Transformed images per frame and setting (random weather styles differ per trial).")] = 1,
-    model_option: Annotated[list[str], typer.Option("--model-option", help="KEY=VALUE passed to every model's constructor (repeatable).")] = [],  # noqa: B006
+    model_option: Annotated[list[str], typer.Option("--model-option", help="[MODEL:]KEY=VALUE for the model named (its number in --model, 1-based, or its name); without MODEL, for every model that takes KEY (e.g. crop=60:-25 goes to the Keras models, weights= to the zoo's). Repeatable.")] = [],  # noqa: B006
+    recipe: Annotated[Path | None, typer.Option("--recipe", help="Input recipe (JSON, keys as --model-option: crop, frame, resize, colour, scale, output, sign) for the Keras models; default: MODEL.h5.recipe.json beside each when present. Recorded in the journal and bundles.")] = None,
     device: Annotated[str | None, typer.Option("--device", help="Where every model and translator runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed as device=... (docs/gpu.md).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording (default: the only one, or lidarmt simulate's).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to CPU cores, frames and memory.")] = 1,
@@ -93,7 +97,7 @@ def fuzz(
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when a pair violates a relation or a model crashed/timed out (for CI).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
-    from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
+    from lidarmt.camera.campaign import CameraCampaignConfig, transform_refs
     from lidarmt.camera.errors import CameraArgumentError
     from lidarmt.camera.relations import Criteria
     from lidarmt.camera.sources.factory import open_images
@@ -103,6 +107,9 @@ def fuzz(
 
     for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
         _positive(name, value)
+    if (images is None) == (pairs is None):
+        raise CameraArgumentError("give either --images SOURCE (lidarmt transforms the images) or --pairs SOURCES "
+                                  "FOLLOW_UPS (follow-ups made elsewhere)")
     if bundles < 0:
         raise CameraArgumentError(f"--bundles {bundles}: give 0 or more")
     names = [m.strip() for m in model.split(",") if m.strip()]
@@ -110,19 +117,42 @@ def fuzz(
         raise CameraArgumentError("--model: give at least one steering model (see lidarmt camera models)")
     if len(set(names)) != len(names):
         raise CameraArgumentError(f"--model {model!r}: a model is named twice")
-    options = _parse_options(model_option)
+    from lidarmt.camera.campaign import model_ref
+    from lidarmt.camera.models.registry import option_keys
+    from lidarmt.cli.camera.predict import model_options
+
+    per_model = model_options(names, model_option, recipe=None if recipe is None else str(recipe))
     resolved = None
     if device is not None:
         from lidarmt.perception.apollo.network import resolve_device
 
-        resolved = options["device"] = resolve_device(device, flag="--device", error=CameraArgumentError)
-    chosen_t = select(transforms)
-    with open_images(images, topic=topic) as src:
-        chosen = select_items(len(src), frames, seed, what="images", source=images)
+        resolved = resolve_device(device, flag="--device", error=CameraArgumentError)
+        for n, o in zip(names, per_model, strict=True):
+            keys = option_keys(n)
+            if keys is None or "device" in keys:
+                o["device"] = resolved
+    follow_ups, pairing = None, None
+    if pairs is not None:
+        from lidarmt.camera.campaign import TransformRef
+        from lidarmt.camera.pairs import match, transform_name
+
+        images, follow_ups = pairs
+        if trials != 1:
+            raise CameraArgumentError(f"--trials {trials}: a pairs campaign has one follow-up per image")
+        pairing = match(images, follow_ups, topic=topic)
+        err_console.print(f"--pairs: {pairing.describe()}", highlight=False, soft_wrap=True)
+        matched = [s for s, _ in pairing.pairs]
+        chosen = tuple(sorted(matched[i] for i in select_items(len(matched), frames, seed, what="pairs",
+                                                               source=images)))
+        refs = (TransformRef(transform_name(follow_ups), ({},)),)
+    else:
+        refs = transform_refs(select(transforms), device=resolved)
+        with open_images(images, topic=topic) as src:
+            chosen = select_items(len(src), frames, seed, what="images", source=images)
     out = out or Path("runs") / ("camera-" + Path(images.rstrip("/")).name.split(".")[0])
-    config = CameraCampaignConfig(images, tuple(ModelRef(n, options) for n in names),
-                                  transform_refs(chosen_t, device=resolved), chosen, seed=seed, trials=trials,
-                                  topic=topic, timeout=timeout, batch_size=batch_size)
+    config = CameraCampaignConfig(images, tuple(model_ref(n, o) for n, o in zip(names, per_model, strict=True)),
+                                  refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
+                                  batch_size=batch_size, follow_ups=follow_ups)
     criteria = Criteria(lam, epsilon, tolerance)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
@@ -131,11 +161,16 @@ def fuzz(
         err_console.print(note)
     with RunLock(out) as lock:
         _run(config, criteria, out, lock=lock, workers=used, backend=backend, address=address, resume=resume, force=force, bundles=bundles,
-             command=command, quiet=quiet, fail_on_violation=fail_on_violation)
+             command=command, quiet=quiet, fail_on_violation=fail_on_violation,
+             extra_run=None if pairing is None else {"pairs": {
+                 "follow_ups": follow_ups, "matched": len(pairing.pairs),
+                 "unmatched_sources": list(pairing.unmatched_sources),
+                 "unmatched_follow_ups": list(pairing.unmatched_follow_ups)}})
 
 
 def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force: bool, bundles: int, command: str,
-         quiet: bool, fail_on_violation: bool, backend: str = "local", address: str | None = None) -> None:
+         quiet: bool, fail_on_violation: bool, backend: str = "local", address: str | None = None,
+         extra_run: dict | None = None) -> None:
     from lidarmt.camera.bundle import write_sheet
     from lidarmt.cli._common import CampaignProgress, console, err_console, progress, wide_console
     from lidarmt.fuzz.engine import describe_timeout, environment, make_bundles, run_campaign
@@ -216,7 +251,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
                 "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),
                 "throughput": (result.ran / result.elapsed) if result.elapsed > 0 and result.ran else None,
                 "environment": environment(), "command": command, "violations": len(violations),
-                "bundles": bundle_infos}
+                "bundles": bundle_infos, **(extra_run or {})}
     paths = write_reports(out, summary, run=run_info, bundles=bundle_infos, findings=findings, violations=counts)
     wide = wide_console()
     for t in rich_tables(summary):

@@ -85,7 +85,8 @@ def search(
     force: Annotated[bool, typer.Option("--force", help="Discard an existing search in --out and start over.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    from lidarmt.camera.campaign import ModelRef
+    from lidarmt.camera.campaign import model_ref
+    from lidarmt.camera.models.registry import resolve_options
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.fuzz.engine import RunLock
     from lidarmt.search.camera import CameraSearchConfig, camera_space
@@ -113,7 +114,7 @@ def search(
         raise SearchArgumentError(f"--frames {count}: give at least one seed image")
     chosen = _seeds(n, count)
     out = out or Path("runs") / f"search-{strategy}-{Path(model).stem}"
-    config = CameraSearchConfig(images, ModelRef(model, options), strategy, chosen, budget, seed=seed, space=space,
+    config = CameraSearchConfig(images, model_ref(model, resolve_options(model, options)), strategy, chosen, budget, seed=seed, space=space,
                                 criterion=criterion, tries=tries, topic=topic, timeout=timeout,
                                 profile=None if profile == "none" else profile, baseline=baseline,
                                 run_dir=str(out))
