@@ -75,6 +75,39 @@ def replay(
     console.print("replay reproduced the bundle bit for bit: every check passed")
 
 
+def _camera_info_problem(info: dict) -> str:
+    """What in a camera bundle's bundle.json has the wrong type for replay ("" when nothing): it is a file from
+    someone else, read before anything is built."""
+    import math
+
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    m = info.get("model")
+    if not isinstance(m, dict) or not isinstance(m.get("name"), str) or not isinstance(m.get("options", {}), dict):
+        return "model: expected {\"name\": ..., \"options\": {...}}"
+    for k in ("pred", "pred_t"):
+        if not number(info.get(k)):
+            return f"{k}: expected a finite number"
+    if info.get("label") is not None and not number(info.get("label")):
+        return "label: expected a finite number or null"
+    if "steps" in info:
+        steps = info["steps"]
+        if not isinstance(steps, list) or not all(
+                isinstance(s, dict) and isinstance(s.get("transform"), str) and isinstance(s.get("params"), dict)
+                and isinstance(s.get("seed"), int) for s in steps):
+            return "steps: expected a list of {transform, params, seed}"
+    elif info.get("family") != "external":
+        if not isinstance(info.get("transform"), str) or not isinstance(info.get("params"), dict):
+            return "transform/params: expected a name and a mapping"
+        seed = info.get("seed_tuple")
+        if not isinstance(seed, list) or not isinstance(info.get("transform_seed"), int):
+            return "seed_tuple/transform_seed: expected a list and an integer"
+    if not isinstance(info.get("translators") or [], list):
+        return "translators: expected a list"
+    return ""
+
+
 def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: bool, map_path: str | None,
                    from_recording: bool) -> None:
     import math
@@ -87,6 +120,11 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
 
     if map_path or from_recording:
         raise ArgumentError(f"{folder}: --map and --from-recording are for LiDAR bundles; this is a camera bundle")
+    bad = _camera_info_problem(info)
+    if bad:
+        from lidarmt.errors import InputError
+
+        raise InputError(f"{folder / 'bundle.json'}: not a camera bundle this lidarmt reads ({bad})")
     res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
     for name, ok in res.checks.items():
         console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False,

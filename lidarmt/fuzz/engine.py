@@ -109,7 +109,26 @@ def config_from_dict(d: Mapping[str, Any]) -> Any:
         raise FuzzInputError(f"unknown campaign kind {kind!r} (this lidarmt knows {', '.join(sorted(KINDS))}); "
                              "the run folder or bundle was made by another version")
     mod, _, cls = target.partition(":")
-    return getattr(importlib.import_module(mod), cls).from_dict(d)
+    try:
+        return getattr(importlib.import_module(mod), cls).from_dict(d)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as err:
+        if isinstance(err, UserError):
+            raise
+        raise FuzzInputError(f"not a {kind} campaign configuration ({type(err).__name__}: {err}); the run folder "
+                             "or bundle was edited or damaged") from err
+
+
+def fold_records(tally: Any, path: str | os.PathLike[str], *, repair: bool = False) -> None:
+    """Add every record of the journal ``path`` to ``tally``; a record of the wrong shape or types (a journal is
+    a file like any other) is one line, not a traceback."""
+    for i, rec in enumerate(iter_records(path, repair=repair)):
+        try:
+            tally.add(rec)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as err:
+            if isinstance(err, UserError):
+                raise
+            raise FuzzInputError(f"{path}: record {i + 1} is not a record of this campaign ({type(err).__name__}: "
+                                 f"{err}); the journal was edited or damaged: use --force to start over") from err
 
 
 # ----------------------------------------------------------------------------------------------- results
@@ -948,7 +967,10 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
     tally = config.new_tally()
     if resuming:
         header = read_header(path)
-        stored = dict(header.get("config", {}))
+        stored = header.get("config", {})
+        if not isinstance(stored, dict):
+            raise FuzzInputError(f"{path}: the journal's header holds no campaign configuration; use --force to "
+                                 "start over")
         if stored != config.to_dict():
             want = config.to_dict()
             diff = sorted(k for k in set(want) | set(stored) if stored.get(k) != want.get(k))
@@ -956,8 +978,7 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
                 f"--resume: the campaign in {out} was started with other settings ({', '.join(diff)} differ); "
                 "repeat its original options, or use --force to start over"
             )
-        for rec in iter_records(path, repair=True):
-            tally.add(rec)
+        fold_records(tally, path, repair=True)
         journal = Journal(path, sync_interval=_sync_interval(config))
     else:
         journal = create_journal(path, {"config": config.to_dict(), **dict(header_extra or {})},
@@ -974,10 +995,11 @@ def load_tally(out: str | os.PathLike[str]) -> tuple[Any, Any]:
     """Re-fold the totals of a run folder from its journal: (configuration, tally)."""
     path = Path(out) / JOURNAL_NAME
     header = read_header(path)
+    if not isinstance(header.get("config"), dict):
+        raise FuzzInputError(f"{path}: the journal's header holds no campaign configuration")
     config = config_from_dict(header["config"])
     tally = config.new_tally()
-    for rec in iter_records(path):
-        tally.add(rec)
+    fold_records(tally, path)
     return config, tally
 
 

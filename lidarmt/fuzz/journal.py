@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lidarmt._limits import loads_json
 from lidarmt.fuzz.errors import FuzzInputError, FuzzOutputError
 
 JOURNAL_NAME = "journal.jsonl"
@@ -119,10 +120,8 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
             first = fh.readline()
     except OSError as err:
         raise FuzzInputError(f"{path}: cannot read the journal ({err.strerror or err})") from err
-    try:
-        header = json.loads(first)
-    except ValueError as err:
-        raise FuzzInputError(f"{path}: not a lidarmt campaign journal (bad first line); use --force to start over") from err
+    header = loads_json(first, what=f"{path}: not a lidarmt campaign journal (bad first line; use --force to start "
+                                    "over)", error=FuzzInputError)
     if not isinstance(header, dict) or header.get("type") != "header":
         raise FuzzInputError(f"{path}: not a lidarmt campaign journal (no header); use --force to start over")
     if header.get("version") != FORMAT_VERSION:
@@ -142,10 +141,11 @@ def iter_records(path: str | os.PathLike[str], *, repair: bool = False) -> Itera
             if not line.endswith(b"\n"):
                 torn = True
                 break
-            try:
-                rec = json.loads(line)
-            except ValueError as err:
-                raise FuzzInputError(f"{path}: corrupt journal line at byte {good_end}; use --force to start over") from err
+            rec = loads_json(line, what=f"{path}: corrupt journal line at byte {good_end} (use --force to start "
+                                        "over)", error=FuzzInputError)
+            if not isinstance(rec, dict):
+                raise FuzzInputError(f"{path}: the journal line at byte {good_end} is not a record (a JSON object); "
+                                     "use --force to start over")
             good_end += len(line)
             if rec.get("type") == "pair":
                 yield rec

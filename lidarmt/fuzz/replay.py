@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._limits import loads_json
 from lidarmt.fuzz.errors import FuzzInputError
 from lidarmt.fuzz.inject import make_follow_up
 from lidarmt.fuzz.oracle import judge
@@ -85,9 +86,10 @@ def load_bundle(path: str | Path) -> dict[str, Any]:
     if j.stat().st_size > MAX_BUNDLE_JSON_BYTES:
         raise FuzzInputError(f"{j}: {j.stat().st_size} bytes, too big for a bundle.json; is it one?")
     try:
-        info = json.loads(j.read_text(encoding="utf-8"))
+        text = j.read_text(encoding="utf-8")
     except (ValueError, UnicodeDecodeError) as err:
         raise FuzzInputError(f"{j}: corrupt bundle.json ({err})") from err
+    info = loads_json(text, what=f"{j}: corrupt bundle.json", error=FuzzInputError)  # any depth: one line
     if not isinstance(info, dict):
         raise FuzzInputError(f"{j}: corrupt bundle.json (not a JSON object)")
     version = info.get("version")
@@ -327,7 +329,7 @@ def _load_npy(path: Path) -> np.ndarray:
 
 
 def _load_json(path: Path) -> Any:
-    return json.loads(path.read_text(encoding="utf-8"))
+    return loads_json(path.read_text(encoding="utf-8"), what=str(path), error=FuzzInputError)
 
 
 def _len(obj: Any) -> int | str:

@@ -134,7 +134,7 @@ def read_manifest(folder: str | os.PathLike[str]) -> tuple[dict[str, dict[str, A
         return None, [ManifestProblem("bad-manifest", MANIFEST_NAME, f"{st.st_size} bytes, too big to be one")]
     try:
         doc = json.loads(path.read_bytes())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: nested deeper than any manifest
         return None, [ManifestProblem("bad-manifest", MANIFEST_NAME, f"not JSON: {err}")]
     if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT or not isinstance(doc.get("files"), dict):
         return None, [ManifestProblem("bad-manifest", MANIFEST_NAME, f"not a {MANIFEST_FORMAT} document")]

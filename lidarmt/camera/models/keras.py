@@ -727,7 +727,7 @@ def read_keras_file(path: str | Path) -> KerasFile:
     """Parse a Keras HDF5 model file (architecture and weights) into a :class:`KerasFile`. Runs nothing."""
     import h5py
 
-    from lidarmt._limits import check_memory
+    from lidarmt._limits import check_memory, loads_json
 
     p = Path(path)
     if not p.is_file():
@@ -748,14 +748,26 @@ def read_keras_file(path: str | Path) -> KerasFile:
                 "whole model with model.save('x.h5')"
             )
         try:
-            cfg = json.loads(_attr_text(f.attrs["model_config"]))
+            text = _attr_text(f.attrs["model_config"])
         except (ValueError, UnicodeDecodeError) as err:
             raise ModelError(f"{p}: model_config is not valid JSON: {err}") from err
+        cfg = loads_json(text, what=f"{p}: model_config", error=ModelError)  # any depth: one line
+        if not isinstance(cfg, dict):
+            raise ModelError(f"{p}: model_config is not a Keras model description (a JSON object)")
         version = _attr_text(f.attrs.get("keras_version", "?"))
         wroot = f.get("model_weights", f)
         layers = []
         claimed = 0  # bytes of the float32 weights read so far
-        for lc in _chain(str(p), cfg):
+        try:
+            chain = _chain(str(p), cfg)
+            if not all(isinstance(lc, dict) and isinstance(lc.get("config") or {}, dict) for lc in chain):
+                raise TypeError("a layer is not a JSON object with a config object")
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as err:
+            if isinstance(err, ModelError):
+                raise
+            raise ModelError(f"{p}: model_config is not a Keras model description ({type(err).__name__}: "
+                             f"{err})") from err
+        for lc in chain:
             conf = lc.get("config") or {}
             name = str(lc.get("name") or conf.get("name") or "?")
             kind = str(lc.get("class_name"))
