@@ -205,3 +205,13 @@ def test_keras_model_config_of_keras_shape_with_any_values(cls, inner, layer):
             with h5py.File(path, "w") as f:
                 f.attrs["model_config"] = json.dumps({"class_name": cls, "config": config}).encode()
             _user_error_or_value(lambda p=path: read_keras_file(p))
+
+
+@PROPS
+@given(opener=OPENER, depth=DEPTH)
+def test_bench_json_of_any_depth(opener, depth):
+    from lidarmt.bench.folder import read_bench
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "bench.json").write_text(nested(opener, depth))
+        _user_error_or_value(lambda: read_bench(d))

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._limits import loads_json
 from lidarmt.bench.errors import BenchArgumentError, BenchInputError, BenchOutputError
 
 BENCH_FILE = "bench.json"
@@ -139,7 +140,8 @@ def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``bench.json`` of a bench folder (one-line errors for a missing or foreign file)."""
     path = Path(folder) / BENCH_FILE
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
+        d = loads_json(path.read_text(encoding="utf-8"), what=f"{path}: unreadable (run the bench again with --force)",
+                       error=BenchInputError)
     except FileNotFoundError as err:
         raise BenchInputError(f"{folder}: not a bench folder (no {BENCH_FILE}); give the folder of a "
                               "`lidarmt bench` run or of a single campaign") from err

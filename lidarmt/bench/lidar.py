@@ -91,9 +91,9 @@ def evaluate_module(config: Any, folder: Path, frame_at: Callable[[int], Frame],
     if path.is_file():
         try:
             got = json.loads(path.read_text(encoding="utf-8"))
-            if got.get("config") == want:
+            if isinstance(got, dict) and got.get("config") == want:
                 return got
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # a reused baseline's copy is a stranger's file: recompute
             pass
     sut = build_sut(config.sut)
     rois = build_roi_provider(config.roi)
