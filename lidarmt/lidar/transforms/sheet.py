@@ -71,7 +71,7 @@ def draw_panel(ax, source: Frame, change: LidarChange | None, *, extent: float, 
 
 
 def panel_title(transform, level: str, change: LidarChange, source: Frame) -> str:
-    """e.g. ``fog (weather), moderate\\nvisibility_m 150 m: 19263 moved``."""
+    """Three lines, e.g. ``fog (weather), moderate`` / ``visibility_m 150 m`` / ``19263 moved``."""
     params = transform.levels[level]
     units = {p.name: p.unit for p in transform.params}
     setting = ", ".join(f"{k} {v:g} {units.get(k, '')}".rstrip() for k, v in params.items()) or "no parameters"
@@ -85,7 +85,7 @@ def panel_title(transform, level: str, change: LidarChange, source: Frame) -> st
         counts.append(f"{change.n_modified} changed")
     if change.n_added:
         counts.append(f"{change.n_added} added")
-    return f"{transform.name} ({transform.family}), {level}\n{setting}: {', '.join(counts) or 'no change'}"
+    return f"{transform.name} ({transform.family}), {level}\n{setting}\n{', '.join(counts) or 'no change'}"
 
 
 def transform_sheet(frame: Frame, transforms: Sequence, path: str | os.PathLike[str], *,
@@ -108,16 +108,18 @@ def transform_sheet(frame: Frame, transforms: Sequence, path: str | os.PathLike[
             panels.append((panel_title(t, level, change, frame), change))
     cols = max(1, min(columns, len(panels)))
     rows = (len(panels) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.45 * rows + (0.4 if title else 0)), dpi=dpi,
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.6 * rows + (0.4 if title else 0)), dpi=dpi,
                              squeeze=False)
     try:
         for ax, (name, change) in zip(axes.ravel(), panels, strict=False):
             draw_panel(ax, frame, change, extent=extent, title=name)
         for ax in axes.ravel()[len(panels):]:
             ax.axis("off")
+        top = 1.0
         if title:
             fig.suptitle(title, fontsize=9)
-        fig.tight_layout()
+            top = 1.0 - 0.4 / fig.get_figheight()
+        fig.tight_layout(rect=(0.0, 0.0, 1.0, top))
         path = Path(path)
         try:
             with atomic_path(path) as tmp:
