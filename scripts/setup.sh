@@ -22,6 +22,17 @@ if ((${#need[@]})); then
   fi
 fi
 
+# Optional: headless Chromium for the browser tests of report.html (they skip without it). Opt in with
+# LIDARMT_BROWSER=1: it is a large download; a failure here only warns.
+if [ "${LIDARMT_BROWSER:-0}" = 1 ] && ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ||
+      echo "setup: warning: could not install chromium; the browser tests will skip" >&2
+  else
+    echo "setup: warning: LIDARMT_BROWSER=1 needs root to install chromium; the browser tests will skip" >&2
+  fi
+fi
+
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # The CPU wheel of torch first: a bare 'torch' requirement would pull several GB of CUDA packages.
