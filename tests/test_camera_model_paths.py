@@ -79,6 +79,17 @@ def test_predict_by_path_reports_both_baselines(trained, capsys) -> None:
     assert "always 0°" in text and "always the training mean" in text and "Pearson correlation" in text
 
 
+def test_models_shows_a_weights_file(trained, capsys) -> None:
+    from lidarmt.camera.models.registry import file_sha256
+
+    _data, weights = trained
+    capsys.readouterr()
+    assert main(["camera", "models", str(weights), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "weights" and doc["architecture"] == "dave2" and doc["sha256"] == file_sha256(str(weights))
+    assert doc["input"]["height"] == 66 and doc["train_mean_rad"] is not None
+
+
 def test_predict_says_when_the_training_mean_is_unknown(trained, tmp_path, capsys) -> None:
     from lidarmt.camera.models.train import read_weights
 

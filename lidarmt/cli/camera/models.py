@@ -38,31 +38,43 @@ def _keras_detail(spec: str, options: dict[str, str]) -> dict[str, Any]:
         "input": {"height": k.input_shape[0], "width": k.input_shape[1], "channels": k.input_shape[2],
                   "colour": model.input_spec.colour, "history": 0, "note": model.input_spec.note},
         "data_format": k.data_format, "preprocess": k.preset, "preprocess_note": k.preset_note,
-        "output": k.output,
+        "output": k.output, "recipe": k.recipe, "options": dict(options),
         "lambdas": list(k.lambdas), "parameters": k.parameters, "layers": list(k.layers),
     }  # fmt: skip
 
 
-def _parse_options(items: list[str] | None) -> dict[str, str]:
-    from lidarmt.camera.errors import CameraArgumentError
-    from lidarmt.cli._common import parse_key_values
+def _weights_detail(spec: str) -> dict[str, Any]:
+    """A weights file from ``lidarmt camera train``: its architecture (from the project's table), input and
+    training numbers; read as data, like any use of the file."""
+    from lidarmt.camera.models import registry, zoo
+    from lidarmt.camera.models.train import read_weights
 
-    return parse_key_values(items, flag="--model-option", error=CameraArgumentError, json_values=False)
+    model = registry.get_model(spec)  # refuses unknown architectures and anything but tensors, in one line
+    arch, _state, meta = read_weights(spec)
+    info = zoo.describe(arch)
+    mean, where = registry.training_mean(spec)
+    cfg = meta.get("config") if isinstance(meta, dict) and isinstance(meta.get("config"), dict) else {}
+    return {"name": spec, "kind": "weights", "architecture": arch, "title": info.get("title"),
+            "input": info.get("input"), "parameters": meta.get("parameters") if isinstance(meta, dict) else None,
+            "trained_on": cfg.get("data"), "seed": cfg.get("seed"),
+            "train_mean_rad": mean, "train_mean_source": where, "card": model.card or None,
+            "sha256": registry.file_sha256(spec)}
 
 
 def models(
     spec: Annotated[
         str | None,
         typer.Argument(
-            help="Show one model in detail: a zoo or plugin name, or the path "
-            "of a Keras .h5 file (its layers, input and preprocessing)."
+            help="Show one model in detail: a zoo or plugin name, the path "
+            "of a Keras .h5 file (its layers, input and preprocessing), or of a weights .pt from 'camera train'."
         ),
     ] = None,
     model_option: Annotated[
         list[str] | None,
         typer.Option(
             "--model-option",
-            help="With a Keras file: key=value import option (preprocess=, output=, lambda=); repeatable.",
+            help="With a Keras file: key=value import option (preprocess=, crop=, frame=, resize=, colour=, "
+            "scale=, output=, sign=, lambda=, recipe=FILE); repeatable.",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print as JSON (for scripts).")] = False,
@@ -85,7 +97,11 @@ def models(
 
     if spec is not None:
         if registry.is_keras_path(spec):
-            doc = _keras_detail(spec, _parse_options(model_option))
+            from lidarmt.cli.camera.predict import model_options
+
+            doc = _keras_detail(spec, model_options([spec], model_option, json_values=False)[0])
+        elif registry.is_weights_path(spec):
+            doc = _weights_detail(spec)
         else:
             doc = registry.describe(spec)
         if json_out:
