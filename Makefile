@@ -19,6 +19,8 @@ demo: $(STAMP)
 	  $(BIN)/lidarmt simulate --seed $(SEED) --frames $(FRAMES) --out bags/demo.bag --map-out hdmaps/demo
 	$(BIN)/lidarmt info bags/demo.bag
 	$(BIN)/lidarmt fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000 --out runs/demo --force
+	@# the first frames with the obstacles Apollo's pipeline finds, for Foxglove (runs/demo/report.html has the rest)
+	$(BIN)/lidarmt export bags/demo.bag --map hdmaps/demo --frames 0:5 --out runs/demo/demo.mcap
 	@# the camera half: the shared real Udacity frames when present, else the demo bag's own camera and steering
 	@if [ -d $(UDACITY) ]; then cam=$(UDACITY); else cam=bags/demo.bag; fi; \
 	  $(BIN)/lidarmt camera info $$cam && \
