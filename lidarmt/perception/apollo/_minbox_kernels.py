@@ -63,6 +63,18 @@ def convex_hull_xy(px, py, out_idx):  # pragma: no cover - numba
 
 
 @njit(cache=True, nogil=True)
+def _div(a, b):  # pragma: no cover - numba
+    """``a / b`` in IEEE arithmetic, as Apollo's C++ divides: ±inf or NaN for ``b == 0`` instead of Python's
+    ZeroDivisionError (4+ identical points give a zero-length hull edge; the NaNs it makes compare false, so
+    that edge's box has zero length and width, which is what Apollo's builder outputs for them)."""
+    if b == 0.0:
+        if a == 0.0 or a != a:
+            return math.nan
+        return math.inf if (a > 0.0) == (math.copysign(1.0, b) > 0.0) else -math.inf
+    return a / b
+
+
+@njit(cache=True, nogil=True)
 def _area_along_edge(poly, first, res):  # pragma: no cover - numba
     """ComputeAreaAlongOneEdge for the edge (first, first + 1): res = [cx, cy, cz, length, width, dx, dy]."""
     m = poly.shape[0]
@@ -83,7 +95,7 @@ def _area_along_edge(poly, first, res):  # pragma: no cover - numba
             ox = poly[i, 0]
             oy = poly[i, 1]
             k = (ax - ox) * (bx - ax) + (ay - oy) * (by - ay)
-            k = k / ((bx - ax) * (bx - ax) + (by - ay) * (by - ay))
+            k = _div(k, (bx - ax) * (bx - ax) + (by - ay) * (by - ay))  # a zero-length edge: NaN, as in C++
             k = k * -1.0
             nx = (bx - ax) * k + ax
             ny = (by - ay) * k + ay
@@ -92,7 +104,7 @@ def _area_along_edge(poly, first, res):  # pragma: no cover - numba
             e2x = ax - bx
             e2y = ay - by
             h = abs(e1x * e2y - e2x * e1y)
-            h = h / math.sqrt(e2x * e2x + e2y * e2y)
+            h = _div(h, math.sqrt(e2x * e2x + e2y * e2y))
             if h > wid:
                 wid = h
                 vx = ox
