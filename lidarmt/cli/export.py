@@ -119,11 +119,11 @@ def export(
         raise ArgumentError(f"--out {out} is a folder; give a file name ending in .mcap")
     if not (roi_range > 0 and roi_range < 1e4):
         raise ArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
-    sut = (get_perception(perception, mode=mode, device=device) if perception in BUILTINS
-           else get_perception(perception))
     layout = out.with_name(out.stem + ".layout.json")
     with open_recording(recording, topic=topic) as rec:
         chosen = parse_frames(frames, len(rec))
+        sut = (get_perception(perception, mode=mode, device=device) if perception in BUILTINS
+               else get_perception(perception))
         meta = {"recording": str(recording), "frames": chosen, "perception": getattr(sut, "name", perception),
                 "roi": map_path or "labels"}
         frame_id = None
