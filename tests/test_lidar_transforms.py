@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -93,6 +94,7 @@ def test_each_transformation_is_deterministic(sweep, context, name):
     a = t.apply(sweep, "moderate", seed=3, context=context)
     b = t.apply(sweep, "moderate", seed=3, context=context)
     assert _change_bytes(a) == _change_bytes(b) and a.info == b.info
+    assert json.loads(json.dumps(a.info)) == a.info  # info is JSON-able (bundles and journals store it)
     assert a.frame.points.dtype == sweep.points.dtype
     assert a.origin.dtype == np.int64 and len(a.origin) == len(a.frame.points) == len(a.modified)
     assert sweep.points.tobytes() == synthetic_sweep(n_azimuth=512).points.tobytes()  # input untouched
