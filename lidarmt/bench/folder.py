@@ -41,6 +41,7 @@ CHART_GLOBS = ("class-*.png", "relations.png", "transforms.png", "speed.png")
 MODULE_FIELDS: dict[str, tuple[str, ...]] = {
     "lidar-mr1": ("sut", "timeout"),
     "camera": ("models", "timeout", "batch_size"),
+    "lidar-transform": ("sut", "timeout"),
 }
 #: files of a module folder that a reused baseline brings along
 REUSED_FILES = ("journal.jsonl", "detection.json")
@@ -240,7 +241,7 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str, *, trust_code: bool 
 
 
 def baseline_label(config: Any, kind: str) -> str:
-    if kind == "lidar-mr1":
+    if kind in ("lidar-mr1", "lidar-transform"):
         return module_label(config.sut.name, config.sut.options)
     m = config.models[0]
     name = Path(m.name).stem if m.name.endswith((".h5", ".hdf5", ".keras")) else m.name

@@ -111,6 +111,13 @@ def bench(
     force: Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")] = False,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    transforms: Annotated[str | None, typer.Option("--transforms", help="Compare the modules on LiDAR transformations instead of MR1 (as lidarmt fuzz --transforms): McNemar per transformation on each one's relation; --map labels for the label ROI.")] = None,
+    levels: Annotated[str | None, typer.Option("--levels", help="--transforms: intensities (default light,moderate,heavy).")] = None,
+    relation: Annotated[str | None, typer.Option("--relation", help="--transforms: auto (each transformation's own) or robustness, insertion, removal, equivariance.")] = None,
+    library: Annotated[str | None, typer.Option("--library", help="--transforms insert: a labelled recording to cut objects from (default: --bag).")] = None,
+    safety_distance: Annotated[float, typer.Option("--safety-distance", help="--transforms: D in metres (as lidarmt fuzz).")] = 30.0,
+    min_kept: Annotated[int, typer.Option("--min-kept", help="--transforms: k points kept (as lidarmt fuzz).")] = 10,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="--transforms: match tolerance τ (as lidarmt fuzz).")] = 0.5,
 ) -> None:
     from lidarmt.bench.errors import BenchArgumentError
     from lidarmt.bench.folder import (
@@ -143,6 +150,19 @@ def bench(
                                  "--baseline FOLDER with the baseline of an earlier bench")
     if min_points < 0:
         raise BenchArgumentError(f"--min-points {min_points}: give 0 or more")
+    if transforms is not None:  # the LiDAR relations beyond MR1 (lidarmt.bench.lidar_transforms)
+        from lidarmt.cli.fuzz_transforms import bench_transforms
+        from lidarmt.lidar.relations import Thresholds
+
+        bench_transforms(transforms, levels=levels, relation=relation, library=library, bag=bag, topic=topic,
+                         roi=RoiSpec(map, roi_range, map_frame), suts=sut,
+                         options=parse_module_options(sut_option, len(sut), flag="--sut-option",
+                                                      error=BenchArgumentError),
+                         baseline=baseline, trust_code=trust_code, frames=frames, seed=seed, trials=trials,
+                         timeout=timeout, workers=workers, alpha=alpha, correction=correction,
+                         thresholds=Thresholds(safety_distance, min_kept, tolerance), out=out, resume=resume,
+                         force=force, quiet=quiet, fail_on_regression=fail_on_regression)
+        return
     ns = parse_ns(n)
     if region not in ("disk", "grid"):
         raise FuzzArgumentError(f"--region {region!r}: use disk or grid")

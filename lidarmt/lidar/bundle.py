@@ -126,6 +126,9 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
     }
+    if getattr(ev, "_library", None) is not None:  # insert cut its object from this library
+        info["library"] = {"path": cfg.library or cfg.source.path, "objects": len(ev._library),
+                           "sha256": ev._library.fingerprint()}
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write(out_dir, info, j, change, minimal, minimal_frame, minimal_obs)
     return {"id": out_dir.name, "key": list(key), "transform": ref.name, "level": ref.levels[lv],
@@ -331,6 +334,10 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
         origin, modified, minimal = z["origin"], z["modified"], z["minimal_edits"]
     ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
     roi = ev.rois.roi_for(frame)
+    if info.get("library"):  # the objects insert cuts from: the same library, before it is used
+        now = ev.library().fingerprint()
+        check("object library (SHA-256)", now == info["library"]["sha256"],
+              f"{now} now, {info['library']['sha256']} stored (another recording or --library)")
     change = ev.change(frame, roi, key)
     check("follow-up regenerated from the seed", _bits_equal(change.frame.points, stored_follow.points),
           "the transformation produced other points than followup.npz")

@@ -78,7 +78,7 @@ def _frac(v: float | None) -> str:
 
 def module_table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the modules table."""
-    lidar = summary["kind"] == "lidar-mr1"
+    lidar = summary["kind"] in ("lidar-mr1", "lidar-transform")  # LiDAR: per perception call
     head = ["module", "role", "pairs", "crash", "t/o", "median ms" + ("" if lidar else "/image")]
     if lidar:
         det = [m for m in summary["modules"] if m.get("detection") and m["detection"].get("classes")]
@@ -286,7 +286,8 @@ def transform_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) ->
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rel = "deeptest" if summary.get("labelled") else "deeproad"
+    rel = ("relation" if summary["kind"] == "lidar-transform"  # the LiDAR relations, each its own
+           else "deeptest" if summary.get("labelled") else "deeproad")
     groups = list(summary["modules"][0]["rates"][rel])
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(groups) + 2), 3.6))
     k = len(summary["modules"])
@@ -301,7 +302,8 @@ def transform_chart(summary: Mapping[str, Any], path: str | os.PathLike[str]) ->
                label=f"{m['name']} ({m['role']})")
     ax.set_xticks(x, groups, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("violating pairs (%)")
-    ax.set_title(("DeepTest Eq. 2" if rel == "deeptest" else "DeepRoad") + " violations per transformation",
+    ax.set_title({"deeptest": "DeepTest Eq. 2", "deeproad": "DeepRoad"}.get(rel, "LiDAR relation")
+                 + " violations per transformation",
                  fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, axis="y")
@@ -349,8 +351,17 @@ def junit(summary: Mapping[str, Any]) -> str:
 def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     cfg = summary["config"]
     lidar = summary["kind"] == "lidar-mr1"
-    lines = ["# Bench: " + ("LiDAR MR1" if lidar else "camera steering models"), ""]
-    if lidar:
+    lines = ["# Bench: " + ("LiDAR MR1" if lidar else "LiDAR transformations" if summary["kind"] ==
+                            "lidar-transform" else "camera steering models"), ""]
+    if summary["kind"] == "lidar-transform":
+        from lidarmt.lidar.relations import Thresholds
+
+        lines += [f"- recording: `{cfg['source']['path']}`, ROI `{cfg['roi']['map']}`, frames: {len(cfg['frames'])}, "
+                  f"seed: {cfg['seed']}, trials: {cfg['trials']}",
+                  "- transformations: " + ", ".join(f"{t['name']} ({t['relation']}; {', '.join(t['levels'])})"
+                                                    for t in cfg["transforms"]),
+                  "- thresholds: " + Thresholds.from_dict(summary["thresholds"]).describe()]
+    elif lidar:
         lines += [f"- recording: `{cfg['source']['path']}`, map `{cfg['roi']['map']}`",
                   f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: "
                   f"{cfg['trials']}, seed: {cfg['seed']}, region: {cfg['region']['shape']} "
