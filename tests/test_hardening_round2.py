@@ -364,3 +364,62 @@ def test_minbox_kernel_agrees_with_its_interpreted_python():
                 results.append([z[f"arr_{i}"] for i in range(4)])
     for a, b in zip(*results, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------------------------- 6: 1e308
+
+
+class HugeModel:
+    """Steers 1e308 radians on every image: finite, and its square overflows."""
+
+    name = "huge"
+    module = None
+
+    def __init__(self) -> None:
+        from lidarmt.camera.models.base import InputSpec
+
+        self.input_spec = InputSpec(48, 64)
+
+    def predict(self, images):
+        import numpy as np
+
+        return np.full(len(images), 1e308)
+
+
+def huge(**kw) -> HugeModel:
+    return HugeModel()
+
+
+def test_steering_angles_of_1e308_are_one_line_or_a_finding(tmp_path, capsys):
+    """Item 6: a label or a prediction of 1e308 overflowed (OverflowError) when the totals were folded."""
+    import csv
+
+    from test_camera_campaign import write_udacity
+
+    from lidarmt.errors import UserError
+    from lidarmt.fuzz.engine import load_tally
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    drive = write_udacity(tmp_path / "drive", 3)
+    args = ["camera", "fuzz", "--images", str(drive), "--transforms", "brightness", "--quiet", "--bundles", "0"]
+    # a model's prediction: a finding, the campaign and its reports complete
+    assert main([*args, "--model", "test_hardening_round2:huge", "--out", str(tmp_path / "m")]) in (0, 1)
+    recs = [json.loads(x) for x in (tmp_path / "m" / JOURNAL_NAME).read_text().splitlines()[1:]]
+    assert recs and all(r["status"] == "crash" and "out of range" in r["error"] for r in recs)
+    # a label: the source is refused in one line
+    rows = list(csv.reader((drive / "steering.csv").read_text().splitlines()))
+    rows[1][1] = "1e308"
+    with open(drive / "steering.csv", "w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    capsys.readouterr()
+    assert main([*args, "--model", "test_camera_campaign:tilt", "--out", str(tmp_path / "l")]) == 2
+    _one_line(capsys, "1e308")
+    # a journal that claims one: one line when the totals are folded
+    ok = tmp_path / "m" / JOURNAL_NAME
+    lines = ok.read_text().splitlines(keepends=True)
+    rec = json.loads(lines[1])
+    rec.update(status="ok", pred=1e308, pred_t=0.0, label=0.1)
+    lines[1] = json.dumps(rec) + "\n"
+    ok.write_text("".join(lines))
+    with pytest.raises(UserError, match="record 1"):
+        load_tally(tmp_path / "m")

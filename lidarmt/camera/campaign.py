@@ -33,6 +33,7 @@ import numpy as np
 
 from lidarmt.camera.errors import CameraArgumentError
 from lidarmt.camera.relations import CameraTally, Criteria
+from lidarmt.camera.types import MAX_ANGLE_RAD
 from lidarmt.errors import LidarmtError
 from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure, pair_record
 from lidarmt.fuzz.journal import JOURNAL_NAME
@@ -250,6 +251,12 @@ class ModelInputModified(LidarmtError):
     """A steering model wrote into the images it was given: a finding about the model (a ``crash`` pair)."""
 
 
+def _bad_angle(model: str, v: float) -> str:
+    if not math.isfinite(v):
+        return f"model {model} returned a non-finite angle ({v})"
+    return f"model {model} returned an angle out of range ({v:g} rad; at most {MAX_ANGLE_RAD:g})"
+
+
 def _finite(values: np.ndarray, n: int, model: str) -> np.ndarray:
     from lidarmt.camera.errors import ModelError
 
@@ -364,10 +371,9 @@ class CameraEvaluator(EvaluatorBase):
                 for k in mkeys:
                     emit("pair", pair_record(cfg, k, status, "source", **fail))
                 continue
-            if not math.isfinite(pred):
+            if not math.isfinite(pred) or abs(pred) > MAX_ANGLE_RAD:
                 for k in mkeys:
-                    emit("pair", pair_record(cfg, k, "crash", "source",
-                                             error=f"model {model.name} returned a non-finite angle ({pred})"))
+                    emit("pair", pair_record(cfg, k, "crash", "source", error=_bad_angle(model.name, pred)))
                 continue
             todo = []
             for k in mkeys:
@@ -390,9 +396,8 @@ class CameraEvaluator(EvaluatorBase):
                     continue
                 per = (time.perf_counter() - t1) / len(chunk)
                 for k, v in zip(chunk, preds, strict=True):
-                    if not math.isfinite(v):
-                        emit("pair", pair_record(cfg, k, "crash", "follow",
-                                                 error=f"model {model.name} returned a non-finite angle ({v})"))
+                    if not math.isfinite(v) or abs(v) > MAX_ANGLE_RAD:
+                        emit("pair", pair_record(cfg, k, "crash", "follow", error=_bad_angle(model.name, v)))
                         continue
                     emit("pair", pair_record(cfg, k, "ok", "follow", frame_id=cur.frame_id, label=label, pred=pred,
                                              pred_t=float(v), model_s=round(per, 7),

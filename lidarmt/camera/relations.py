@@ -24,7 +24,21 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt.camera.types import MAX_ANGLE_RAD
 from lidarmt.fuzz.tally import KeyedTally
+
+
+def angle_value(v: Any, what: str, *, allow_none: bool = False) -> float:
+    """``v`` as a finite angle of at most :data:`MAX_ANGLE_RAD` in magnitude (NaN for None with ``allow_none``);
+    else ValueError naming ``what``."""
+    if v is None and allow_none:
+        return float("nan")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"{what} {v!r} is not a number")
+    x = float(v)
+    if not (math.isfinite(x) and abs(x) <= MAX_ANGLE_RAD):
+        raise ValueError(f"{what} {v!r} is not a steering angle (finite, at most {MAX_ANGLE_RAD:g} rad)")
+    return x
 
 DEEPROAD_EPS_DEG = (10.0, 20.0, 30.0, 40.0)
 DEEPTEST_LAMBDAS = tuple(float(v) for v in range(1, 11))
@@ -118,14 +132,14 @@ class CameraTally(KeyedTally):
         if rec["status"] != "ok":
             g.crashes += 1
             return
-        label = rec.get("label")
-        lab = float("nan") if label is None else float(label)
+        lab = angle_value(rec.get("label"), "label", allow_none=True)  # a journal is a file: checked
+        pred, pred_t = angle_value(rec["pred"], "pred"), angle_value(rec["pred_t"], "pred_t")
         g.frames.append(frame)
         g.labels.append(lab)
-        g.pred_s.append(float(rec["pred"]))
-        g.pred_t.append(float(rec["pred_t"]))
+        g.pred_s.append(pred)
+        g.pred_t.append(pred_t)
         g.keys.append(key)
-        self.source.setdefault((m, frame), (lab, float(rec["pred"])))
+        self.source.setdefault((m, frame), (lab, pred))
 
     # ------------------------------------------------------------------------------------------ measures
 

@@ -16,6 +16,10 @@ from typing import Any
 
 import numpy as np
 
+#: the largest steering angle (radians) a label or a prediction may have: far beyond any steering wheel, and its
+#: square stays finite (1e308 radians overflowed the relations' squared errors)
+MAX_ANGLE_RAD = 1e6
+
 
 @dataclass(frozen=True, slots=True)
 class CameraFrame:

@@ -38,7 +38,7 @@ from lidarmt.camera.errors import ImageSourceError
 from lidarmt.camera.sources._containers import open_container
 from lidarmt.camera.sources._source import BaseImageSource
 from lidarmt.camera.sources.decode import decode_compressed, decode_raw
-from lidarmt.camera.types import CameraFrame
+from lidarmt.camera.types import MAX_ANGLE_RAD, CameraFrame
 from lidarmt.io.base import TopicInfo
 from lidarmt.io.errors import RecordingError
 
@@ -186,7 +186,7 @@ class RecordingImageSource(BaseImageSource):
             with _as_source_errors():
                 raw = self._c.message(self.steering_topic, j)
             v = self._steering_value(raw, where)
-            self._values[j] = v if math.isfinite(v) else None
+            self._values[j] = v if math.isfinite(v) and abs(v) <= MAX_ANGLE_RAD else None
         return self._values[j]
 
     def labels(self) -> list[float | None]:

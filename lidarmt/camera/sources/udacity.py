@@ -37,7 +37,7 @@ from lidarmt.camera.errors import ImageSourceError
 from lidarmt.camera.sources._source import BaseImageSource
 from lidarmt.camera.sources.decode import IMAGE_SUFFIXES, decode_file
 from lidarmt.camera.sources.folder import is_image_name
-from lidarmt.camera.types import CameraFrame
+from lidarmt.camera.types import MAX_ANGLE_RAD, CameraFrame
 
 ANGLE_COLUMNS = ("steering_angle", "angle")
 CSV_NAMES = ("steering.csv", "interpolated.csv")
@@ -174,6 +174,9 @@ class UdacitySource(BaseImageSource):
             if not math.isfinite(angle):
                 raise ImageSourceError(f"{where}: line {line}: steering angle {raw} is not finite; fix or drop "
                                        f"the row")
+            if abs(angle) > MAX_ANGLE_RAD:
+                raise ImageSourceError(f"{where}: line {line}: steering angle {raw} is out of range (radians, at "
+                                       f"most {MAX_ANGLE_RAD:g}); fix or drop the row")
             if file_col is not None:
                 rel = cell(line, row, file_col, "filename").replace("\\", "/")
                 fid = Path(rel).stem
