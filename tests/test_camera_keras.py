@@ -499,6 +499,37 @@ def test_recognise_lambda(fn, want) -> None:
         assert K.recognise_lambda(_lambda_code(fn, version=version)) == want
 
 
+def _code_object(header: list[int], co_code: bytes, consts: bytes) -> str:
+    """A marshalled code object built by hand (as CPython 2.7 / 3.8 write one), as Keras 1 stores it."""
+    import struct
+
+    raw = b"c" + b"".join(struct.pack("<i", v) for v in header) + b"s" + struct.pack("<i", len(co_code)) + co_code
+    return (raw + consts + b"(\x00\x00\x00\x00").decode("raw_unicode_escape")
+
+
+def _floats(*values: float) -> bytes:
+    import struct
+
+    return b"".join(b"g" + struct.pack("<d", v) for v in values)
+
+
+@pytest.mark.parametrize(("header", "co_code", "consts", "want"), [
+    # CPython 2.7: argcount, nlocals, stacksize, flags; LOAD_FAST 0, LOAD_CONST 1, BINARY_DIVIDE, LOAD_CONST 2,
+    # BINARY_SUBTRACT, RETURN_VALUE; consts (None, 127.5, 1.0) as a long tuple
+    ([1, 1, 2, 0x43], bytes.fromhex("7c0000640100156402001853"), b"(\x03\x00\x00\x00N" + _floats(127.5, 1.0),
+     (1 / 127.5, -1.0, "x/127.5-1")),
+    # CPython 3.8-3.10: six header fields and wordcode; UNARY_NEGATIVE before RETURN_VALUE
+    ([1, 0, 0, 1, 2, 0x43], bytes.fromhex("7c0064011b0064021800 0b005300".replace(" ", "")),
+     b")\x03N" + _floats(127.5, 1.0), (-1 / 127.5, 1.0, "-(x/127.5-1)")),
+    # 3.8 wordcode multiplying x by x: refused
+    ([1, 0, 0, 1, 2, 0x43], bytes.fromhex("7c007c0014005300"), b")\x01N", None),
+    # a constant that is not a number (a string): refused
+    ([1, 0, 0, 1, 2, 0x43], bytes.fromhex("7c0064011b005300"), b")\x02N\xfa\x01a", None),
+])  # fmt: skip
+def test_decode_lambda_of_other_pythons(header, co_code, consts, want) -> None:
+    assert K.decode_lambda([_code_object(header, co_code, consts), None, None]) == want
+
+
 def test_unsupported_layer_names_layer_and_type(tmp_path) -> None:
     layers = keras2_layers()
     layers.insert(3, {"class_name": "SeparableConv2D", "config": {"name": "separable_conv2d_1"}})
