@@ -12,12 +12,14 @@ from lidarmt.lidar.synthetic import synthetic_sweep
 from lidarmt.lidar.transforms import _weather_kernels as K
 from lidarmt.lidar.transforms import get_transform
 from lidarmt.lidar.transforms.weather import (
+    HAHNER_BETA0,
     NOISE_FLOOR,
     PULSE_LEN,
     R1,
     R2,
     Rain,
     Snow,
+    _echo_table,
     fog_coefficients,
 )
 from lidarmt.types import Frame, make_points
@@ -43,29 +45,29 @@ def test_fog_coefficients_follow_koschmieder_and_rasshofer():
 def test_fog_returns_beyond_visibility_disappear_and_near_scatter_appears(sweep):
     r = _ranges(sweep)
     assert np.count_nonzero(r > 50) == 1038 and np.count_nonzero(r < 4) == 0  # the street as built
-    counts = {}
+    counts, lost, far = {}, {}, {}
     for v in (2000.0, 600.0, 150.0, 50.0):
         c = get_transform("fog").apply(sweep, {"visibility_m": v}, seed=0)
         rr = _ranges(c.frame)
-        counts[v] = c.info["n_scattered"]
+        counts[v], lost[v], far[v] = c.info["n_scattered"], c.info["n_lost"], int(np.count_nonzero(rr > 50))
         assert np.count_nonzero(rr > v) == 0  # nothing is seen beyond the visibility
         # every scattered return lies on its source point's ray, in the fog's echo between 1.0 and ~3.5 m
         sc = c.modified & (np.abs(rr - r[c.origin]) > 1e-3)
         assert np.count_nonzero(sc) == c.info["n_scattered"]
-        assert rr[sc].min() >= 1.0 - 1e-4 and rr[sc].max() < 3.6
-        d0, d1 = sweep.xyz[c.origin[sc]].astype(np.float64), c.frame.xyz[sc].astype(np.float64)
-        cos = np.sum(d0 * d1, axis=1) / (np.linalg.norm(d0, axis=1) * np.linalg.norm(d1, axis=1))
-        assert cos.min() > 1 - 1e-6
+        if sc.any():
+            assert rr[sc].min() >= 1.0 - 1e-4 and rr[sc].max() < 3.6
+            d0, d1 = sweep.xyz[c.origin[sc]].astype(np.float64), c.frame.xyz[sc].astype(np.float64)
+            cos = np.sum(d0 * d1, axis=1) / (np.linalg.norm(d0, axis=1) * np.linalg.norm(d1, axis=1))
+            assert cos.min() > 1 - 1e-6
         assert np.count_nonzero(rr < 4) == c.info["n_scattered"]
-    # the denser the fog, the more of the sweep is fog (on this 64 x 1024 street sweep of 64,142 points, measured:
-    # 358, 2,950, 19,263 and 46,752 scattered returns)
+        assert len(c.frame.points) == len(sweep.points) - c.info["n_lost"]
+    # measured on this 64 x 1024 street sweep (64,142 points): scattered 0 / 0 / 112 / 2,448, lost 267 / 488 /
+    # 2,015 / 5,084, returns beyond 50 m 771 / 562 / 0 / 0 (of 1,038) at 2000 / 600 / 150 / 50 m
     n = len(sweep.points)
-    assert counts[2000.0] < counts[600.0] < counts[150.0] < counts[50.0]
-    assert counts[2000.0] < 0.01 * n and counts[50.0] > 0.7 * n
-    # in light haze most far returns survive (683 of 1,038 measured); in 600 m fog the weak ground beyond 50 m
-    # (reflectance 0.16 at grazing range) is gone
-    c = get_transform("fog").apply(sweep, {"visibility_m": 2000.0}, seed=0)
-    assert np.count_nonzero(_ranges(c.frame) > 50) > 0.5 * 1038
+    assert counts[2000.0] == 0 and counts[600.0] == 0 and 0 < counts[150.0] < counts[50.0]
+    assert counts[50.0] > 0.02 * n
+    assert lost[2000.0] < lost[600.0] < lost[150.0] < lost[50.0]
+    assert far[2000.0] > 0.5 * 1038 and far[150.0] == far[50.0] == 0
 
 
 def _one_point(r: float, intensity: float) -> Frame:
@@ -74,18 +76,25 @@ def _one_point(r: float, intensity: float) -> Frame:
 
 def test_fog_decision_for_single_targets_by_hand():
     fog = get_transform("fog")
-    # a white target (reflectance 1) at 20 m in 1 km fog: kept, intensity attenuated by exp(-2 alpha R)
+    # a white target at 20 m in 1 km fog: kept, intensity x exp(-2 alpha R)
     alpha, _ = fog_coefficients(1000.0)
     c = fog.apply(_one_point(20.0, 255.0), {"visibility_m": 1000.0}, seed=0)
     assert c.info["n_kept"] == 1
     assert c.frame.points["intensity"][0] == pytest.approx(255 * math.exp(-2 * alpha * 20), rel=1e-6)
-    # hard power 1/pi e^-4 / 400 = 1.46e-5 against the fog's echo ~0.5 x beta = 7.7e-4 in 30 m fog: scattered
-    c = fog.apply(_one_point(20.0, 255.0), {"visibility_m": 30.0}, seed=0)
+    # a white target at 50 m in 30 m fog: exp(-2 alpha R) = 4.5e-5 against the fog's echo i R0^2 (beta / beta0)
+    # (2/c) peak = 255 x 0.040: replaced by a fog return near the sensor with that intensity
+    alpha, beta = fog_coefficients(30.0)
+    peak = _echo_table(alpha)[0][-1]
+    want = 255 * 50.0**2 * beta / HAHNER_BETA0 * 2 / 299_792_458.0 * peak
+    assert 9.0 < want < 12.0
+    c = fog.apply(_one_point(50.0, 255.0), {"visibility_m": 30.0}, seed=0)
     assert c.info["n_scattered"] == 1 and 1.0 <= c.frame.points["x"][0] < 3.6
-    # a dark target (reflectance 0.1) at 10 m: 0.1/pi/100 = 3.2e-4 beats 150 m fog's echo (2.0e-4)
-    assert fog.apply(_one_point(10.0, 25.5), {"visibility_m": 150.0}, seed=0).info["n_kept"] == 1
-    # ... but not 80 m fog's (3.5e-4, and the target is attenuated to 1.5e-4)
-    assert fog.apply(_one_point(10.0, 25.5), {"visibility_m": 80.0}, seed=0).info["n_scattered"] == 1
+    assert c.frame.points["intensity"][0] == pytest.approx(want, rel=1e-5)
+    # a dark target (reflectance 0.10) at 30 m: (0.1/pi) exp(-2 alpha 30) / 30^2 is under the noise floor in 50 m
+    # fog (lost), above it in 300 m fog (kept)
+    assert fog.apply(_one_point(30.0, 25.5), {"visibility_m": 50.0}, seed=0).info["n_lost"] == 1
+    assert fog.apply(_one_point(30.0, 25.5), {"visibility_m": 300.0}, seed=0).info["n_kept"] == 1
+    assert abs(NOISE_FLOOR - 1.2732e-5) < 1e-9
 
 
 @pytest.mark.parametrize("alpha", [0.003, 0.06, 0.3])
@@ -106,10 +115,13 @@ def test_fog_decide_kernel_matches_reference():
     n = 5000
     r0 = rng.uniform(0.0, 80.0, n)
     r0[:5] = 0.0
+    inten = rng.uniform(0.0, 255.0, n)
+    inten[5:10] = 0.0
     beta0 = rng.uniform(0.0, 0.3, n)
     u = rng.random(n)
-    peak, lo, hi = K.fog_echo_table(0.02, dr=0.05, r0_max=30.0, pulse_len=PULSE_LEN, r1=R1, r2=R2)
-    args = (r0, beta0, u, peak, lo, hi, 0.05, 0.02, 3e-4, NOISE_FLOOR)
+    peak, lo, hi = K.fog_echo_table(0.06, dr=0.05, r0_max=30.0, pulse_len=PULSE_LEN, r1=R1, r2=R2)
+    scale = 0.046 / 50 / HAHNER_BETA0 * 2 / 299_792_458.0
+    args = (r0, inten, beta0, u, peak, lo, hi, 0.05, 0.06, scale, NOISE_FLOOR)
     for a, b in zip(K.fog_decide(*args), K.fog_decide_reference(*args), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     action = K.fog_decide(*args)[0]

@@ -2,7 +2,8 @@
 drops and flakes drawn from their published size distributions (Marshall and Palmer 1948; Gunn and Marshall
 1958), in the manner of LISA (Kilic et al. 2021). docs/lidar-transforms.md states every constant.
 
-Shared sensor model (a Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)):
+Shared sensor model (a Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)); fog compares its
+echo with the return in intensity units as Hahner et al.'s code does (see :class:`Fog`), the rest as follows:
 
 * a hard target of reflectance rho at range R returns beta0 exp(-2 alpha R) / R^2 with beta0 = rho / pi;
   rho is read from the point's intensity (0..255 = reflectance 0..1), at least 0.10 (the datasheet's pavement),
@@ -30,6 +31,7 @@ C = 299_792_458.0  # m/s
 TAU_H = 20e-9  # half-power pulse width, s (Hahner et al. 2021)
 PULSE_LEN = C * TAU_H  # c tau_H: the pulse's length in range, 6.0 m
 R1, R2 = 0.9, 1.0  # crossover of transmitter and receiver fields of view, m (Hahner et al. 2021)
+HAHNER_BETA0 = 1e-6 / math.pi  # Hahner et al.'s differential reflectivity of the hard target (their gamma = 1e-6)
 NOISE_FLOOR = 0.10 / (math.pi * 50.0**2)  # 1/(m^2 sr): pavement at 50 m (HDL-64E datasheet)
 ECHO_DR = 0.02  # m: the fog integral's step
 ECHO_R0_MAX = 30.0  # m: beyond, the target no longer cuts the fog's echo (its peak lies within ~4 m)
@@ -72,13 +74,15 @@ class Fog(Builtin):
     family = "weather"
     summary = "attenuation exp(-2 alpha R) and fog backscatter (Hahner et al. 2021)"
     params = (Param("visibility_m", "m", 10.0, 2000.0, "meteorological optical range (visibility)"),)
-    doc = ("Fog after Hahner et al. (ICCV 2021): alpha = ln(20)/V, beta = 0.046/V; every return attenuated by "
-           "exp(-2 alpha R); the fog's own echo (the pulse sin^2, tau_H = 20 ns, convolved with the fog's impulse "
-           "response beta exp(-2 alpha R') xi(R')/R'^2 in front of the target, xi rising from 0 at 0.9 m to 1 at "
-           "1.0 m) replaces the return when it is the stronger; a return under the noise floor (pavement at 50 m) "
-           "is lost. A scattered return lies on the same ray, at a range uniform in the part of the fog's echo "
-           "above half its peak (and at least 1.0 m).")
-    levels = {"light": {"visibility_m": 1000.0}, "moderate": {"visibility_m": 150.0},
+    doc = ("Fog after Hahner et al. (ICCV 2021) and their released code: alpha = ln(20)/V, beta = 0.046/V; every "
+           "return's intensity attenuated by exp(-2 alpha R); the fog's echo (the pulse sin^2, tau_H = 20 ns, "
+           "convolved with the fog's impulse response exp(-2 alpha R') xi(R')/R'^2 in front of the target, xi rising "
+           "from 0 at 0.9 m to 1 at 1.0 m), in intensity units i R0^2 (beta/beta0) x its time integral with their "
+           "beta0 = 1e-6/pi, replaces the return when it exceeds the attenuated intensity (capped at 255); a return "
+           "whose attenuated power falls under the noise floor (pavement at 50 m, HDL-64E datasheet) is lost. A "
+           "scattered return lies on the same ray, at a range uniform in the part of the fog's echo above half its "
+           "peak (and at least 1.0 m).")
+    levels = {"light": {"visibility_m": 300.0}, "moderate": {"visibility_m": 100.0},
               "heavy": {"visibility_m": 50.0}}
 
     def _apply(self, frame, p, rng, context):
@@ -88,13 +92,16 @@ class Fog(Builtin):
         r = ranges_of(pts)
         u = rng.random(len(pts))
         peak, lo, hi = _echo_table(alpha)
-        action, new_r, power = K.fog_decide(r, _reflectance_beta0(pts, r), u, peak, lo, hi, ECHO_DR, alpha, beta,
-                                            NOISE_FLOOR)
-        return _weather_change(frame, r, action, new_r, power, alpha, {
+        soft_scale = beta / HAHNER_BETA0 * 2.0 / C
+        action, new_r, inten = K.fog_decide(r, pts["intensity"].astype(np.float64), _reflectance_beta0(pts, r), u,
+                                            peak, lo, hi, ECHO_DR, alpha, soft_scale, NOISE_FLOOR)
+        return _weather_change(frame, r, action, new_r, inten, alpha, {
             "visibility_m": v, "alpha": alpha, "beta": beta, "noise_floor": NOISE_FLOOR})
 
 
-def _weather_change(frame, r, action, new_r, power, alpha, info):
+def _weather_change(frame, r, action, new_r, scatter_intensity, alpha, info):
+    """The change of a weather model: LOST points dropped, SCATTER points moved to ``new_r`` on their ray with
+    ``scatter_intensity``, KEEP points attenuated by exp(-2 alpha R)."""
     pts = frame.points
     keep = action != K.LOST
     factor = np.where(r > 0, new_r / np.where(r > 0, r, 1.0), 1.0)
@@ -103,7 +110,7 @@ def _weather_change(frame, r, action, new_r, power, alpha, info):
     out["intensity"][hard] = (pts["intensity"][hard].astype(np.float64) * np.exp(-2 * alpha * r[hard])).astype(
         np.float32)
     sc = action == K.SCATTER
-    out["intensity"][sc] = _intensity(power[sc], new_r[sc])
+    out["intensity"][sc] = scatter_intensity[sc].astype(np.float32)
     info = {**info, "n_scattered": int(np.count_nonzero(sc)), "n_lost": int(np.count_nonzero(~keep)),
             "n_kept": int(np.count_nonzero(hard))}
     return make_change(frame, keep, out[keep], info=info)
@@ -171,8 +178,8 @@ class _Precipitation(Builtin):
         scatter = has & (bp > hard) & (bp >= NOISE_FLOOR)
         action = np.where(scatter, K.SCATTER, np.where(hard >= NOISE_FLOOR, K.KEEP, K.LOST)).astype(np.int8)
         new_r = np.where(scatter, pr[np.maximum(best, 0)] if len(pr) else r0, r0)
-        power = np.where(scatter, bp, hard)
-        return _weather_change(frame, r0, action, new_r, power, alpha, {
+        inten = np.where(scatter, _intensity(bp, new_r), 0.0)
+        return _weather_change(frame, r0, action, new_r, inten, alpha, {
             self.rate_param: rate, "alpha": alpha, "n_particles": len(ray), "noise_floor": NOISE_FLOOR})
 
 
