@@ -423,3 +423,39 @@ def test_steering_angles_of_1e308_are_one_line_or_a_finding(tmp_path, capsys):
     ok.write_text("".join(lines))
     with pytest.raises(UserError, match="record 1"):
         load_tally(tmp_path / "m")
+
+
+# ----------------------------------------------------------------------------------------------- 6: checkpoint
+
+
+@pytest.mark.parametrize("bad", ["bytes", "list", "no-model", "wrong-tensors", "deep-history", "bad-stage"])
+def test_a_bad_camera_training_checkpoint_is_one_line_on_resume(tmp_path, capsys, bad):
+    """Item 6: a bad checkpoint.pt on `camera train --resume` ended in a traceback."""
+    import torch
+    from test_camera_campaign import write_udacity
+
+    drive = write_udacity(tmp_path / "drive", 6)
+    out = tmp_path / "run"
+    out.mkdir()
+    good = {"config": {"arch": "dave2"}, "model": {}, "optimizer": {"state": {}, "param_groups": []},
+            "stage": "cnn", "epoch": 1, "best_mse": 0.5, "best_state": None, "history": "[]"}
+    ck = out / "checkpoint.pt"
+    if bad == "bytes":
+        ck.write_bytes(b"\x80\x04not a checkpoint at all" * 10)
+    elif bad == "list":
+        torch.save([1, 2, 3], ck)
+    elif bad == "no-model":
+        torch.save({"config": {"arch": "dave2"}}, ck)
+    elif bad == "wrong-tensors":
+        torch.save({**good, "model": {"conv.weight": torch.zeros(2)}}, ck)
+    elif bad == "deep-history":
+        torch.save({**good, "history": "[" * 100000 + "]" * 100000}, ck)
+    else:
+        torch.save({**good, "stage": "lstm-of-doom"}, ck)
+    capsys.readouterr()
+    rc = main(["camera", "train", "--arch", "dave2", "--data", str(drive), "--out", str(out), "--resume",
+               "--epochs", "1"])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("lidarmt: error:") and "checkpoint.pt" in err[-1], err
+    assert not any("Traceback" in x for x in err)

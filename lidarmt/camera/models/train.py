@@ -323,13 +323,11 @@ def train(
     opt_state = None
     out.mkdir(parents=True, exist_ok=True)
     if resume and ckpt_path.is_file():
-        ck = torch.load(ckpt_path, map_location="cpu", weights_only=True)
-        if ck.get("config", {}).get("arch") != arch.name:
-            raise CameraOutputError(f"{ckpt_path}: checkpoint of another architecture; choose another --out")
-        module.load_state_dict(ck["model"])
+        ck = _read_checkpoint(ckpt_path, arch.name, stages=[s for s, _ in stage_epochs])
+        _load_state(module, ck["model"], ckpt_path, "model weights")
         opt_state = ck["optimizer"]
         state = {k: ck[k] for k in ("stage", "epoch", "best_mse", "best_state")}
-        state["history"] = json.loads(ck["history"])
+        state["history"] = ck["history"]
         log(f"resumed from {ckpt_path}: stage {state['stage']}, {state['epoch']} epochs done")
     elif (out / "log.jsonl").exists():
         (out / "log.jsonl").unlink()
@@ -353,7 +351,7 @@ def train(
         lr = float(cfg.lr) if stage == "cnn" else RECIPES[arch.name].lstm_lr
         opt = torch.optim.Adam(params, lr=lr)
         if opt_state is not None:
-            opt.load_state_dict(opt_state)
+            _load_state(opt, opt_state, ckpt_path, "optimiser state")
             opt_state = None
         steps_per_epoch = math.ceil(len(train_idx) / int(cfg.batch_size))
         for epoch in range(state["epoch"], epochs):
@@ -439,6 +437,55 @@ def _val_mse(module: Any, arch: Arch, prepared: np.ndarray, labels: np.ndarray, 
                               module(x)).reshape(-1))
     pred = torch.cat(preds).double().numpy()
     return float(np.mean((pred - labels[val_idx].astype(np.float64)) ** 2))
+
+
+_CHECKPOINT_HINT = "start again with --force (it discards the run in --out), or choose another --out"
+
+
+def _read_checkpoint(path: Path, arch: str, *, stages: list[str]) -> dict[str, Any]:
+    """``checkpoint.pt`` read as data (``weights_only``) and checked field by field: a damaged or foreign file is
+    one line (:class:`CameraOutputError`), never a traceback. ``history`` comes back parsed."""
+    import torch
+
+    from lidarmt._limits import loads_json
+
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - a damaged file can make the unpickler raise anything
+        raise CameraOutputError(f"{path}: not a training checkpoint ({type(err).__name__}); {_CHECKPOINT_HINT}") \
+            from err
+    if not isinstance(ck, dict) or not isinstance(ck.get("config"), dict):
+        raise CameraOutputError(f"{path}: not a training checkpoint; {_CHECKPOINT_HINT}")
+    if ck["config"].get("arch") != arch:
+        raise CameraOutputError(f"{path}: checkpoint of another architecture; choose another --out")
+
+    def tensors(v: Any) -> bool:
+        return isinstance(v, dict) and all(isinstance(t, torch.Tensor) for t in v.values())
+
+    checks = {"model": tensors(ck.get("model")), "optimizer": isinstance(ck.get("optimizer"), dict),
+              "stage": ck.get("stage") in stages,
+              "epoch": isinstance(ck.get("epoch"), int) and not isinstance(ck.get("epoch"), bool) and ck["epoch"] >= 0,
+              "best_mse": isinstance(ck.get("best_mse"), (int, float)) and not isinstance(ck.get("best_mse"), bool),
+              "best_state": ck.get("best_state") is None or tensors(ck.get("best_state")),
+              "history": isinstance(ck.get("history"), str)}
+    wrong = [k for k, ok in checks.items() if not ok]
+    if wrong:
+        raise CameraOutputError(f"{path}: corrupt training checkpoint ({', '.join(wrong)}); {_CHECKPOINT_HINT}")
+    history = loads_json(ck["history"], what=f"{path}: corrupt training checkpoint (history; {_CHECKPOINT_HINT})",
+                         error=CameraOutputError)
+    if not isinstance(history, list):
+        raise CameraOutputError(f"{path}: corrupt training checkpoint (history); {_CHECKPOINT_HINT}")
+    return {**ck, "history": history}
+
+
+def _load_state(target: Any, state: Any, path: Path, what: str) -> None:
+    """``target.load_state_dict(state)`` (a module or an optimiser), a mismatch one line naming ``path``."""
+    try:
+        target.load_state_dict(state)
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CameraOutputError(f"{path}: its {what} do not fit the {target.__class__.__name__} ({first[:200]}); "
+                                f"{_CHECKPOINT_HINT}") from err
 
 
 def _save_checkpoint(path: Path, module: Any, opt: Any, state: dict[str, Any], cfg: TrainConfig) -> None:
