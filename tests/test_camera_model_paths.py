@@ -308,12 +308,13 @@ def test_pairs_campaign_matches_by_name_and_bundles_carry_both_images(tmp_path, 
             "--tolerance", "5", "--out", str(out), "--bundles", "3", "-q"]
     assert main(args) == 0
     err = " ".join(capsys.readouterr().err.split())
-    assert "3 pair(s) matched by name" in err and "without a follow-up (c)" in err and "without a source image (d)" in err
+    assert "3 pair(s) matched by name" in err and "without a follow-up (c)" in err
+    assert "without a source image (d)" in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["pairs_done"] == 3 and summary["labelled"] is False
     assert summary["groups"][0]["family"] == "external" and summary["groups"][0]["deeproad"]["10"] == 3
     run = json.loads((out / "run.json").read_text())
-    assert run["pairs"]["unmatched_sources"] == ["c"] and run["pairs"]["unmatched_follow_ups"] == ["d"]
+    assert run["pairs"][0]["unmatched_sources"] == ["c"] and run["pairs"][0]["unmatched_follow_ups"] == ["d"]
     bundles = sorted((out / "violations").iterdir())
     assert len(bundles) == 3
     info = json.loads((bundles[0] / "bundle.json").read_text())
@@ -325,6 +326,25 @@ def test_pairs_campaign_matches_by_name_and_bundles_carry_both_images(tmp_path, 
     # one journal, resumable like any campaign
     assert main(args + ["--resume"]) == 0
     assert sum(1 for line in (out / "journal.jsonl").read_text().splitlines() if '"pair"' in line) == 3
+
+
+def test_several_follow_up_sets_are_reported_apart(tmp_path, capsys) -> None:
+    """TACTIC's released scenes: one source frame and its night, rain, snow versions, each set a column."""
+    src = _folder(tmp_path / "sunny", ["a.png", "b.png", "c.png"], flip=False)
+    night = _folder(tmp_path / "night", ["a.png", "b.png"], flip=True)
+    rain = _folder(tmp_path / "rain", ["a.png", "b.png", "c.png"], flip=False)  # unchanged: consistent
+    out = tmp_path / "run"
+    assert main(["camera", "fuzz", "--pairs", str(src), f"{night},{rain}", "--model", "test_camera_campaign:tilt",
+                 "--tolerance", "5", "--out", str(out), "-q"]) == 0
+    capsys.readouterr()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["pairs_done"] == 5
+    table = {row["transform"]: row for row in summary["deeproad"]}
+    assert table["follow-up:night"]["pairs"] == 2 and table["follow-up:night"]["inconsistent"]["10"] == 2
+    assert table["follow-up:rain"]["pairs"] == 3 and table["follow-up:rain"]["inconsistent"]["10"] == 0
+    assert main(["camera", "fuzz", "--pairs", str(src), f"{night},{tmp_path / 'x' / 'night'}", "--model",
+                 "test_camera_campaign:tilt", "--out", str(tmp_path / "r2"), "-q"]) == 2
+    _one_line_error(capsys, "share a name")
 
 
 def test_pairs_refusals_are_one_line(tmp_path, capsys) -> None:

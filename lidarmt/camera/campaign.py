@@ -139,7 +139,10 @@ class CameraCampaignConfig:
     topic: str | None = None
     timeout: float | None = None
     batch_size: int = 64
-    follow_ups: str | None = None  # a pairs campaign: the externally made follow-ups (lidarmt.camera.pairs)
+    # a pairs campaign (lidarmt.camera.pairs): the sources of follow-ups made elsewhere, one per transformation,
+    # and per follow-up source the source frames that have a follow-up in it (sorted)
+    follow_ups: tuple[str, ...] = ()
+    paired: tuple[tuple[int, ...], ...] = ()
 
     kind: ClassVar[str] = "camera"
     owned: ClassVar[tuple[str, ...]] = OWNED
@@ -158,9 +161,10 @@ class CameraCampaignConfig:
             raise CameraArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
         if self.batch_size < 1:
             raise CameraArgumentError(f"--batch-size {self.batch_size}: use at least 1")
-        if self.follow_ups is not None and (self.trials != 1 or len(self.transforms) != 1):
-            raise CameraArgumentError("--pairs: a pairs campaign has one follow-up per source image (no "
-                                      "transformations, one trial)")
+        if self.follow_ups and (self.trials != 1 or len(self.transforms) != len(self.follow_ups)
+                                or len(self.paired) != len(self.follow_ups)):
+            raise CameraArgumentError("--pairs: a pairs campaign has one transformation per follow-up source, "
+                                      "one setting and one trial")
 
     @property
     def items(self) -> tuple[int, ...]:
@@ -172,10 +176,21 @@ class CameraCampaignConfig:
 
     @property
     def total(self) -> int:
+        if self.follow_ups:
+            return len(self.models) * sum(sum(1 for f in self.frames if self._has_pair(t, f))
+                                          for t in range(len(self.paired)))
         return len(self.frames) * self.per_frame
+
+    def _has_pair(self, t: int, frame: int) -> bool:
+        import bisect
+
+        got = self.paired[t]
+        i = bisect.bisect_left(got, frame)
+        return i < len(got) and got[i] == frame
 
     def keys_of(self, frame: int) -> list[Key]:
         return [(frame, m, t, p, r) for m in range(len(self.models)) for t, tr in enumerate(self.transforms)
+                if not self.follow_ups or self._has_pair(t, frame)
                 for p in range(len(tr.grid)) for r in range(self.trials)]
 
     def key_fields(self, key: Key) -> dict[str, Any]:
@@ -197,10 +212,10 @@ class CameraCampaignConfig:
         from lidarmt.camera.transforms.registry import get_transform
 
         info = []
-        for tr in self.transforms if self.follow_ups is None else ():
+        for tr in self.transforms if not self.follow_ups else ():
             t = get_transform(tr.name)
             info.append((tr.name, t.family, t.relation))
-        if self.follow_ups is not None:
+        if self.follow_ups:
             from lidarmt.camera.pairs import FAMILY
 
             info = [(tr.name, FAMILY, "keep") for tr in self.transforms]
@@ -226,22 +241,23 @@ class CameraCampaignConfig:
              "models": [m.to_dict() for m in self.models], "transforms": [t.to_dict() for t in self.transforms],
              "frames": list(self.frames), "seed": self.seed, "trials": self.trials, "timeout": self.timeout,
              "batch_size": self.batch_size}
-        if self.follow_ups is not None:
-            d["follow_ups"] = self.follow_ups
+        if self.follow_ups:
+            d["follow_ups"] = list(self.follow_ups)
+            d["paired"] = [list(p) for p in self.paired]
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CameraCampaignConfig:
-        fu = d.get("follow_ups")
         return cls(str(d["images"]), tuple(ModelRef.from_dict(m) for m in d["models"]),
                    tuple(TransformRef.from_dict(t) for t in d["transforms"]), tuple(int(f) for f in d["frames"]),
                    int(d["seed"]), int(d["trials"]), d.get("topic"), d.get("timeout"), int(d.get("batch_size", 64)),
-                   None if fu is None else str(fu))
+                   tuple(str(f) for f in d.get("follow_ups") or ()),
+                   tuple(tuple(sorted(int(i) for i in p)) for p in d.get("paired") or ()))
 
     def param_labels(self) -> list[list[str]]:
         from lidarmt.camera.transforms.registry import get_transform
 
-        if self.follow_ups is not None:
+        if self.follow_ups:
             return [["made outside lidarmt"] for _ in self.transforms]
 
         return [[get_transform(t.name).label(p) for p in t.grid] for t in self.transforms]
@@ -280,10 +296,10 @@ class CameraEvaluator(EvaluatorBase):
         self.config = config
         self.source = open_images(config.images, topic=config.topic)
         self.models = [build_model(m, trust_code=trust_code) for m in config.models]
-        if config.follow_ups is not None:  # a pairs campaign: the follow-ups were made elsewhere
+        if config.follow_ups:  # a pairs campaign: the follow-ups were made elsewhere
             from lidarmt.camera.pairs import FollowUps
 
-            self.transforms = [FollowUps(config.follow_ups, self.source)]
+            self.transforms = [FollowUps(f, self.source) for f in config.follow_ups]
         else:
             self.transforms = [build(t.name, dict(t.options), trust_code=trust_code) for t in config.transforms]
         for t in self.transforms:  # translators: built now, once per process, so a bad one is a one-line error
@@ -316,7 +332,7 @@ class CameraEvaluator(EvaluatorBase):
         from lidarmt.camera.transforms.base import apply_window
 
         tr = self.transforms[t]
-        if self.config.follow_ups is not None:  # the follow-ups of the window's frames (padded as the window)
+        if self.config.follow_ups:  # the follow-ups of the window's frames (padded as the window)
             return tr.window([max(0, i) for i in range(frame - self.history, frame + 1)])
         params = self.config.transforms[t].grid[p]
         seed = transform_seed(self.config.seed, frame, tr.name, p, trial)
@@ -345,7 +361,7 @@ class CameraEvaluator(EvaluatorBase):
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config
         window, cur = self.window(index)
-        label = None if cfg.follow_ups is not None else cur.label  # pairs: the label-free relations only
+        label = None if cfg.follow_ups else cur.label  # pairs: the label-free relations only
         # every (transformation, parameter, trial) image once, shared by the models
         wanted = sorted({(k[2], k[3], k[4]) for k in keys})
         t0 = time.perf_counter()

@@ -3,9 +3,10 @@
 DeepRoad's and TACTIC's follow-ups come from GANs or diffusion editors run outside lidarmt. ``lidarmt camera fuzz
 --pairs SOURCES FOLLOW_UPS`` matches the two image sources by frame id (an image folder's file name without its
 extension, a Udacity folder's ``frame_id``), and the camera campaign judges each matched pair with the label-free
-relations (DeepRoad's |θ(i) − θ(τ(i))| ≤ ε), on the one campaign engine: the follow-up source plays the part of a
-transformation (:class:`FollowUps`, family ``external``, one setting), so the journal, resume, reports and bundles
-are the camera campaign's own. A bundle carries both images (``window.npz``); replay predicts them again and never
+relations (DeepRoad's |θ(i) − θ(τ(i))| ≤ ε), on the one campaign engine: each follow-up source plays the part of a
+transformation (:class:`FollowUps`, family ``external``, one setting; several sets, e.g. TACTIC's night, rain and
+snow versions of the same frames, are several transformations, and a frame is judged only against the sets that
+have its follow-up), so the journal, resume, reports and bundles are the camera campaign's own. A bundle carries both images (``window.npz``); replay predicts them again and never
 needs the follow-up folder.
 """
 

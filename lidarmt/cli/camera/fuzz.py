@@ -72,7 +72,7 @@ def _positive(name: str, value: float) -> None:
 
 def fuzz(
     images: Annotated[str | None, typer.Option("--images", help="Image source: Udacity folder (center/ + CSV), image folder, or a ROS1/ROS2 bag / Cyber record with a camera topic.")] = None,
-    pairs: Annotated[tuple[str, str] | None, typer.Option("--pairs", metavar="SOURCES FOLLOW_UPS", help="Instead of --images and --transforms: follow-ups made elsewhere (a GAN, a diffusion editor). Two image sources matched by file name (without the extension); unmatched names are reported. Judged by DeepRoad's label-free relation at --tolerance.")] = None,
+    pairs: Annotated[tuple[str, str] | None, typer.Option("--pairs", metavar="SOURCES FOLLOW_UPS", help="Instead of --images and --transforms: follow-ups made elsewhere (a GAN, a diffusion editor). Two image sources matched by file name (without the extension); unmatched names are reported. FOLLOW_UPS may list several folders, comma-separated (night/,rain/,snow/), each reported as its own transformation. Judged by DeepRoad's label-free relation at --tolerance.")] = None,
     model: Annotated[str, typer.Option("--model", help="Steering models, comma-separated: zoo names (lidarmt camera models), Keras .h5 paths, package.module:callable.")] = "dave-orig",
     transforms: Annotated[str, typer.Option("--transforms", help="all (simple, weather, mirror; no translator), simple, weather, mirror, translator (every installed learned translator), or comma-separated names, translator names and translator.pt paths.")] = "all",
     frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
@@ -131,20 +131,30 @@ def fuzz(
             keys = option_keys(n)
             if keys is None or "device" in keys:
                 o["device"] = resolved
-    follow_ups, pairing = None, None
+    follow_ups: tuple[str, ...] = ()
+    pairings: list = []
     if pairs is not None:
         from lidarmt.camera.campaign import TransformRef
         from lidarmt.camera.pairs import match, transform_name
 
-        images, follow_ups = pairs
+        images, fu_arg = pairs
+        follow_ups = tuple(f.strip() for f in fu_arg.split(",") if f.strip())
+        if not follow_ups:
+            raise CameraArgumentError("--pairs SOURCES FOLLOW_UPS: give the folder of follow-ups (several: "
+                                      "comma-separated, e.g. night/,rain/,snow/)")
+        tnames = [transform_name(f) for f in follow_ups]
+        if len(set(tnames)) != len(tnames):
+            raise CameraArgumentError(f"--pairs: the follow-up folders {', '.join(follow_ups)} share a name; "
+                                      "each set is reported by its folder's name, so name them apart")
         if trials != 1:
-            raise CameraArgumentError(f"--trials {trials}: a pairs campaign has one follow-up per image")
-        pairing = match(images, follow_ups, topic=topic)
-        err_console.print(f"--pairs: {pairing.describe()}", highlight=False, soft_wrap=True)
-        matched = [s for s, _ in pairing.pairs]
+            raise CameraArgumentError(f"--trials {trials}: a pairs campaign has one follow-up per image and set")
+        for f in follow_ups:
+            pairings.append(match(images, f, topic=topic))
+            err_console.print(f"--pairs {f}: {pairings[-1].describe()}", highlight=False, soft_wrap=True)
+        matched = sorted({s for p in pairings for s, _ in p.pairs})
         chosen = tuple(sorted(matched[i] for i in select_items(len(matched), frames, seed, what="pairs",
                                                                source=images)))
-        refs = (TransformRef(transform_name(follow_ups), ({},)),)
+        refs = tuple(TransformRef(n, ({},)) for n in tnames)
     else:
         refs = transform_refs(select(transforms), device=resolved)
         with open_images(images, topic=topic) as src:
@@ -152,7 +162,8 @@ def fuzz(
     out = out or Path("runs") / ("camera-" + Path(images.rstrip("/")).name.split(".")[0])
     config = CameraCampaignConfig(images, tuple(model_ref(n, o) for n, o in zip(names, per_model, strict=True)),
                                   refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
-                                  batch_size=batch_size, follow_ups=follow_ups)
+                                  batch_size=batch_size, follow_ups=follow_ups,
+                                  paired=tuple(tuple(s for s, _ in p.pairs) for p in pairings))
     criteria = Criteria(lam, epsilon, tolerance)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
@@ -162,11 +173,10 @@ def fuzz(
     with RunLock(out) as lock:
         _run(config, criteria, out, lock=lock, workers=used, backend=backend, address=address, resume=resume, force=force, bundles=bundles,
              command=command, quiet=quiet, fail_on_violation=fail_on_violation,
-             extra_run=None if pairing is None else {"pairs": {
-                 "follow_ups": follow_ups, "matched": len(pairing.pairs),
-                 "unmatched_sources": list(pairing.unmatched_sources),
-                 "unmatched_follow_ups": list(pairing.unmatched_follow_ups)}})
-
+             extra_run=None if not pairings else {"pairs": [
+                 {"follow_ups": f, "matched": len(p.pairs), "unmatched_sources": list(p.unmatched_sources),
+                  "unmatched_follow_ups": list(p.unmatched_follow_ups)} for f, p in zip(follow_ups, pairings,
+                                                                                       strict=True)]})
 
 def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force: bool, bundles: int, command: str,
          quiet: bool, fail_on_violation: bool, backend: str = "local", address: str | None = None,
