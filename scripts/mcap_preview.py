@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"{len(topics)} topics ({', '.join(sorted({v['schema'] for v in topics.values()}))})", fontsize=10)
     fig.tight_layout()
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(a.out, dpi=100)
+    fig.savefig(a.out, dpi=100, bbox_inches="tight", pad_inches=0.15)
     print(f"wrote {a.out}")
     return 0
 

@@ -160,6 +160,13 @@ class Page:
         self.sections.append((ident, title, body))
         return body
 
+    def move_after(self, ident: str, after: str) -> None:
+        """Put section ``ident`` right after section ``after`` (when both exist)."""
+        ids = [i for i, _, _ in self.sections]
+        if ident in ids and after in ids:
+            sec = self.sections.pop(ids.index(ident))
+            self.sections.insert([i for i, _, _ in self.sections].index(after) + 1, sec)
+
     def render(self) -> str:
         from lidarmt import __version__
 
@@ -240,16 +247,66 @@ _KNOWN_BY_N = {"n", "pairs", "count_relation", "any_class_count_relation", "subs
                "lost_filtered_out", "breakdown"}
 
 
+def _labelled(by_n: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any pair's frame carried ground-truth labels (the tally's ``labelled_pairs``)."""
+    return any(int(r.get("labelled_pairs") or 0) > 0 for r in by_n)
+
+
+def _label_key(k: str) -> bool:
+    return k.startswith(("labelled", "lost_by_label", "breakdown_labelled"))
+
+
 def _extra_columns(by_n: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Per-n numbers a newer tally adds (e.g. lost labelled objects): shown as extra columns when present."""
+    """Per-n numbers a newer tally adds (e.g. lost labelled objects): shown as extra columns when present (the
+    label columns only when some frame carried labels)."""
     keys: list[str] = []
+    labelled = _labelled(by_n)
     for r in by_n:
         for k, v in r.items():
-            if k not in _KNOWN_BY_N and k not in keys and (
+            if k not in _KNOWN_BY_N and k not in keys and (labelled or not _label_key(k)) and (
                     (isinstance(v, int | float) and not isinstance(v, bool))
                     or (isinstance(v, Mapping) and "k" in v and "n" in v)):
                 keys.append(k)
     return keys
+
+
+def _count_tables(by_n: Sequence[Mapping[str, Any]], labelled: bool) -> list[tuple[str, bool]]:
+    """Per-n keys holding counts by something (e.g. lost obstacles by label and class) that a newer tally adds:
+    (key, nested), nested when the counts are a dict of dicts; one small table each."""
+    def count(x: Any) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool)
+
+    keys: list[tuple[str, bool]] = []
+    for r in by_n:
+        for k, v in r.items():
+            if (k in _KNOWN_BY_N or k in (x for x, _ in keys) or k.startswith("breakdown")
+                    or not isinstance(v, Mapping) or not v or (_label_key(k) and not labelled) or {"k", "n"} <= set(v)):
+                continue
+            if all(count(x) for x in v.values()):
+                keys.append((k, False))
+            elif all(isinstance(x, Mapping) and all(count(y) for y in x.values()) for x in v.values()):
+                keys.append((k, True))
+    return keys
+
+
+def _breakdown_table(by_n: Sequence[Mapping[str, Any]], key: str, *, row_head: str = "size") -> Html | None:
+    """A two-way table of ``key`` per n: row -> column -> count (or -> {sub: count}), e.g. size × distance."""
+    bands: list[str] = []
+    for r in by_n:
+        for per in (r.get(key) or {}).values():
+            if isinstance(per, Mapping):
+                bands += [str(d) for d in per if str(d) not in bands]
+    rows = []
+    for r in by_n:
+        for size, per in (r.get(key) or {}).items():
+            if not isinstance(per, Mapping):
+                continue
+            counts = [per.get(d, 0) for d in bands]
+            total = sum(int(v) if isinstance(v, int | float) else sum(x for x in v.values()
+                                                                       if isinstance(x, int | float))
+                        for v in counts if isinstance(v, int | float | Mapping))
+            rows.append([r["n"], size, *[_breakdown_cell(v) for v in counts], total])
+    return table(["n", row_head, *bands, "all"], rows, ident=f"{key}-table") if rows else None
 
 
 def _extra_cell(v: Any) -> Any:
@@ -334,25 +391,30 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
     body.append(_charts(out, ["classes.png"]))
 
     body = page.section("breakdown", "Lost obstacles by size and distance")
-    bands: list[str] = []
-    for r in by_n:
-        for per in (r.get("breakdown") or {}).values():
-            if isinstance(per, Mapping):
-                bands += [str(d) for d in per if str(d) not in bands]
-    rows = []
-    for r in by_n:
-        for size, per in (r.get("breakdown") or {}).items():
-            if not isinstance(per, Mapping):
-                continue
-            counts = [per.get(d, 0) for d in bands]
-            total = sum(int(v) if isinstance(v, int | float) else sum(x for x in v.values()
-                                                                       if isinstance(x, int | float))
-                        for v in counts)
-            rows.append([r["n"], size, *[_breakdown_cell(v) for v in counts], total])
-    if rows:
-        body.append(table(["n", "size", *bands, "all"], rows, ident="breakdown-table"))
+    labelled = _labelled(by_n)
+    keys = ["breakdown"] + sorted({k for r in by_n for k in r if k.startswith("breakdown_")} if labelled else set())
+    for key in keys:
+        tab = _breakdown_table(by_n, key, row_head="size")
+        if tab:
+            if key != "breakdown":
+                body.append(p(key.replace("breakdown_", "lost ").replace("_", " ") + " obstacles only:"))
+            body.append(tab)
+    if len(body):
         body.append(p("size: the lost obstacle's box volume l × w × h (junk is small; cars are 5–15 m³); distance: "
                       "of its centre from the sensor.", cls="note"))
+    for key, nested in _count_tables(by_n, labelled):
+        body.append(p(key.replace("_", " ") + ":"))
+        if nested:
+            body.append(_breakdown_table(by_n, key, row_head=""))
+            continue
+        cols: list[str] = []
+        for r in by_n:
+            cols += [str(c) for c in (r.get(key) or {}) if str(c) not in cols]
+        body.append(table(["n", *cols], [[r["n"], *[(r.get(key) or {}).get(c, 0) for c in cols]] for r in by_n],
+                          ident=f"{key}-table"))
+    if not labelled and any(k.startswith("labelled") for r in by_n for k in r):
+        body.append(p("No frame carries ground-truth labels, so lost obstacles are not split into labelled objects "
+                      "and junk.", cls="note"))
 
     body = page.section("bundles", f"Bug bundles ({len(bundles)})")
     if bundles:
@@ -368,7 +430,7 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
     body = page.section("pairs", f"Violating pairs ({len(pairs) + more})")
     if pairs:
         bundled = {str(b.get("id")) for b in bundles if not b.get("error")}
-        labelled = any("label" in m for rec in pairs for m in rec["verdict"].get("missing", []))
+        labelled = _labelled(by_n) and any("label" in m for rec in pairs for m in rec["verdict"].get("missing", []))
         head = ["n", "frame", "trial", "|O|", "|O′|", "|O| > |O′|", "lost", "how"]
         head += ["lost labelled"] if labelled else []
         head += ["bundle"]
@@ -530,6 +592,8 @@ def camera_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: 
                           [[f.get("frame"), f.get("model"), f.get("transform"), f.get("stage"), f.get("status"),
                             str(f.get("error") or "").splitlines()[0][:300] if f.get("error") else ""]
                            for f in findings[:MAX_PAIR_ROWS]], ident="findings-table", filter_box=True))
+    page.move_after("worst", "table-2")  # the worst cases right after Table 8, where an engineer looks first
+    page.move_after("charts", "worst")
     return page.render()
 
 
