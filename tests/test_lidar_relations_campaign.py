@@ -182,3 +182,48 @@ def test_replay_notices_a_changed_file_and_refuses_code_without_trust(bundles, t
     (folder / "followup.npz").write_bytes(bytes(data))
     res = replay_bundle(folder, trust_code=True)
     assert not res.same and any("MANIFEST" in d for d in res.details)
+
+
+def test_bench_pairs_two_modules_per_transformation(sim, tmp_path, capsys):
+    from lidarmt.cli import main
+
+    frames_dir, map_dir = sim
+    out = tmp_path / "bench"
+    argv = ["bench", "--bag", str(frames_dir), "--map", str(map_dir), "--sut", "test_fuzz_support:grid_sut",
+            "--sut", SUT, "--transforms", "remove,rotate", "--levels", "light,heavy", "--seed", "3",
+            "--safety-distance", "70", "--tolerance", "0.95", "--out", str(out), "--quiet"]
+    assert main(argv) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["kind"] == "lidar-transform" and [m["role"] for m in s["modules"]] == ["baseline", "candidate"]
+    rows = {r["transform"]: r for r in s["comparisons"][0]["rows"] if r["relation"] == "relation"}
+    assert set(rows) == {"remove", "rotate", "all"} and rows["all"]["pairs"] == 2 * 4
+    # the frame-relative classifier breaks removal where the plain grid SUT does not: discordant pairs c > 0
+    assert rows["remove"]["c"] >= 1 and rows["remove"]["b"] == 0
+    assert (out / "transforms.png").is_file() and "McNemar" in (out / "report.md").read_text()
+    capsys.readouterr()
+
+
+def test_search_over_a_transformations_parameters_resumes_exactly(sim, tmp_path, capsys):
+    from lidarmt.cli import main
+
+    frames_dir, map_dir = sim
+    argv = ["fuzz", "--bag", str(frames_dir), "--map", str(map_dir), "--sut", "test_fuzz_support:grid_sut",
+            "--transforms", "range-noise", "--search", "es", "--budget", "3", "--frames", "1", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    journal = tmp_path / "b" / JOURNAL_NAME
+    lines = journal.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 1 + 3 * 2
+    journal.write_bytes(b"".join(lines[:4]))
+    assert main([*argv, "--out", str(tmp_path / "b"), "--resume"]) == 0
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert a == json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert a["kind"] == "lidar-transform-search" and set(a["arms"]) == {"es", "random"}
+    from lidarmt.lidar.transforms.registry import get_transform
+
+    (p,) = get_transform("range-noise").params  # every candidate is a setting inside the physical range
+    steps = [r for r in iter_records(tmp_path / "a" / JOURNAL_NAME) if r.get("arm") == "es"]
+    assert steps[0]["params"]["sigma_cm"] == get_transform("range-noise").levels["moderate"]["sigma_cm"]
+    assert all(p.lo <= r["params"][p.name] <= p.hi for r in steps)
+    assert main([*argv, "--transforms", "mirror", "--out", str(tmp_path / "c")]) == 2
+    assert "no parameter" in capsys.readouterr().err

@@ -200,6 +200,16 @@ def fuzz(
     if relation not in (None, "mr1") and transforms is None:
         raise FuzzArgumentError(f"--relation {relation}: give the transformations to judge with --transforms "
                                 "(lidarmt transforms lists them), or --relation mr1")
+    if transforms is not None and relation != "mr1" and search is not None:  # a transformation's settings
+        from lidarmt.cli.fuzz_transforms import run_transform_search
+        from lidarmt.lidar.relations import Thresholds
+
+        run_transform_search(search, transforms, relation=relation, bag=bag, topic=topic,
+                             roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options), frames=frames,
+                             seed=seed, budget=budget, timeout=timeout, library=library,
+                             thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap),
+                             out=out, resume=resume, force=force, quiet=quiet)
+        return
     if transforms is not None and relation != "mr1" and search is None:  # relations beyond MR1
         from lidarmt.cli.fuzz_transforms import run_transforms
         from lidarmt.lidar.relations import Thresholds

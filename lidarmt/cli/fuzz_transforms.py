@@ -216,3 +216,58 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
         report(plan.out, summary, run)
     if fail_on_regression and summary["verdict"] == "regression":
         raise typer.Exit(1)
+
+
+def run_transform_search(strategy: str, name: str, *, relation: str | None, bag: str, topic: str | None, roi: Any,
+                         sut: Any, frames: int | None, seed: int, budget: int, timeout: float | None,
+                         library: str | None, thresholds: Any, out: Path | None, resume: bool, force: bool,
+                         quiet: bool) -> None:
+    """``lidarmt fuzz --transforms NAME --search es|random``: the transformation's critical settings
+    (:mod:`lidarmt.search.lidar_transforms`), on the engine, in this process (the ES is sequential)."""
+    from lidarmt.cli._common import CampaignProgress, err_console, wide_console
+    from lidarmt.fuzz.campaign import select_frames
+    from lidarmt.fuzz.engine import RunLock, environment, run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.fuzz.plugins import SourceSpec, build_roi_provider, open_source
+    from lidarmt.lidar.campaign import transform_refs
+    from lidarmt.lidar.transforms.registry import select
+    from lidarmt.search.errors import SearchArgumentError
+    from lidarmt.search.lidar_transforms import TransformSearchConfig, summary_dict, write_reports
+
+    chosen_t = select(name)
+    if len(chosen_t) != 1:
+        raise SearchArgumentError(f"--search with --transforms {name}: search one transformation at a time "
+                                  f"(it names {len(chosen_t)})")
+    ref = transform_refs([chosen_t[0].name], levels=("moderate",), relation=relation)[0]
+    source = SourceSpec(bag, topic)
+    rec = open_source(source)
+    chosen = select_frames(len(rec), 3 if frames is None else frames, seed)
+    build_roi_provider(roi).roi_for(rec[chosen[0]])
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    out = out or Path("runs") / f"search-{ref.name}-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    config = TransformSearchConfig(source, roi, sut, ref.name, ref.relation, chosen, strategy=strategy,
+                                   budget=budget, seed=seed, library=library, timeout=timeout,
+                                   thresholds=thresholds, run_dir=str(out))
+    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("violations")), description="search",
+                           unit="candidates")
+    with RunLock(out) as lock:
+        try:
+            result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,
+                                  on_start=bar.on_start, lock=lock,
+                                  header_extra={"command": command, "environment": environment()})
+        except KeyboardInterrupt:
+            bar.stop()
+            err_console.print(f"interrupted: every candidate so far is in {out / JOURNAL_NAME}; continue with the "
+                              "same command plus --resume")
+            raise
+        finally:
+            bar.stop()
+        summary = summary_dict(config, result.tally)
+        run = {"command": command, "environment": environment(), "ran": result.ran, "resumed_from": result.resumed,
+               "elapsed_s": round(result.elapsed, 3)}
+        paths = write_reports(out, summary, run=run)
+    wide_console().print(paths["table.txt"].read_text(encoding="utf-8"), soft_wrap=True, highlight=False)
+    wide_console().print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)

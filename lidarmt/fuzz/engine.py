@@ -59,6 +59,7 @@ KINDS: dict[str, str] = {
     "lidar-condition": "lidarmt.search.lidar:ConditionConfig",
     "camera-coverage": "lidarmt.coverage.campaign:CoverageCampaignConfig",
     "lidar-transform": "lidarmt.lidar.campaign:LidarCampaignConfig",
+    "lidar-transform-search": "lidarmt.search.lidar_transforms:TransformSearchConfig",
 }
 DEFAULT_KIND = "lidar-mr1"  # journals written before kinds existed are LiDAR MR1 campaigns
 
@@ -1045,12 +1046,21 @@ def make_bundles(
         return infos
     workers, _ = clamp_workers(workers, items=len(todo), per_worker=config.worker_memory(), backend=backend,
                                address=address)
+    from lidarmt._atomic import is_disk_full_error
+
+    def full(err: Any) -> FuzzOutputError:
+        made = sum(1 for i in infos if not i.get("error"))
+        return FuzzOutputError(f"{root}: the disk is full ({err}); {made} of {len(keys)} bundle(s) written, every "
+                               "verdict is in the journal: free some space and run the same command with --resume")
+
     if workers == 1 and backend == "local":
         ev = config.evaluator()
         for _, (key, d, o) in todo:
             try:
                 got(ev.make_bundle(key, Path(d), **o))
             except (SutTimeout, Exception) as err:
+                if is_disk_full_error(err):  # no half bundle is left (they are built aside); stop: one line
+                    raise full(getattr(err, "strerror", None) or err) from err
                 if isinstance(err, UserError):
                     raise
                 got({"id": Path(d).name, "key": list(key), "error": f"{type(err).__name__}: {err}"})
@@ -1061,6 +1071,9 @@ def make_bundles(
             pool.run(todo, lambda rec: None, got)
         finally:
             pool.close()
+        bad = next((i for i in infos if i.get("error") and is_disk_full_error(Exception(i["error"]))), None)
+        if bad is not None:
+            raise full("No space left on device")
     return infos
 
 
