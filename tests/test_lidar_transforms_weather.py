@@ -164,10 +164,11 @@ def test_precipitation_clutter_grows_with_the_rate(sweep, name):
         rr = _ranges(c.frame)
         sc = np.abs(rr - r[c.origin]) > 1e-3
         assert np.count_nonzero(sc) == c.info["n_scattered"]
-        assert np.all(rr[sc] < r[c.origin[sc]]) and rr[sc].min() >= 1.0  # a particle in front of its target
+        assert np.all(rr[sc] < r[c.origin[sc]]) and rr[sc].min() >= 1.5  # a particle in front of its target
+        assert rr[sc].max() < 25.0  # beyond ~22 m no drop or flake can reach the noise floor
         counts.append(c.info["n_scattered"])
     assert counts[0] < counts[1] < counts[2]
-    # measured on this street sweep: rain 1/17/82 drop echoes at 5/25/100 mm/h; snow 2,167/4,268/7,028 flake
-    # echoes at 0.5/2/8 mm/h (bright flakes: snow clutters far more than rain)
+    # measured on this street sweep (64,142 points): rain 32 / 126 / 426 drop echoes at 5 / 25 / 100 mm/h; snow
+    # 8 / 36 / 127 flake echoes at 0.5 / 2 / 8 mm/h (melted-equivalent rates: fewer, weaker particles)
     n = len(sweep.points)
-    assert (counts[2] < 0.005 * n) if name == "rain" else (counts[0] > 0.01 * n)
+    assert counts[2] < 0.01 * n and counts[2] > 20 * max(counts[0], 1) ** 0.5

@@ -1,6 +1,6 @@
 """Weather on real sweeps: fog after Hahner et al. (ICCV 2021), rain and snow as attenuation plus the echoes of
 drops and flakes drawn from their published size distributions (Marshall and Palmer 1948; Gunn and Marshall
-1958), in the manner of LISA (Kilic et al. 2021). docs/lidar-transforms.md states every constant.
+1958) with LISA's particle model (Kilic et al. 2021, checked against its released code). docs/lidar-transforms.md states every constant.
 
 Shared sensor model (a Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)); fog compares its
 echo with the return in intensity units as Hahner et al.'s code does (see :class:`Fog`), the rest as follows:
@@ -35,13 +35,12 @@ HAHNER_BETA0 = 1e-6 / math.pi  # Hahner et al.'s differential reflectivity of th
 NOISE_FLOOR = 0.10 / (math.pi * 50.0**2)  # 1/(m^2 sr): pavement at 50 m (HDL-64E datasheet)
 ECHO_DR = 0.02  # m: the fog integral's step
 ECHO_R0_MAX = 30.0  # m: beyond, the target no longer cuts the fog's echo (its peak lies within ~4 m)
-BEAM_EXIT = 0.01  # m: beam diameter at the window (lidarmt's assumption; the datasheet gives none)
-BEAM_DIVERGENCE = 2e-3  # rad, full angle (lidarmt's assumption)
+BEAM_DIVERGENCE = 3e-3  # rad: the beam's diameter is tan(3 mrad) x range (LISA, Kilic et al. 2021)
 FRESNEL_WATER = ((1.328 - 1) / (1.328 + 1)) ** 2  # normal-incidence reflectance of water at 905 nm: 0.0198
-SNOW_REFLECTANCE = 0.9  # fresh snow at 905 nm, a flake taken as a Lambertian disc
+FRESNEL_ICE = ((1.3031 - 1) / (1.3031 + 1)) ** 2  # ... of ice (n = 1.3031, as LISA): 0.0173
+PARTICLE_R_MIN = 1.5  # m: nearest particle echo (LISA's minimum range of a bistatic sensor)
 RHO_MIN = 0.10  # darkest reflectance assumed for a reported return: the datasheet's pavement (KITTI reads 0 on
 # dark car paint that the sensor sees well: specular, little diffuse light, yet detected)
-R_MIN = 1.0  # m: particles nearer than the full field-of-view overlap (R2) are not seen
 
 
 def _reflectance_beta0(points: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -120,38 +119,45 @@ def _weather_change(frame, r, action, new_r, scatter_intensity, alpha, info):
 
 
 def beam_width(r: np.ndarray | float) -> np.ndarray | float:
-    """Beam diameter at range r, m."""
-    return BEAM_EXIT + BEAM_DIVERGENCE * r
+    """Beam diameter at range r, m (LISA: tan(divergence) x r)."""
+    return math.tan(BEAM_DIVERGENCE) * r
 
 
 class _Precipitation(Builtin):
-    """Attenuation plus particle echoes: particles of diameter D (mm) with density N0 exp(-Lambda D) per m^3 and
-    mm; the extinction coefficient of large particles (efficiency 2) alpha = 2 (pi/4) int D^2 N(D) dD =
-    pi N0 / Lambda^3 (x 1e-6 m^2/mm^2). A particle at range r in the beam returns sigma(D) exp(-2 alpha r) /
-    (A(r) r^2) (sigma: its differential backscatter cross-section, A: the beam's cross-section). Only particles
-    that reach the noise floor are drawn: per ray, a Poisson number with the mean over the beam's volume in
-    front of the target, positions by inverse CDF, sizes D_min(r) + Exp(Lambda) (the exponential is memoryless)."""
+    """Attenuation plus particle echoes, as LISA (Kilic et al. 2021) models them: particles of diameter D (mm) with
+    density N0 exp(-Lambda D) per m^3 and mm; extinction of large particles (efficiency 2) alpha = 2 (pi/4)
+    int D^2 N(D) dD = pi N0 / Lambda^3 (x 1e-6 m^2/mm^2); a particle at range r returns the power of a target of
+    reflectance R_F min((D / D_b(r))^2, 1) (its Fresnel reflectance times the share of the beam it covers, D_b the
+    beam's diameter), i.e. R_F min(...) exp(-2 alpha r) / (pi r^2) in this module's units. Only particles that
+    reach the noise floor are drawn (they alone can be reported): per ray, a Poisson number with the mean over the
+    beam's cone in front of the target, positions by inverse CDF, sizes D_min(r) + Exp(Lambda) (the exponential
+    is memoryless)."""
 
     rate_param = "rate_mm_h"
+    fresnel: float
 
     def size_distribution(self, rate: float) -> tuple[float, float]:  # (N0 per m^3 mm, Lambda per mm)
         raise NotImplementedError
 
-    def sigma_coefficient(self) -> float:  # sigma(D) = coefficient x D^2 (D in m), m^2/sr
-        raise NotImplementedError
+    def particle_power(self, d_m: np.ndarray, r: np.ndarray, alpha: float) -> np.ndarray:
+        """Received power (1/(m^2 sr)) of particles of diameter ``d_m`` (m) at ranges ``r``."""
+        cover = np.minimum((d_m / beam_width(r)) ** 2, 1.0)
+        return self.fresnel / math.pi * cover * np.exp(-2 * alpha * r) / (r * r)
 
     def _tables(self, rate: float):
         n0, lam = self.size_distribution(rate)
         alpha = math.pi * n0 / lam**3 * 1e-6
-        s = self.sigma_coefficient()
         dr = 0.02
-        r = np.arange(R_MIN, 130.0 + dr, dr)
-        area = math.pi * beam_width(r) ** 2 / 4
-        # detectable: s D^2 exp(-2 alpha r) / (A r^2) >= floor  =>  D >= D_min(r)
-        d_min_mm = 1e3 * np.sqrt(NOISE_FLOOR * area * r * r * np.exp(2 * alpha * r) / s)
-        dens = area * (n0 / lam) * np.exp(-lam * d_min_mm)  # detectable particles per metre of beam
+        r = np.arange(PARTICLE_R_MIN, 130.0 + dr, dr)
+        db = beam_width(r)
+        # detectable: (R_F / pi) (D / D_b)^2 exp(-2 alpha r) / r^2 >= floor, with D <= D_b (beyond, the particle
+        # covers the beam and returns no more): D >= D_min(r); none is detectable where D_min > D_b
+        d_min = db * r * np.exp(alpha * r) * np.sqrt(math.pi * NOISE_FLOOR / self.fresnel)
+        d_min_mm = np.where(d_min <= db, d_min, np.inf) * 1e3
+        area = math.pi * db**2 / 4
+        dens = np.where(np.isfinite(d_min_mm), area * (n0 / lam) * np.exp(-lam * np.minimum(d_min_mm, 1e6)), 0.0)
         cum = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * dr)])
-        return alpha, r, d_min_mm, cum, lam
+        return alpha, r, np.where(np.isfinite(d_min_mm), d_min_mm, 1e6), cum, lam
 
     def _apply(self, frame, p, rng, context):
         rate = p[self.rate_param]
@@ -160,15 +166,14 @@ class _Precipitation(Builtin):
         r0 = ranges_of(pts)
         n = len(pts)
         # particles in front of the target only (a particle within 10 cm of it merges with its echo)
-        mean = np.interp(np.maximum(r0 - 0.1, R_MIN), rgrid, cum)
+        mean = np.interp(np.maximum(r0 - 0.1, PARTICLE_R_MIN), rgrid, cum)
         counts = rng.poisson(mean)
         ray = np.repeat(np.arange(n, dtype=np.int64), counts)
         u = rng.random(len(ray))
         e = rng.standard_exponential(len(ray))
         pr = np.interp(u * mean[ray], cum, rgrid)  # inverse CDF (cum is non-decreasing)
         d = (np.interp(pr, rgrid, d_min_mm) + e / lam) * 1e-3  # m
-        area = math.pi * beam_width(pr) ** 2 / 4
-        ppow = self.sigma_coefficient() * d * d * np.exp(-2 * alpha * pr) / (area * pr * pr)
+        ppow = self.particle_power(d, pr, alpha)
         best = K.strongest_per_ray(ray, ppow, n)
         beta0 = _reflectance_beta0(pts, r0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -190,16 +195,15 @@ class Rain(_Precipitation):
     params = (Param("rate_mm_h", "mm/h", 0.1, 200.0, "rain rate"),)
     doc = ("Rain: drops with the Marshall-Palmer (1948) size distribution N(D) = 8000 exp(-4.1 R^-0.21 D) per m^3 "
            "and mm (R the rain rate in mm/h, D in mm); extinction alpha = pi N0 / Lambda^3; each return attenuated "
-           "by exp(-2 alpha R); each drop a specular water sphere (differential backscatter cross-section "
-           "R_F D^2 / 16, R_F = 0.02, water's Fresnel reflectance at 905 nm) in a beam 1 cm wide at the window "
-           "diverging 2 mrad; the strongest echo of each ray (target or drop) is reported.")
+           "by exp(-2 alpha R); a drop at r returns like a target of reflectance R_F min((D/D_b)^2, 1) (LISA: "
+           "R_F = 0.0198, water's Fresnel reflectance at 905 nm; D_b = tan(3 mrad) r the beam's diameter); only "
+           "drops beyond 1.5 m are seen; the strongest echo of each ray (target or drop) is reported.")
     levels = {"light": {"rate_mm_h": 5.0}, "moderate": {"rate_mm_h": 25.0}, "heavy": {"rate_mm_h": 100.0}}
+
+    fresnel = FRESNEL_WATER
 
     def size_distribution(self, rate):
         return 8000.0, 4.1 * rate ** -0.21
-
-    def sigma_coefficient(self):
-        return FRESNEL_WATER / 16.0
 
 
 class Snow(_Precipitation):
@@ -209,13 +213,11 @@ class Snow(_Precipitation):
     params = (Param("rate_mm_h", "mm/h", 0.1, 20.0, "snowfall rate (melted water equivalent)"),)
     doc = ("Snow: flakes with the Gunn-Marshall (1958) size distribution N(D) = 3800 R^-0.87 exp(-2.55 R^-0.48 D) "
            "per m^3 and mm (R the snowfall rate in mm/h of melted water, D in mm); extinction alpha = pi N0 / "
-           "Lambda^3; each return attenuated by exp(-2 alpha R); each flake a Lambertian disc of diameter D and "
-           "reflectance 0.9 (differential backscatter cross-section 0.9 D^2 / 4) in the same beam as rain; the "
-           "strongest echo of each ray is reported.")
+           "Lambda^3; each return attenuated by exp(-2 alpha R); a flake returns like a drop of ice (LISA: Fresnel "
+           "reflectance 0.0173, n = 1.3031) in the same beam as rain; the strongest echo of each ray is reported.")
     levels = {"light": {"rate_mm_h": 0.5}, "moderate": {"rate_mm_h": 2.0}, "heavy": {"rate_mm_h": 8.0}}
+
+    fresnel = FRESNEL_ICE
 
     def size_distribution(self, rate):
         return 3800.0 * rate ** -0.87, 2.55 * rate ** -0.48
-
-    def sigma_coefficient(self):
-        return SNOW_REFLECTANCE / 4.0
