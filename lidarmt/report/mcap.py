@@ -361,8 +361,9 @@ def write_lidar_bundle_mcap(path: str | os.PathLike[str], *, frame: Frame, follo
     F = _fox()
     t = stamp_ns(frame.stamp)
     base = len(frame)
-    lost = {int(m.source): f"{m.kind}" + (f" ({m.what()})" if m.what() else "")
-            for m in getattr(verdict, "missing", [])}
+    lost = {int(m.source): f"{m.kind}" + (f" as {m.to_cls.value}" if getattr(m, "to_cls", None) else "")
+            + (f" into #{m.into}" if m.kind == "merged" and getattr(m, "into", None) is not None else "")
+            + (f" ({m.what()})" if m.what() else "") for m in getattr(verdict, "missing", [])}
     with _Writer(path) as w:
         w.write(TOPIC_TF, frame_transform(F, frame, t_ns=t), t)
         w.write(TOPIC_SOURCE_POINTS, frame_cloud(F, frame, t_ns=t), t)
