@@ -37,9 +37,37 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     except OSError as err:
         tmp_path.unlink(missing_ok=True)
         raise OutputError(f"cannot write {target}: {err.strerror or err}") from err
+    except Exception as err:
+        # some writers report a full disk as their own error (torch.save: RuntimeError "unexpected pos")
+        full = disk_full(target.parent)
+        tmp_path.unlink(missing_ok=True)
+        if full:
+            raise OutputError(f"cannot write {target}: no space left on the device ({type(err).__name__}); free "
+                              "some space and run the command again") from err
+        raise
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def disk_full(folder: str | os.PathLike[str], *, slack: int = 1 << 20) -> bool:
+    """Whether the file system of ``folder`` has (almost) no space left for this process: less than ``slack``
+    bytes, what is left once a write has failed for want of space."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return False
+    return st.f_bavail * st.f_frsize < slack
+
+
+def is_disk_full_error(err: BaseException) -> bool:
+    """An OSError for a full disk or quota (ENOSPC, EDQUOT), or an error whose text says so (a worker's)."""
+    import errno
+
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+        return True
+    text = str(err)
+    return "No space left on device" in text or "[Errno 28]" in text or "no space left on the device" in text
 
 
 @contextlib.contextmanager

@@ -459,3 +459,112 @@ def test_a_bad_camera_training_checkpoint_is_one_line_on_resume(tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert err and err[-1].startswith("lidarmt: error:") and "checkpoint.pt" in err[-1], err
     assert not any("Traceback" in x for x in err)
+
+
+# ----------------------------------------------------------------------------------------------- 7: full disk
+
+
+class _FillingFile:
+    """A raw file that takes ``budget`` more bytes (the last write short), then fails with ENOSPC."""
+
+    def __init__(self, fh, budget: int) -> None:
+        self._fh, self.left = fh, budget
+
+    def write(self, data) -> int:
+        import errno
+
+        if self.left <= 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        chunk = bytes(data[: self.left])
+        self._fh.write(chunk)
+        self._fh.flush()
+        self.left -= len(chunk)
+        return len(chunk)
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+def test_a_journal_on_a_full_disk_is_one_line_and_loses_no_verdict(tmp_path, monkeypatch):
+    """Item 7: a journal write on a full disk ended in a traceback, and close() wrote a torn line after it."""
+    import builtins
+
+    from test_camera_campaign import config, write_udacity
+
+    import lidarmt.fuzz.journal as journal_mod
+    from lidarmt.errors import UserError
+    from lidarmt.fuzz.engine import run_campaign
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    cfg = config(write_udacity(tmp_path / "drive", 3), transforms="brightness", frames=(0, 1, 2))
+    whole = run_campaign(cfg, tmp_path / "whole")
+    size = (tmp_path / "whole" / JOURNAL_NAME).stat().st_size
+
+    def filling_open(path, mode="r", *args, **kw):
+        fh = builtins.open(path, mode, *args, **kw)  # noqa: SIM115 - the journal closes it
+        return _FillingFile(fh, size // 2) if "a" in mode else fh
+
+    monkeypatch.setattr(journal_mod, "open", filling_open, raising=False)
+    run = tmp_path / "run"
+    with pytest.raises(UserError, match="disk is full"):
+        run_campaign(cfg, run)
+    monkeypatch.undo()
+    text = (run / JOURNAL_NAME).read_text()
+    assert text.endswith("\n") and all(json.loads(x) for x in text.splitlines())  # no torn line
+    done = len(text.splitlines()) - 1
+    assert 0 < done < whole.ran
+    again = run_campaign(cfg, run, resume=True)
+    assert again.resumed == done and again.ran == whole.ran - done
+
+    def preds(folder):
+        return sorted((tuple(r["key"]), r["pred"], r["pred_t"]) for r in
+                      (json.loads(x) for x in (folder / JOURNAL_NAME).read_text().splitlines()[1:]))
+
+    assert preds(run) == preds(tmp_path / "whole")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real small file system (a 320 KiB tmpfs) to fill up; skipped where it cannot be mounted (not root)."""
+    import subprocess
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k", "tmpfs", str(mnt)], capture_output=True,
+                       check=False)
+    if r.returncode:
+        pytest.skip("needs to mount a small tmpfs (root) to fill a real disk")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
+
+
+def test_camera_bundles_on_a_full_disk_claim_nothing_they_did_not_write(small_disk, tmp_path):
+    """Item 7: camera bundles on a full disk exited 0 claiming "3 bundles" with 1 written, and opencv's and
+    libpng's own lines leaked. Now: one line, exit 2, the journal whole, no half bundle left."""
+    from test_camera_campaign import write_udacity
+
+    from lidarmt.fuzz.journal import JOURNAL_NAME
+
+    drive = write_udacity(tmp_path / "drive", 6)
+    out = small_disk / "run"
+    rc, err = _cli("camera", "fuzz", "--images", str(drive), "--model", "test_camera_campaign:tilt",
+                   "--transforms", "all", "--out", str(out), "--quiet")
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("lidarmt: error:"), err
+    assert "disk is full" in err or "no space" in err.lower(), err
+    lines = (out / JOURNAL_NAME).read_text().splitlines()
+    assert all(json.loads(x) for x in lines) and len(lines) > 1
+    for b in (out / "violations").iterdir() if (out / "violations").is_dir() else []:
+        assert not b.name.startswith("."), b  # no half-built bundle
+        assert (b / "bundle.json").is_file() and (b / "MANIFEST.json").is_file()
+
+
+def test_weights_on_a_full_disk_are_one_line(small_disk):
+    """Item 7: torch.save on a full disk raised RuntimeError ("unexpected pos"), a traceback."""
+    import torch
+
+    from lidarmt._atomic import atomic_path
+    from lidarmt.errors import OutputError
+
+    with pytest.raises(OutputError, match="no space left"), atomic_path(small_disk / "w.pt") as tmp:
+        torch.save({"w": torch.zeros(1 << 18)}, tmp)
+    assert list(small_disk.iterdir()) == []

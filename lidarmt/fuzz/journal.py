@@ -57,7 +57,9 @@ class Journal:
         self._clock = time.monotonic
         self._last_sync = self._clock()
         try:
-            self._fh = open(self.path, "ab")  # noqa: SIM115 - closed in close()
+            # unbuffered: each record is written by this process at once, and nothing is left in a buffer to be
+            # written (torn) later by close() after a failed write (a full disk)
+            self._fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         except OSError as err:
             raise _disk_error(self.path, err) from err
 
@@ -65,8 +67,12 @@ class Journal:
         line = (json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n").encode()
         pos = self._fh.tell()
         try:
-            self._fh.write(line)
-            self._fh.flush()
+            view = memoryview(line)
+            while view:  # a raw write may be short (a disk filling up): finish the line or fail
+                n = self._fh.write(view)
+                if not n:
+                    raise OSError(errno.EIO, "short write")
+                view = view[n:]
             if self._fsync and self._clock() - self._last_sync >= self._interval:
                 os.fsync(self._fh.fileno())
                 self._last_sync = self._clock()
@@ -84,7 +90,8 @@ class Journal:
             except OSError as err:
                 raise _disk_error(self.path, err) from err
             finally:
-                self._fh.close()
+                with contextlib.suppress(OSError):  # unbuffered: closing writes nothing more
+                    self._fh.close()
 
     def __enter__(self) -> Journal:
         return self

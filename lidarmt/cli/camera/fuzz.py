@@ -245,7 +245,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
         import cv2
 
         pics = []
-        for b in bundle_infos[:8]:
+        for b in [b for b in bundle_infos if not b.get("error")][:8]:  # a failed bundle has no picture
             img = cv2.imread(str(out / "violations" / b["id"] / "pair.png"), cv2.IMREAD_COLOR)
             if img is not None:
                 pics.append(img[..., ::-1])
@@ -270,7 +270,9 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
         console.print(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.1f} pairs/s, "
                       f"{workers} worker(s)); {len(violations)} violating pairs "
                       f"({'DeepTest Eq. 2/3' if labelled else f'DeepRoad at {criteria.tolerance_deg:g}°'}), "
-                      f"{len(findings)} crash/timeout, {len(bundle_infos)} bundles", soft_wrap=True)
+                      f"{len(findings)} crash/timeout, {sum(not b.get('error') for b in bundle_infos)} bundles"
+                      + (f" ({sum(bool(b.get('error')) for b in bundle_infos)} failed)"
+                         if any(b.get("error") for b in bundle_infos) else ""), soft_wrap=True)
     for b in bundle_infos[:10]:
         if b.get("error"):
             console.print(f"  bundle {b['id']}: failed ({b['error']})")
