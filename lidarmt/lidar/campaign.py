@@ -280,6 +280,8 @@ class LidarEvaluator(EvaluatorBase):
         self._source = None
         self.transforms = [get_transform(t.name) for t in config.transforms]
         self._library: Any = None
+        if any(self._inserts(t) for t in range(len(self.transforms))):
+            self.library()  # now, before the engine creates the run folder: a bad --library is one line
 
     @property
     def source(self) -> Any:
@@ -293,11 +295,13 @@ class LidarEvaluator(EvaluatorBase):
             self._library = open_library(self.config.library or self.config.source.path)
         return self._library
 
+    def _inserts(self, t: int) -> bool:
+        return self.config.transforms[t].relation == "insertion" or "insert" in self.transforms[t].name
+
     def context(self, t: int, roi: Roi) -> Any:
         from lidarmt.lidar.transforms.base import TransformContext
 
-        needs = self.config.transforms[t].relation == "insertion" or "insert" in self.transforms[t].name
-        return TransformContext(roi=roi, library=self.library() if needs else None)
+        return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None)
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]
