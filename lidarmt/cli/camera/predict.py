@@ -1,5 +1,7 @@
 """``lidarmt camera predict``: a steering model's angle for each frame of an image source, its error against
-the labels, and a contact sheet of frames with the label and the prediction drawn as steering arrows."""
+the labels beside both baselines (always 0°, always the training mean) and the correlation, and a contact sheet of
+frames with the label and the prediction drawn as steering arrows. Also the home of :func:`model_options`, the
+``[MODEL:]KEY=VALUE`` parser every camera command with ``--model-option`` shares."""
 
 from __future__ import annotations
 
@@ -21,19 +23,6 @@ TABLE_ROWS = 20
 
 def register(app: typer.Typer) -> None:
     app.command("predict")(predict)
-
-
-def parse_model_options(items: list[str] | None) -> dict[str, str]:
-    """``["key=value", ...]`` → dict; the model's loader converts the values it needs."""
-    from lidarmt.camera.errors import CameraArgumentError
-
-    out: dict[str, str] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CameraArgumentError(f"--model-option {item!r}: expected key=value (e.g. preprocess=resize)")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int = 64) -> dict[str, Any]:
