@@ -275,3 +275,23 @@ def test_entry_point_plugins_are_checked(monkeypatch, sweep):
     assert registry.get_transform("dust").apply(sweep, {}, seed=0).n_added == 0
     assert "dust" in registry.available()
     registry._cache.pop("dust", None)
+
+
+@pytest.mark.parametrize("name", [n for n in available()])
+def test_degenerate_frames(context, name):
+    """No points, points at the sensor's origin, non-finite points: a change, never an exception or a warning."""
+    import warnings
+
+    from lidarmt.types import Frame, make_points
+
+    frames = [Frame(make_points(np.zeros((0, 3)))), Frame(make_points(np.zeros((3, 3)), 10.0)),
+              Frame(make_points(np.array([[np.nan, 0, 0], [5, 0, 0], [1, 2, np.inf]]), [10.0, np.nan, 3.0]))]
+    t = get_transform(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for f in frames:
+            c = t.apply(f, "heavy", seed=0, context=context)
+            n = n_edits(c)
+            assert apply_edits(f, c, np.ones(n, dtype=bool)).points.tobytes() == c.frame.points.tobytes()
+            if t.family == "weather" and len(f) == 3:
+                assert c.info["n_lost"] == 3  # no range or no finite value: no return

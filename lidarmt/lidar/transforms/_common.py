@@ -25,7 +25,8 @@ class Builtin:
     def apply(self, frame: Frame, params: Mapping[str, float] | str | None = None, *, seed: int = 0,
               context: TransformContext | None = None) -> LidarChange:
         p = resolve_params(self, params)
-        return self._apply(frame, p, rng_for(seed, self.name), context)
+        with np.errstate(invalid="ignore", divide="ignore"):  # non-finite points (readers drop them) stay quiet
+            return self._apply(frame, p, rng_for(seed, self.name), context)
 
     def _apply(self, frame: Frame, p: dict[str, float], rng: np.random.Generator,
                context: TransformContext | None) -> LidarChange:  # pragma: no cover - abstract

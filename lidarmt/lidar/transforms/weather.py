@@ -43,6 +43,13 @@ RHO_MIN = 0.10  # darkest reflectance assumed for a reported return: the datashe
 # dark car paint that the sensor sees well: specular, little diffuse light, yet detected)
 
 
+def _finite_ranges(points: np.ndarray) -> np.ndarray:
+    """Ranges, 0 for a point with a non-finite coordinate or intensity (readers drop those; here they are lost)."""
+    r = ranges_of(points)
+    ok = np.isfinite(r) & np.isfinite(points["intensity"])
+    return np.where(ok, r, 0.0)
+
+
 def _reflectance_beta0(points: np.ndarray, r: np.ndarray) -> np.ndarray:
     rho = np.clip(points["intensity"].astype(np.float64) / 255.0, RHO_MIN, 1.0)
     return np.maximum(rho / math.pi, NOISE_FLOOR * r * r)
@@ -88,7 +95,7 @@ class Fog(Builtin):
         v = p["visibility_m"]
         alpha, beta = fog_coefficients(v)
         pts = frame.points
-        r = ranges_of(pts)
+        r = _finite_ranges(pts)
         u = rng.random(len(pts))
         peak, lo, hi = _echo_table(alpha)
         soft_scale = beta / HAHNER_BETA0 * 2.0 / C
@@ -163,7 +170,7 @@ class _Precipitation(Builtin):
         rate = p[self.rate_param]
         alpha, rgrid, d_min_mm, cum, lam = self._tables(rate)
         pts = frame.points
-        r0 = ranges_of(pts)
+        r0 = _finite_ranges(pts)
         n = len(pts)
         # particles in front of the target only (a particle within 10 cm of it merges with its echo)
         mean = np.interp(np.maximum(r0 - 0.1, PARTICLE_R_MIN), rgrid, cum)
