@@ -116,6 +116,9 @@ def test_weights_naming_an_unknown_architecture_are_refused(tmp_path, capsys) ->
     export_weights(get_arch("dave2").build(), path, arch="resnet-9000", meta={})
     assert main(["camera", "predict", str(data), "--model", str(path)]) == 2
     _one_line_error(capsys, "unknown architecture", "resnet-9000")
+    export_weights(get_arch("dave2").build(), path, arch="x" * 100_000, meta={})  # a name of 100 kB
+    assert main(["camera", "predict", str(data), "--model", str(path)]) == 2
+    assert len(_one_line_error(capsys, "unknown architecture")) < 600
 
 
 class _Payload:

@@ -172,7 +172,12 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
 
         if "batch_size" in options:
             options["batch_size"] = _whole(options["batch_size"], "batch_size", spec)
-        return model_from_file(spec, **options)
+        try:
+            return model_from_file(spec, **options)
+        except ModelError as err:  # the line may quote the file (an architecture name): keep it short
+            if len(str(err)) <= 400:
+                raise
+            raise ModelError(str(err)[:400] + "…") from err
     zoo = _zoo()
     if zoo is not None and _zoo_accepts(zoo, spec):
         _check_keys(spec, options, ZOO_OPTION_KEYS)
