@@ -1,4 +1,5 @@
-"""``lidarmt train``: train Apollo's CNN-seg network on labelled simulator frames."""
+"""``lidarmt train``: train Apollo's CNN-seg network on labelled frames (simulated, or real KITTI raw sweeps
+with their tracklets)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ def register(app: typer.Typer) -> None:
 
 
 def train(
-    data: Annotated[list[Path], typer.Option("--data", help="Folder(s) of labelled .npz frames "
-                                             "(`lidarmt simulate --dataset DIR`); repeat for several.")],
+    data: Annotated[list[str], typer.Option("--data", help="A folder of labelled .npz frames "
+                                            "(`lidarmt simulate --dataset DIR`) or a KITTI raw drive with its "
+                                            "tracklet_labels.xml; PATH@A:B keeps frames A..B-1 (a drive's sweeps "
+                                            "in time order). Repeat for several.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder: last.pt (checkpoint), cnnseg<grid>.pt, log.jsonl.")] = Path("runs/train"),
     seed: Annotated[int, typer.Option(help="Seeds the initialisation and every sample drawn.")] = 0,
     steps: Annotated[int, typer.Option(help="Optimizer steps (the learning-rate schedule spans them).")] = 1500,
@@ -29,6 +32,8 @@ def train(
     threads: Annotated[int, typer.Option(help="torch intra-op threads (0: torch's default).")] = 2,
     pos_weight: Annotated[float, typer.Option(help="Objectness loss weight of an object cell vs a background cell.")] = 2.0,
     class_weights: Annotated[str, typer.Option(help="Per-class cell weights: unknown,smallmot,bigmot,nonmot,pedestrian.")] = "1.5,1,0.7,1.5,1.5",
+    data_weights: Annotated[str | None, typer.Option(help="How often each --data source is sampled, e.g. 1,1 "
+                                                     "(default: in proportion to its frames).")] = None,
     no_augment: Annotated[bool, typer.Option("--no-augment", help="Train without augmentation.")] = False,
     fp32: Annotated[bool, typer.Option("--fp32", help="No bf16 autocast, even where the CPU has AMX.")] = False,
     checkpoint_minutes: Annotated[float, typer.Option(help="Write last.pt and the weights this often.")] = 3.0,
@@ -45,6 +50,9 @@ def train(
     that is not empty is refused unless --resume (continue its run) or --force (start over).
 
     Example: lidarmt train --data data/train --out runs/cnnseg640 --seed 0 --steps 1500 --ship
+
+    Real sweeps: lidarmt train --data data/train --data ../kitti_raw/2011_09_26/2011_09_26_drive_0001_sync@0:86
+    --data-weights 1,1 ... (points outside the tracklets' camera view carry no loss)
     """
     import shutil
 
@@ -60,8 +68,15 @@ def train(
         raise ArgumentError(f"--class-weights must be 5 non-negative numbers, got {class_weights!r}")
     from lidarmt.perception.apollo.train import train as run_training
 
+    dw = None
+    if data_weights is not None:
+        try:
+            dw = tuple(float(v) for v in data_weights.split(","))
+        except ValueError as err:
+            raise ArgumentError(f"--data-weights must be comma-separated numbers, got {data_weights!r}") from err
+
     cfg = TrainConfig(
-        data=tuple(str(p) for p in data), out=str(out), seed=seed, steps=steps, grid=grid, crop=crop, batch=batch,
+        data=tuple(str(p) for p in data), data_weights=dw, out=str(out), seed=seed, steps=steps, grid=grid, crop=crop, batch=batch,
         lr=lr, weight_decay=weight_decay, warmup=warmup, augment=not no_augment, bf16=not fp32, threads=threads,
         checkpoint_minutes=checkpoint_minutes, max_minutes=max_minutes,
         loss=LossWeights(positive=pos_weight, class_cells=cw),  # type: ignore[arg-type]

@@ -19,6 +19,12 @@ from lidarmt.perception.apollo.errors import ConfigError
 #: Where ``lidarmt train`` ships the default weights of each grid size.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640.pt", 512: WEIGHTS_DIR / "cnnseg512.pt"}
+#: Shipped weights selectable by name (``--sut-option weights=sim``), per grid: files of WEIGHTS_DIR (see its
+#: MODEL_CARD.md). A name is looked up here only, never taken as a path. "default" is what loads without one.
+NAMED_WEIGHTS: dict[str, dict[int, str]] = {
+    "default": {640: "cnnseg640.pt", 512: "cnnseg512.pt"},
+    "sim": {640: "cnnseg640_sim.pt", 512: "cnnseg512.pt"},  # trained on simulated sweeps only (v2)
+}
 
 MODES = ("exact", "fast")
 #: a lower bound on the bytes per grid cell of one detect call: the 8 feature maps and the 12 output maps, fp32
@@ -50,7 +56,8 @@ class ApolloConfig:
     compile: bool = False  # torch.compile the network (fast mode)
     threads: int = 0  # torch intra-op threads for the CNN; 0 = leave torch's setting alone
     device: str = "cpu"  # where the CNN runs: cpu | cuda | cuda:N | auto (cuda when available), see docs/gpu.md
-    weights: str | None = field(default=None)  # None = the shipped weights for this grid size
+    # None = the shipped weights for this grid size; a name of NAMED_WEIGHTS ("sim"); else a path to a .pt file
+    weights: str | None = field(default=None)
 
     def __post_init__(self) -> None:
         from lidarmt._limits import check_memory, check_threads
@@ -129,9 +136,20 @@ class ApolloConfig:
         return 0.5 * self.grid / self.range
 
     def weights_path(self) -> Path:
-        """The weights file this configuration loads."""
+        """The weights file this configuration loads: the shipped one of the grid, a shipped one by name
+        (:data:`NAMED_WEIGHTS`), or a path."""
         if self.weights:
-            return Path(self.weights).expanduser()
+            named = NAMED_WEIGHTS.get(self.weights)
+            if named is not None:
+                if self.grid not in named:
+                    raise ConfigError(f"weights={self.weights}: no shipped weights of that name for grid "
+                                      f"{self.grid} (it has: {', '.join(map(str, sorted(named)))})")
+                return WEIGHTS_DIR / named[self.grid]
+            path = Path(self.weights).expanduser()
+            if not path.exists() and "/" not in self.weights and not self.weights.lower().endswith(".pt"):
+                raise ConfigError(f"weights={self.weights}: not a shipped name ({', '.join(NAMED_WEIGHTS)}) nor "
+                                  "a .pt file path")
+            return path
         return DEFAULT_WEIGHTS.get(self.grid, WEIGHTS_DIR / f"cnnseg{self.grid}.pt")
 
     def to_dict(self) -> dict[str, Any]:

@@ -36,6 +36,11 @@ objectness by the non-empty mask):
     so the head is meaningful; the doubled angle makes it independent of the box's front/back ambiguity).
 
 Cells whose points belong to an instance that has no box (cannot be given a centre) are *ignored*: no loss.
+
+**Unlabelled points.** When ``labels.region`` is set (KITTI labels only what the front camera sees), a point
+outside it is *unlabelled*, not background: a non-empty cell none of whose points lies inside the region is
+ignored (no loss on any head), unless it is an object cell (a labelled car reaching out of the camera's view
+is still that car).
 """
 
 from __future__ import annotations
@@ -223,6 +228,10 @@ def build_targets(
 
     objectness = nonempty & (obj_id >= 0)
     obj_id[~objectness] = -1
+    if lb.region is not None:
+        labelled = np.zeros(n_cells, dtype=bool)
+        labelled[cell[valid & lb.region.contains(pts)]] = True
+        ignore |= ~labelled & ~objectness
     ignore &= nonempty
 
     rx, cy_ = cell_centers(grid, range_)

@@ -12,6 +12,15 @@ Losses are computed on the raw 12-channel ``deconv0`` blob (logits, for numerica
 (see :func:`apollo_losses`). bf16 autocast runs the network where the CPU has native bf16 (AMX / AVX512-BF16);
 losses are in fp32. AdamW with a linear warm-up and cosine decay.
 
+**Data.** Each ``--data`` entry is a *source*: a folder of the simulator's labelled ``.npz`` frames (or one
+such file), or a labelled recording, e.g. a KITTI raw drive with its ``tracklet_labels.xml``
+(:mod:`lidarmt.io.tracklets`). ``PATH@A:B`` keeps the source's frames ``A .. B-1`` (in its order: a drive's
+sweeps in time, so ``drive@0:86`` trains on the first 86 sweeps and leaves the rest for validation). A step
+picks each sample's source at random in proportion to ``data_weights`` (default: the sources' frame counts,
+i.e. every frame equally likely), then a frame of it. Frames whose labels cover only part of the sweep
+(``labels.region``) have the rest ignored by the losses (:mod:`~lidarmt.perception.apollo.targets`), and their
+crops that are not placed on an object are centred on a labelled cell.
+
 Everything random derives from ``seed``: the network's initialisation and, for each step, a generator seeded
 with ``(seed, step)``, so a run resumed from a checkpoint draws the same samples as an uninterrupted one.
 Threaded CPU kernels (oneDNN convolutions, reductions) are not bit-deterministic, so two runs with the same
@@ -23,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -92,6 +102,8 @@ class TrainConfig:
     checkpoint_minutes: float = 3.0
     max_minutes: float | None = None  # stop early (with a checkpoint) after this much wall time
     loss: LossWeights = field(default_factory=LossWeights)
+    #: how often each --data source is sampled, relative (None: in proportion to its frame count)
+    data_weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.crop % 32 or self.crop <= 0 or self.crop > self.grid:
@@ -103,6 +115,12 @@ class TrainConfig:
         check_threads(self.threads, what="--threads", error=ArgumentError, zero_ok=True)  # 100000 segfaults torch
         if not self.lr > 0:
             raise ArgumentError(f"lr must be positive, got {self.lr}")
+        if self.data_weights is not None:
+            if len(self.data_weights) != len(self.data):
+                raise ArgumentError(f"--data-weights: {len(self.data_weights)} weight(s) for {len(self.data)} "
+                                    "--data source(s); give one per source")
+            if min(self.data_weights) < 0 or not sum(self.data_weights) > 0:
+                raise ArgumentError(f"--data-weights must be non-negative and not all 0, got {self.data_weights}")
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -131,6 +149,78 @@ def list_frames(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
         raise TrainingError(f"no .npz frames under {', '.join(map(str, paths))}; generate them with "
                             "`lidarmt simulate --dataset DIR --frames N --seed S`")
     return out
+
+
+_SLICE = re.compile(r"^(?P<path>.+)@(?P<a>\d*):(?P<b>\d*)$")
+
+
+def split_spec(spec: str | os.PathLike[str]) -> tuple[Path, slice]:
+    """``PATH`` or ``PATH@A:B`` (frames A .. B-1 of the source) -> (path, slice)."""
+    text = str(spec)
+    m = _SLICE.match(text)
+    if m is None or Path(text).exists():
+        return Path(text), slice(None)
+    a, b = m["a"], m["b"]
+    return Path(m["path"]), slice(int(a) if a else None, int(b) if b else None)
+
+
+class Source:
+    """One ``--data`` entry: the simulator's .npz frames, or a labelled recording (a KITTI raw drive with
+    tracklets), restricted to a slice of its frames."""
+
+    def __init__(self, spec: str | os.PathLike[str]) -> None:
+        self.spec = str(spec)
+        path, sl = split_spec(spec)
+        self.path = path
+        self._rec: Any = None
+        if (path.is_dir() and not _is_recording_dir(path)) or (path.is_file() and path.suffix.lower() == ".npz"):
+            files = list_frames([path])
+            self.kind = "npz"
+            self.items: list[Any] = files[sl]
+        elif path.exists():
+            from lidarmt.io import open_recording
+
+            try:
+                self._rec = open_recording(path)
+            except InputError as err:
+                raise TrainingError(f"--data {self.spec}: {err}") from err
+            self.kind = "recording"
+            self.items = list(range(len(self._rec)))[sl]
+        else:
+            list_frames([path])  # the one wording for a missing folder
+            raise AssertionError("unreachable")
+        if not self.items:
+            raise TrainingError(f"--data {self.spec}: no frames in that range")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def load(self, k: int) -> Frame:
+        """Frame ``k`` of the source (checked for per-point labels)."""
+        if self.kind == "npz":
+            return _load_frame(self.items[k])
+        frame = self._rec[self.items[k]]
+        if frame.labels is None or frame.labels.point_instance is None:
+            raise TrainingError(f"--data {self.spec}: frame {self.items[k]} has no per-point labels (a KITTI raw "
+                                "drive needs its tracklet_labels.xml); train on labelled frames")
+        return frame
+
+    def describe(self) -> str:
+        return f"{self.spec} ({len(self)} {'frames' if self.kind == 'npz' else 'sweeps'})"
+
+
+def _is_recording_dir(path: Path) -> bool:
+    """A folder that is a recording rather than a folder of .npz frames (a KITTI raw drive)."""
+    from lidarmt.io.kitti_raw import drive_folder
+
+    return drive_folder(path) is not None
+
+
+def open_sources(specs: Sequence[str | os.PathLike[str]]) -> list[Source]:
+    """The training sources of ``--data`` (see the module docstring); a one-line error for unusable ones."""
+    if not specs:
+        raise TrainingError("no --data given")
+    return [Source(s) for s in specs]
 
 
 #: What a training run writes in its folder (``--force`` replaces these, and only these).
@@ -201,6 +291,13 @@ def make_sample(
     scale = grid / (2.0 * range_)
     half = crop // 2
     obj_cells = np.flatnonzero(tg.objectness)
+    labelled = None
+    if frame.labels is not None and frame.labels.region is not None:
+        # only part of the sweep is labelled: a crop not on an object goes to a labelled cell near the sensor
+        cand = np.flatnonzero((tg.nonempty & ~tg.ignore).ravel())
+        rows, cols = cand // grid, cand % grid
+        near = (np.abs(range_ - (rows + 0.5) / scale) < near_range) & (np.abs(range_ - (cols + 0.5) / scale) < near_range)
+        labelled = cand[near]
     if len(obj_cells) and rng.random() < object_crop_prob:
         # every object equally likely (a pedestrian as often as a bus), then one of its cells
         ids = tg.obj_id.ravel()[obj_cells]
@@ -211,6 +308,9 @@ def make_sample(
         jitter = int(crop * 0.35)
         r_c += int(rng.integers(-jitter, jitter + 1))
         c_c += int(rng.integers(-jitter, jitter + 1))
+    elif labelled is not None and len(labelled):
+        c = int(labelled[rng.integers(len(labelled))])
+        r_c, c_c = c // grid, c % grid
     else:
         x, y = rng.uniform(-near_range, near_range, 2)
         r_c, c_c = int((range_ - x) * scale), int((range_ - y) * scale)
@@ -388,10 +488,15 @@ def train(
     from lidarmt._atomic import atomic_path
     from lidarmt.perception.apollo.network import build_network, cpu_bf16_support
 
-    paths = list_frames(cfg.data)
+    sources = open_sources(cfg.data)
     out = Path(cfg.out)
     resuming = check_out(out, resume=resume, force=force)
-    _load_frame(paths[0])  # a folder of foreign .npz files fails here, before the run folder is touched
+    for src in sources:
+        src.load(0)  # foreign .npz files or an unlabelled recording fail here, before the run folder is touched
+    counts = np.array([len(src) for src in sources], dtype=np.float64)
+    weights = counts if cfg.data_weights is None else np.asarray(cfg.data_weights, dtype=np.float64)
+    probs = weights / weights.sum()
+    n_frames = int(counts.sum())
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     net = build_network(cfg.grid, seed=cfg.seed)
@@ -425,7 +530,7 @@ def train(
     use_bf16 = cfg.bf16 and bool(cpu_bf16_support())
     aug = AugmentConfig() if cfg.augment else None
     cfg_dict = asdict(cfg)
-    log(f"training on {len(paths)} frames, {cfg.steps} steps of {cfg.batch} x {cfg.crop}^2 crops, "
+    log(f"training on {n_frames} frames ({'; '.join(f'{s.describe()} p={q:.2f}' for s, q in zip(sources, probs, strict=True))}), {cfg.steps} steps of {cfg.batch} x {cfg.crop}^2 crops, "
         f"{'bf16 autocast' if use_bf16 else 'fp32'}, {torch.get_num_threads()} threads")
 
     history: list[dict[str, float]] = []
@@ -436,7 +541,7 @@ def train(
     def meta(done: int) -> dict[str, Any]:
         tail = history[-100:]
         means = {k: float(np.mean([h[k] for h in tail])) for k in tail[0]} if tail else {}
-        return {"config": cfg_dict, "steps_done": done, "frames": len(paths),
+        return {"config": cfg_dict, "steps_done": done, "frames": n_frames,
                 "wall_seconds": round(elapsed_before + time.perf_counter() - t0, 1),
                 "final_losses_mean_last_100": means, "precision": "bf16-autocast" if use_bf16 else "fp32",
                 "torch": torch.__version__, "init": init_from}
@@ -454,7 +559,13 @@ def train(
             t_data = time.perf_counter()
             samples = []
             for _ in range(cfg.batch):
-                frame = _load_frame(paths[int(rng.integers(len(paths)))])
+                if len(sources) == 1 or cfg.data_weights is None:  # every frame equally likely (as before)
+                    k = int(rng.integers(n_frames))
+                    i = int(np.searchsorted(np.cumsum(counts), k, side="right"))
+                    frame = sources[i].load(k - int(counts[:i].sum()))
+                else:
+                    i = int(rng.choice(len(sources), p=probs))
+                    frame = sources[i].load(int(rng.integers(len(sources[i]))))
                 samples.append(make_sample(frame, rng, grid=cfg.grid, range_=cfg.range, crop=cfg.crop, augment=aug,
                                            object_crop_prob=cfg.object_crop_prob, near_range=cfg.near_range))
             batch = collate(samples)
