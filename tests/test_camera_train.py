@@ -15,8 +15,11 @@ cv2 = pytest.importorskip("cv2")
 
 from lidarmt.camera.errors import CameraArgumentError  # noqa: E402
 from lidarmt.camera.models.train import (  # noqa: E402
+    Draws,
     LabelledFrames,
     TrainConfig,
+    augment_images,
+    draw_augmentations,
     load_labelled,
     read_weights,
     train,
@@ -134,16 +137,28 @@ def test_camera_train_cli(tmp_path, capsys, monkeypatch):
     # --force starts again; --ship copies weights, card and metrics into the package's weights folder
     ship = tmp_path / "weights"
     monkeypatch.setattr("lidarmt.camera.models.zoo.WEIGHTS_DIR", ship)
-    assert main(args + ["--force", "--ship", "--no-flip"]) == 0
+    assert main(args + ["--force", "--ship", "--augment", "none"]) == 0
     assert len(_log(out)) == 1
     assert sorted(p.name for p in ship.iterdir()) == ["dave2.json", "dave2.md", "dave2.pt"]
-    assert "none (no flip" in (ship / "dave2.md").read_text()
+    card = (ship / "dave2.md").read_text()
+    assert "Augmentation: none" in card and "--augment none" in card
+    assert json.loads((ship / "dave2.json").read_text())["augmentations"] == []
+    capsys.readouterr()
+
+    # --validate re-measures a weights file on the validation split against both baselines
+    assert main(["camera", "train", "--arch", "dave2", "--data", str(data), "--validate", str(ship / "dave2.pt")]) == 0
+    text = capsys.readouterr().out
+    m = json.loads((ship / "dave2.json").read_text())
+    assert f"MSE {m['val_mse']:.5f}" in text and f"MSE {m['zero_mse']:.5f}" in text
+    assert f"MSE {m['mean_mse']:.5f}" in text and "better baseline's" in text
 
 
 @pytest.mark.parametrize("extra, message", [
     (["--val-fraction", "1.5"], "--val-fraction"),
     (["--arch", "resnet"], "unknown architecture"),
     (["--epochs", "0"], "--epochs"),
+    (["--augment", "flip,blur"], "unknown augmentation 'blur'"),
+    (["--shift-max", "0.9"], "--shift-max"),
 ])
 def test_camera_train_bad_arguments(tmp_path, capsys, extra, message):
     data = _write_udacity(tmp_path / "drive", 6)
@@ -161,3 +176,75 @@ def test_camera_train_needs_labelled_data(tmp_path, capsys):
         assert main(["camera", "train", "--arch", "dave2", "--data", str(data), "--out", str(tmp_path / "r")]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and len(err.splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------------- augmentation
+
+
+def _draws(n: int, **kw) -> Draws:
+    base = dict(flip=np.zeros(n, bool), shift=np.zeros(n), gain=np.ones(n), shadow=np.zeros(n, bool),
+                shadow_x=np.full((n, 2), 0.5), shadow_side=np.zeros(n, bool), shadow_gain=np.ones(n))
+    base.update(kw)
+    return Draws(**base)
+
+
+def test_flip_and_shift_move_the_image_and_correct_the_angle():
+    img = np.zeros((1, 4, 10, 3), np.float32)
+    img[0, :, 2] = 200.0  # a bright column at x = 2
+    flipped = augment_images(torch.from_numpy(img.copy()), _draws(1, flip=np.array([True])), "rgb").numpy()
+    assert flipped[0, 0, :, 0].argmax() == 7
+    shifted = augment_images(torch.from_numpy(img.copy()), _draws(1, shift=np.array([0.3])), "rgb").numpy()
+    assert shifted[0, 0, :, 0].argmax() == 5  # content moved right by 3 of 10 pixels
+    assert (shifted[0, 0, :3, 0] == 0).all()  # the left edge column repeated
+    d = _draws(3, flip=np.array([True, False, True]), shift=np.array([0.0, 0.1, -0.2]))
+    # flipped angle negated; content moved right -> steer right (more negative); 0.5 rad per image width
+    np.testing.assert_allclose(d.angles(np.array([0.2, 0.2, 0.1]), 0.5), [-0.2, 0.15, 0.0])
+
+
+def test_brightness_and_shadow_scale_the_luma_only():
+    rng = np.random.default_rng(0)
+    yuv = rng.uniform(40, 200, (2, 6, 8, 3)).astype(np.float32)
+    out = augment_images(torch.from_numpy(yuv.copy()), _draws(2, gain=np.array([0.5, 1.0])), "yuv").numpy()
+    np.testing.assert_allclose(out[0, ..., 0], 0.5 * yuv[0, ..., 0], rtol=1e-6)
+    np.testing.assert_allclose(out[0, ..., 1:], 128 + 0.5 * (yuv[0, ..., 1:] - 128), rtol=1e-6)  # = RGB x 0.5
+    np.testing.assert_allclose(out[1], yuv[1], rtol=1e-6)
+    rgb = np.full((1, 4, 8, 3), 100.0, np.float32)
+    d = _draws(1, shadow=np.array([True]), shadow_x=np.array([[0.5, 0.5]]), shadow_side=np.array([True]),
+               shadow_gain=np.array([0.6]))
+    out = augment_images(torch.from_numpy(rgb), d, "rgb").numpy()
+    np.testing.assert_allclose(out[0, :, :4], 100.0)
+    np.testing.assert_allclose(out[0, :, 4:], 60.0, rtol=1e-6)  # the right half darkened
+
+
+def test_augmentation_draws_are_seeded_and_independent_of_each_other():
+    a = draw_augmentations(np.random.default_rng(5), 50, ("flip", "shift", "brightness", "shadow"), shift_max=0.1,
+                           width=200)
+    b = draw_augmentations(np.random.default_rng(5), 50, ("flip", "shift", "brightness", "shadow"), shift_max=0.1,
+                           width=200)
+    c = draw_augmentations(np.random.default_rng(5), 50, ("flip", "brightness"), shift_max=0.1, width=200)
+    for f in ("flip", "shift", "gain", "shadow"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+    np.testing.assert_array_equal(a.flip, c.flip) and np.testing.assert_array_equal(a.gain, c.gain)
+    assert not c.shift.any() and not c.shadow.any()
+    assert a.flip.any() and a.shadow.any() and np.abs(a.shift).max() <= 0.1 and (a.gain != 1).all()
+    np.testing.assert_allclose(np.round(a.shift * 200), a.shift * 200, atol=1e-9)  # whole pixels
+
+
+def test_recipes_keep_one_model_without_photometric_augmentation():
+    from lidarmt.camera.models.archs import ARCHS
+    from lidarmt.camera.models.train import PHOTOMETRIC, RECIPES, parse_augment
+
+    assert set(RECIPES) == set(ARCHS)
+    plain = [n for n, r in RECIPES.items() if not set(parse_augment(r.augment)) & set(PHOTOMETRIC)]
+    assert "dave-orig" in plain
+    cfg = TrainConfig(arch="dave2", data="d", out="o", flip=False).resolved()
+    assert "flip" not in cfg.augmentations() and cfg.flip is False
+
+
+def test_rambo_trains_on_windows_of_frame_differences(tmp_path):
+    fr = _frames(16, h=48, w=64)
+    m = train(TrainConfig(arch="rambo", data="synthetic", out=str(tmp_path / "run"), epochs=1, batch_size=8),
+              frames=fr, log=lambda s: None)
+    assert m["val_frames"] == 3 and np.isfinite(m["val_mse"]) and m["augmentations"]
+    card = (tmp_path / "run" / "rambo.md").read_text()
+    assert "history 2" in card and "--arch rambo" in card

@@ -219,3 +219,46 @@ def test_activated_set_and_jaccard() -> None:
     assert jaccard_distance(sa, sa) == 0.0
     assert jaccard_distance(np.array([1, 1, 0], bool), np.array([0, 1, 1], bool)) == pytest.approx(2 / 3)
     assert jaccard_distance(np.zeros(3, bool), np.zeros(3, bool)) == 0.0
+
+
+def test_bounds_are_compared_with_a_tolerance() -> None:
+    """fp32 noise at a bound (the same frame in another batch size) is not coverage; a real excursion is."""
+    probe = NeuronProbe(nn.Sequential(nn.Linear(1, 1)))
+    probe._sizes = [2]
+    prof = Profile(("0",), (2,), np.array([0.0, -200.0], np.float32), np.array([1.0, 100.0], np.float32),
+                   np.zeros(2, np.float32), np.ones(2, np.float32), 10)
+    cfg = CoverageConfig(criteria=("kmnc", "nbc", "snac"), kmnc_k=10)
+    tr = CoverageTracker(probe, profile=prof, config=cfg)
+    # within 1e-4 x max(1, |bound|) of a bound: on the bound (KMNC's end sections), no NBC/SNAC
+    tr.update_activations(np.array([[1.0 + 5e-5, 100.0 + 5e-3], [-5e-5, -200.0 - 1e-2]], np.float32))
+    assert tr.covered_counts() == {"kmnc": 4, "nbc": 0, "snac": 0}
+    assert tr.covered("kmnc")[[0, 9, 10, 19]].all()
+    tr.update_activations(np.array([[1.0 + 3e-4, 100.0 + 0.05]], np.float32))
+    assert tr.covered("snac").tolist() == [True, True] and tr.covered("nbc").tolist() == [False] * 2 + [True] * 2
+    strict = CoverageTracker(probe, profile=prof, config=CoverageConfig(criteria=("snac",), bound_tolerance=0.0))
+    strict.update_activations(np.array([[1.0 + 5e-5, 100.0]], np.float32))
+    assert strict.covered("snac").tolist() == [True, False]
+    with pytest.raises(CoverageArgumentError, match="bound tolerance"):
+        CoverageConfig(bound_tolerance=-1.0)
+
+
+def test_a_profiles_own_frames_cover_no_boundary(tmp_path) -> None:
+    """The frames a profile was built from (64 a batch) measured again one at a time: NBC = SNAC = 0."""
+    from types import SimpleNamespace
+
+    from lidarmt.camera.models.archs import get_arch
+    from lidarmt.camera.models.train import export_weights
+    from lidarmt.camera.models.zoo import model_from_file
+    from lidarmt.coverage.camera import build_profile, tracker_for
+
+    torch.manual_seed(3)
+    export_weights(get_arch("dave2").build(), tmp_path / "dave2.pt", arch="dave2", meta={})
+    model = model_from_file(tmp_path / "dave2.pt")
+    rng = np.random.default_rng(4)
+    source = [SimpleNamespace(image=rng.integers(0, 256, (120, 160, 3), dtype=np.uint8)) for _ in range(24)]
+    prof = build_profile(model, source, range(24), batch=64)
+    tr = tracker_for(model, profile=prof)
+    for f in source:
+        tr.update(f.image[None])
+    cov = tr.coverage()
+    assert cov["nbc"] == 0.0 and cov["snac"] == 0.0 and cov["kmnc"] > 0.0

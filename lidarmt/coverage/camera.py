@@ -61,7 +61,13 @@ def tracker_for(model: Any, *, profile: Profile | None = None, config: CoverageC
     if module is None:
         raise ProfileError(f"model {getattr(model, 'name', model)!r} exposes no torch module; coverage needs one")
     probe = NeuronProbe(module, layers=layers)
-    return CoverageTracker(probe, run=model.predict, profile=profile, config=config)
+    return CoverageTracker(probe, run=_hooked_predict(model), profile=profile, config=config)
+
+
+def _hooked_predict(model: Any) -> Any:
+    """The model's predict that forwards every input through its module (a model that caches per-frame features,
+    Chauffeur, skips the encoder for frames it has seen, which the probe's hooks must not miss)."""
+    return getattr(model, "predict_uncached", model.predict)
 
 
 def training_indices(n_frames: int, *, share: float = TRAIN_SHARE) -> np.ndarray:
@@ -98,7 +104,7 @@ def build_profile(model: Any, source: Any, indices: Sequence[int], *, batch: int
     for start in range(0, len(indices), batch):
         chunk = indices[start:start + batch]
         images = model_inputs(source, chunk, history)
-        _, acts = probe.capture(lambda images=images: model.predict(images), len(images))
+        _, acts = probe.capture(lambda images=images: _hooked_predict(model)(images), len(images))
         acc.add(acts)
         if progress is not None:
             progress(len(chunk))

@@ -20,7 +20,11 @@ says which *units* every input covers; a tracker keeps, per criterion, the set o
   (2) largest of its layer for some input (DeepGauge reports k = 1, 2, 3).
 
 ``kmnc``, ``nbc`` and ``snac`` need a :class:`~lidarmt.coverage.profile.Profile`; the bounds may be widened by
-``widen`` training standard deviations (DeepGauge's 0, 0.5σ, σ; default 0).
+``widen`` training standard deviations (DeepGauge's 0, 0.5σ, σ; default 0). Bounds are compared with a
+tolerance (``bound_tolerance`` x max(1, |bound|), default 1e-4): the same frame's neuron values differ by a few
+1e-6 between batch sizes in fp32, and a strict comparison would count that noise as going beyond the training
+range (the profile's own frames gave NBC 17 % and SNAC 32 %); a value within the tolerance of a bound counts as
+on it (KMNC's first or last section).
 
 Everything is vectorised over inputs and neurons (``reduceat`` over the layers' column ranges for NC's per-layer
 scaling, ``argpartition`` per layer for TKNC, ``np.unique`` over flat section indices for KMNC); the only Python
@@ -54,6 +58,7 @@ class CoverageConfig:
     kmnc_k: int = 1000
     tknc_k: int = 2
     widen: float = 0.0
+    bound_tolerance: float = 1e-4
 
     def __post_init__(self) -> None:
         if self.criteria is not None:
@@ -69,6 +74,8 @@ class CoverageConfig:
             raise CoverageArgumentError(f"TKNC k {self.tknc_k}: use at least 1")
         if not (self.widen >= 0 and np.isfinite(self.widen)):
             raise CoverageArgumentError(f"bound widening {self.widen}: use a non-negative number of std devs")
+        if not (self.bound_tolerance >= 0 and np.isfinite(self.bound_tolerance)):
+            raise CoverageArgumentError(f"bound tolerance {self.bound_tolerance}: use a non-negative number")
 
     def resolve(self, *, has_profile: bool) -> tuple[str, ...]:
         if self.criteria is None:
@@ -81,7 +88,8 @@ class CoverageConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"criteria": list(self.criteria) if self.criteria else None, "nc_threshold": self.nc_threshold,
-                "kmnc_k": self.kmnc_k, "tknc_k": self.tknc_k, "widen": self.widen}
+                "kmnc_k": self.kmnc_k, "tknc_k": self.tknc_k, "widen": self.widen,
+                "bound_tolerance": self.bound_tolerance}
 
 
 # ------------------------------------------------------------------------------------------ unit hits
@@ -104,12 +112,18 @@ def nc_mask(acts: np.ndarray, offsets: np.ndarray, threshold: float) -> np.ndarr
     return layer_scaled(acts, offsets) > threshold
 
 
-def kmnc_sections(acts: np.ndarray, low: np.ndarray, high: np.ndarray, k: int) -> np.ndarray:
-    """(N, neurons) int64 section index per value, −1 where the value lies outside ``[low, high]`` (it covers no
-    section: the fix of TACTIC's bug, where −1 indexed the top section)."""
+def bound_tolerance(low: np.ndarray, high: np.ndarray, rel: float) -> np.ndarray:
+    """Per-neuron tolerance of a bound comparison: ``rel`` x max(1, |low|, |high|)."""
+    return (rel * np.maximum(1.0, np.maximum(np.abs(low), np.abs(high)))).astype(np.float64)
+
+
+def kmnc_sections(acts: np.ndarray, low: np.ndarray, high: np.ndarray, k: int, tol: Any = 0.0) -> np.ndarray:
+    """(N, neurons) int64 section index per value, −1 where the value lies outside ``[low − tol, high + tol]``
+    (it covers no section: the fix of TACTIC's bug, where −1 indexed the top section); a value within ``tol``
+    outside a bound counts in the first or last section."""
     width = (high - low).astype(np.float64)
     x = acts.astype(np.float64)
-    inside = (x >= low) & (x <= high)
+    inside = (x >= low - tol) & (x <= high + tol)
     with np.errstate(invalid="ignore", divide="ignore"):
         sec = np.floor((x - low) / np.where(width > 0, width, 1.0) * k)
     sec = np.clip(np.nan_to_num(sec, nan=0.0), 0, k - 1).astype(np.int64)
@@ -117,9 +131,9 @@ def kmnc_sections(acts: np.ndarray, low: np.ndarray, high: np.ndarray, k: int) -
     return sec
 
 
-def nbc_mask(acts: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """(N, 2·neurons) bool: below ``low`` (first half), above ``high`` (second half)."""
-    return np.concatenate([acts < low, acts > high], axis=1)
+def nbc_mask(acts: np.ndarray, low: np.ndarray, high: np.ndarray, tol: Any = 0.0) -> np.ndarray:
+    """(N, 2·neurons) bool: below ``low − tol`` (first half), above ``high + tol`` (second half)."""
+    return np.concatenate([acts < low - tol, acts > high + tol], axis=1)
 
 
 def tknc_mask(acts: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
@@ -221,8 +235,10 @@ class CoverageTracker:
         self.criteria = self.config.resolve(has_profile=profile is not None)
         self._covered: dict[str, np.ndarray] | None = None
         self._bounds: tuple[np.ndarray, np.ndarray] | None = None
+        self._tol: np.ndarray | float = 0.0
         if profile is not None:
             self._bounds = profile.bounds(widen=self.config.widen)
+            self._tol = bound_tolerance(*self._bounds, self.config.bound_tolerance)
         self.inputs_seen = 0
 
     # -------------------------------------------------------------------------------------- shape
@@ -267,13 +283,13 @@ class CoverageTracker:
             else:
                 low, high = self._bounds  # type: ignore[misc]
                 if c == "kmnc":
-                    sec = kmnc_sections(acts, low, high, self.config.kmnc_k)
+                    sec = kmnc_sections(acts, low, high, self.config.kmnc_k, self._tol)
                     base = (np.arange(acts.shape[1], dtype=np.int64) * self.config.kmnc_k)[None]
                     out[c] = np.where(sec >= 0, base + sec, -1)
                 elif c == "nbc":
-                    out[c] = nbc_mask(acts, low, high)
+                    out[c] = nbc_mask(acts, low, high, self._tol)
                 else:
-                    out[c] = acts > high
+                    out[c] = acts > high + self._tol
         return out
 
     def update_activations(self, acts: np.ndarray, *, commit: bool = True, outputs: Any = None) -> Step:

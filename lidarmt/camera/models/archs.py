@@ -28,6 +28,14 @@ Architectures (``name``: topology, input):
 ``dave2``
     NVIDIA's DAVE-2 as in the shared Keras file: rows 60:-25 of a 160-row frame (3/8 of the height from the top,
     5/32 from the bottom) resized to 66x200, YUV, ``x / 127.5 - 1``, ELU.
+``rambo``
+    Team Rambo: frames resized to 192x256 grey; the network sees the differences of consecutive frames (two
+    channels from a window of three frames); a comma.ai branch and two NVIDIA-style branches, their outputs
+    combined by a learned weighted sum.
+
+Models with history take windows of frames: Chauffeur's ``prepare`` is per frame and its module encodes each frame
+of the window; Rambo's ``prepare`` is per frame (grey, one channel) and its ``normalise`` turns a window of prepared
+frames ``(N, T, h, w, 1)`` into the frame differences (``window_normalise``).
 """
 
 from __future__ import annotations
@@ -139,6 +147,37 @@ def prepare_dave2(images: np.ndarray) -> np.ndarray:
     return _prepare_with(_dave2_one, images, 66, 200)
 
 
+#: Rambo's input size (camera-facts: 192x256 grey frames).
+RAMBO_SIZE = (192, 256)
+
+
+def _rambo_one(image: np.ndarray) -> np.ndarray:
+    import cv2
+
+    grey = cv2.cvtColor(_resize(image, *RAMBO_SIZE), cv2.COLOR_RGB2GRAY)
+    return grey[..., None]
+
+
+def prepare_rambo(images: np.ndarray) -> np.ndarray:
+    """Rambo: the whole frame resized to 192x256, grey (one channel)."""
+    images = _check_frames(images)
+    out = np.empty((len(images), *RAMBO_SIZE, 1), dtype=np.uint8)
+    for i, img in enumerate(images):
+        out[i] = _rambo_one(img)
+    return out
+
+
+def normalise_frame_diffs(x: Any) -> Any:
+    """A window of prepared grey frames ``(N, T, h, w, 1)`` (oldest first) -> ``(N, T - 1, h, w)`` float32 frame
+    differences in [-1, 1], newest first: channel ``j`` is ``frame[T-1-j] - frame[T-2-j]`` (Rambo's
+    ``make_grayscale_diff_data``)."""
+    import torch
+
+    g = x.to(torch.float32)[..., 0] / 255.0  # (N, T, h, w)
+    diffs = g[:, 1:] - g[:, :-1]  # oldest difference first
+    return diffs.flip(1).contiguous()
+
+
 def normalise_pm1(x: Any) -> Any:
     """uint8 NHWC -> float NCHW in [-1, 1] (x / 127.5 - 1, DAVE-2's Lambda layer)."""
     import torch
@@ -246,7 +285,48 @@ def _torch_classes() -> dict[str, type]:
             feats = self.encoder(x.reshape(n * t, *x.shape[2:])).reshape(n, t, -1)
             return self.forward_features(feats)
 
-    _CLASSES = {"Atan2": Atan2, "Scale": Scale, "SteeringNet": SteeringNet, "ChauffeurNet": ChauffeurNet}
+    class RamboNet(nn.Module):
+        """Rambo: three branches over the same frame differences, outputs combined by a learned weighted sum.
+
+        ``forward(x)`` takes ``(N, 2, 192, 256)`` differences and returns ``(N, 1)`` radians; ``branches(x)``
+        returns the three branch outputs ``(N, 3)`` (comma.ai, NVIDIA 1, NVIDIA 2: DeepTest's S1, S2, S3).
+        """
+
+        def __init__(self, channels: int = 2) -> None:
+            super().__init__()
+            # comma.ai's steering model: conv 16 8x8/4, 32 5x5/2, 64 5x5/2 ('same'), ELU, FC 512, 1
+            self.comma = nn.Sequential(
+                nn.Conv2d(channels, 16, 8, stride=4, padding=2), nn.ELU(),
+                nn.Conv2d(16, 32, 5, stride=2, padding=2), nn.ELU(),
+                nn.Conv2d(32, 64, 5, stride=2, padding=2), nn.Flatten(), nn.Dropout(0.2), nn.ELU(),
+                nn.Linear(64 * 12 * 16, 512), nn.Dropout(0.5), nn.ELU(), nn.Linear(512, 1),
+            )
+            self.nvidia1 = self._nvidia(channels)
+            self.nvidia2 = self._nvidia(channels)
+            self.combine = nn.Linear(3, 1)
+            _keras_init(self)
+            with torch.no_grad():
+                self.combine.weight.fill_(1.0 / 3.0)
+                self.combine.bias.zero_()
+
+        @staticmethod
+        def _nvidia(channels: int) -> nn.Module:
+            return nn.Sequential(
+                nn.Conv2d(channels, 24, 5, stride=2), nn.ELU(), nn.Conv2d(24, 36, 5, stride=2), nn.ELU(),
+                nn.Conv2d(36, 48, 5, stride=2), nn.ELU(), nn.Conv2d(48, 64, 3, stride=2), nn.ELU(),
+                nn.Conv2d(64, 64, 3, stride=2), nn.ELU(), nn.Flatten(),
+                nn.Linear(64 * 4 * 6, 100), nn.ELU(), nn.Linear(100, 50), nn.ELU(), nn.Linear(50, 10), nn.ELU(),
+                nn.Linear(10, 1),
+            )
+
+        def branches(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cat([self.comma(x), self.nvidia1(x), self.nvidia2(x)], dim=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.combine(self.branches(x))
+
+    _CLASSES = {"Atan2": Atan2, "Scale": Scale, "SteeringNet": SteeringNet, "ChauffeurNet": ChauffeurNet,
+                "RamboNet": RamboNet}
     return _CLASSES
 
 
@@ -335,6 +415,15 @@ def build_dave2() -> Any:
     return net
 
 
+def build_rambo() -> Any:
+    """Rambo: see :class:`RamboNet` in :func:`_torch_classes`."""
+    return _torch_classes()["RamboNet"](RAMBO_HISTORY)
+
+
+#: Rambo looks at three consecutive frames (two differences).
+RAMBO_HISTORY = 2
+
+
 # --------------------------------------------------------------------------------------------- catalogue
 
 
@@ -351,18 +440,25 @@ class Arch:
     summary: str
     origin: str
     deviations: tuple[str, ...] = field(default_factory=tuple)
+    #: True when ``normalise`` takes a whole window of prepared frames ``(N, T, h, w, C)`` (Rambo's differences)
+    window_normalise: bool = False
 
     def preprocess(self, images: np.ndarray) -> Any:
         """Raw uint8 RGB frames -> the module's float32 input: ``(N, 3, h, w)``, or ``(N, T, 3, h, w)`` when
-        ``images`` is ``(N, T, H, W, 3)`` (models with history)."""
+        ``images`` is ``(N, T, H, W, 3)`` (models with history), or what ``normalise`` makes of the window
+        (``window_normalise``)."""
         import torch
 
         images = np.asarray(images)
         if images.ndim == 5:
             n, t = images.shape[:2]
             flat = self.prepare(images.reshape(n * t, *images.shape[2:]))
+            if self.window_normalise:
+                return self.normalise(torch.from_numpy(flat.reshape(n, t, *flat.shape[1:])))
             x = self.normalise(torch.from_numpy(flat))
             return x.reshape(n, t, *x.shape[1:])
+        if self.window_normalise:
+            raise ModelError(f"{self.name} needs windows of {self.input_spec.history + 1} frames, got single frames")
         return self.normalise(torch.from_numpy(self.prepare(images)))
 
 
@@ -422,6 +518,21 @@ ARCHS: dict[str, Arch] = {
         "NVIDIA (Bojarski et al. 2016), as in the shared Keras file (naokishibuya/car-behavioral-cloning)",
         ("the Keras file crops rows 60:-25 of a 160x320 frame; the 240x320 frames here are cropped in the same "
          "proportion (rows 90:202)",),
+    ),
+    "rambo": Arch(
+        "rambo", "Rambo", build_rambo, prepare_rambo, normalise_frame_diffs,
+        InputSpec(RAMBO_SIZE[0], RAMBO_SIZE[1], "grey", RAMBO_HISTORY,
+                  "whole frame resized to 192x256 (cv2 INTER_AREA), grey; the differences of the 3 consecutive "
+                  "frames (2 channels, newest first), /255"),
+        "frame differences (2 channels) into three branches: comma.ai (conv 16 8x8/4, 32 5x5/2, 64 5x5/2, "
+        "FC 512, 1) and two NVIDIA-style (conv 24/36/48 5x5 and 64/64 3x3, all stride 2, FC 100/50/10/1), ELU; "
+        "outputs combined by a learned weighted sum (initially their mean)",
+        "Udacity challenge 2, team Rambo (as used by DeepTest)",
+        ("the three branches are trained jointly with their combination, in one model; Rambo trained them "
+         "separately and combined them afterwards",
+         "differences of frames 0.1 s apart (the shared frames are every second frame of the 20 Hz drive)",
+         "input differences scaled to [-1, 1] (x/255), no mean/std standardisation"),
+        window_normalise=True,
     ),
 }
 

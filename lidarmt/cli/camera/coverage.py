@@ -41,6 +41,8 @@ def coverage(
                                         "reports are replaced).")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the coverage run in --out from its journal "
                                          "(repeat its original options).")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no tables: only the last "
+                                        "line (the reports are written as usual).")] = False,
 ) -> None:
     """Measure how transformations move a model's neuron coverage (DeepTest §5, RQ1-RQ3).
 
@@ -68,9 +70,10 @@ def coverage(
     from lidarmt import __version__
     from lidarmt.camera.campaign import ModelRef, transform_refs
     from lidarmt.camera.errors import CameraOutputError
+    from lidarmt.camera.models.zoo import history_note
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
-    from lidarmt.cli._common import progress, wide_console
+    from lidarmt.cli._common import err_console, progress, wide_console
     from lidarmt.coverage.camera import load_profile_for, profile_path_for
     from lidarmt.coverage.campaign import CoverageCampaignConfig
     from lidarmt.coverage.study import analyse, seeds_for
@@ -92,6 +95,9 @@ def coverage(
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         n = len(src)
+        note = history_note(src, [model_history(model)])
+    if note:
+        err_console.print(note, highlight=False)
     chosen = seeds_for(n, None if frames is None or frames >= n else frames, seed)
     config = CoverageCampaignConfig(str(images), ModelRef(model), transform_refs(chosen_t), chosen, seed=seed,
                                     topic=topic, profile=prof_path, nc_threshold=nc_threshold, kmnc_k=kmnc_k,
@@ -101,11 +107,16 @@ def coverage(
         bars: list = []
 
         def start(total: int, done: int) -> None:  # the bar appears once the run folder and journal are ready
+            if quiet:
+                return
             bar = stack.enter_context(progress())
             bars[:] = [bar, bar.add_task("coverage", total=total, completed=done, rate="")]
 
-        result = run_campaign(config, out, resume=resume, force=force, lock=lock, on_start=start,
-                              on_pair=lambda rec: bars[0].update(bars[1], advance=1),
+        def advance(rec: object) -> None:
+            if bars:
+                bars[0].update(bars[1], advance=1)
+
+        result = run_campaign(config, out, resume=resume, force=force, lock=lock, on_start=start, on_pair=advance,
                               header_extra={"command": "lidarmt " + " ".join(sys.argv[1:])})
         stack.close()
         forward_s = time.perf_counter() - t0
@@ -119,8 +130,17 @@ def coverage(
             write_reports(out, summary, run=run)
         except OSError as err:
             raise CameraOutputError(f"{out}: cannot write the reports ({err.strerror or err})") from err
-    wide = wide_console()
-    for t in rich_tables(summary):
-        wide.print(t)
+    if not quiet:
+        wide = wide_console()
+        for t in rich_tables(summary):
+            wide.print(t)
     console.print(f"{summary['images']} images in {run['seconds']:.1f} s; reports in {out}/ (report.md, "
                   f"summary.json, jaccard.png)")
+
+
+def model_history(spec: str) -> tuple[str, int]:
+    """``(name, history)`` of a model spec without loading it when it is a zoo name (else loads nothing: 0)."""
+    from lidarmt.camera.models.archs import ARCHS
+
+    arch = ARCHS.get(spec)
+    return (spec, int(arch.input_spec.history)) if arch is not None else (spec, 0)
