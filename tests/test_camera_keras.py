@@ -570,6 +570,14 @@ def test_presets_and_options(tmp_path) -> None:
         K.load_keras(path, device="warp-drive")
     with pytest.raises(ModelError, match="batch_size='many'"):
         K.load_keras(path, batch_size="many")
+    with pytest.raises(ModelError, match="would take 3.0 GiB; give a smaller"):  # checked before allocating
+        K.load_keras(path, size="8192x8192", batch_size=4)
+    with pytest.raises(ModelError, match="between 1 and 8192"):
+        K.load_keras(path, size="100000x2")
+    huge = keras2_layers()
+    huge[0]["config"]["batch_input_shape"] = [None, 10**9, 30, 3]  # a file claiming a size: one line, no allocation
+    with pytest.raises(ModelError, match="an input of 1000000000x30 pixels"):
+        K.load_keras(write_keras(tmp_path / "huge.h5", huge, version=2))
     m = K.load_keras(path, output="degrees", preprocess="resize-yuv")
     base = K.load_keras(path, preprocess="resize-yuv")
     frames = np.random.default_rng(5).integers(0, 256, (2, 40, 50, 3), dtype=np.uint8)

@@ -1302,6 +1302,7 @@ def _output_scale(v: Any) -> tuple[float, str]:
 
 
 MAX_SIDE = 8192  # pixels: a size an option or a file claims is checked before anything is allocated
+_BATCH_BYTES = 2 * 2**30  # the float32 input of one batch at most
 
 
 def _parse_size(v: Any, *, key: str = "size") -> tuple[int, int]:
@@ -1378,6 +1379,17 @@ def load_keras(
         raise ModelError(
             f"{path}: the input size is not fixed in the file; give it with --model-option size=HxW"
         )
+    if not (isinstance(h, int) and isinstance(w, int) and 1 <= h <= MAX_SIDE and 1 <= w <= MAX_SIDE):
+        raise ModelError(f"{path}: an input of {h}x{w} pixels; this importer takes 1 to {MAX_SIDE} pixels a side")
+    try:
+        bs = int(batch_size)
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"model option batch_size={batch_size!r}: expected a whole number") from err
+    if not 1 <= bs <= 4096:
+        raise ModelError(f"model option batch_size={batch_size!r}: give 1 to 4096")
+    if bs * ch * h * w * 4 > _BATCH_BYTES:  # checked before anything of that size is allocated
+        raise ModelError(f"{path}: batches of {bs} inputs of {h}x{w}x{ch} would take "
+                         f"{bs * ch * h * w * 4 / 2**30:.1f} GiB; give a smaller --model-option batch_size")
     recipe = make_recipe((h, w, ch), {"preprocess": preprocess, "output": output, **recipe_given})
     if (recipe.colour == "grey") != (ch == 1):
         raise ModelError(
@@ -1412,10 +1424,6 @@ def load_keras(
         recipe.describe(),
     )
     spec = InputSpec(height=h, width=w, colour=recipe.colour, history=0, note=recipe.describe())
-    try:
-        bs = int(batch_size)
-    except (TypeError, ValueError) as err:
-        raise ModelError(f"model option batch_size={batch_size!r}: expected a whole number") from err
     try:
         model = TorchSteeringModel(
             str(name) if name else Path(path).stem, module, spec, pre, post, batch_size=bs, device=device,
