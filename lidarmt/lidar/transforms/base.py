@@ -57,7 +57,7 @@ def _empty_boxes() -> np.ndarray:
     return np.zeros(0, dtype=BOX_DTYPE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LidarChange:
     """A transformation's result: the follow-up frame and the provenance of each of its points.
 
@@ -103,7 +103,7 @@ class LidarChange:
         return int(np.count_nonzero(self.modified & (self.origin >= 0)))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TransformContext:
     """Optional extras a transformation may need: ``roi`` (a :class:`lidarmt.types.Roi`, e.g. the road where an
     object may be inserted) and ``library`` (an object library for insertion,

@@ -1,6 +1,7 @@
 """Weather on real sweeps: fog after Hahner et al. (ICCV 2021), rain and snow as attenuation plus the echoes of
 drops and flakes drawn from their published size distributions (Marshall and Palmer 1948; Gunn and Marshall
-1958) with LISA's particle model (Kilic et al. 2021, checked against its released code). docs/lidar-transforms.md states every constant.
+1958) with LISA's particle model (Kilic et al. 2021, checked against its released code).
+docs/lidar-transforms.md states every constant.
 
 Shared sensor model (a Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)); fog compares its
 echo with the return in intensity units as Hahner et al.'s code does (see :class:`Fog`), the rest as follows:
