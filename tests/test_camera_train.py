@@ -248,3 +248,14 @@ def test_rambo_trains_on_windows_of_frame_differences(tmp_path):
     assert m["val_frames"] == 3 and np.isfinite(m["val_mse"]) and m["augmentations"]
     card = (tmp_path / "run" / "rambo.md").read_text()
     assert "history 2" in card and "--arch rambo" in card
+
+
+def test_cosine_schedule_goes_from_lr_to_a_tenth():
+    from lidarmt.camera.models.train import scheduled_lr
+
+    lrs = [scheduled_lr(1e-3, e, 5, "cosine") for e in range(5)]
+    assert lrs[0] == pytest.approx(1e-3) and lrs[-1] == pytest.approx(1e-4)
+    assert all(a > b for a, b in zip(lrs, lrs[1:], strict=False))
+    assert scheduled_lr(1e-3, 3, 5, "constant") == 1e-3
+    with pytest.raises(CameraArgumentError, match="--lr-schedule"):
+        TrainConfig(arch="dave2", data="d", out="o", lr_schedule="step").check()

@@ -34,6 +34,8 @@ def train(
                                                     "of the width (default: the recipe's).")] = None,
     shift_gain: Annotated[float | None, typer.Option("--shift-gain", help="Angle correction in radians per image "
                                                      "width of shift (default: the recipe's).")] = None,
+    lr_schedule: Annotated[str | None, typer.Option("--lr-schedule", help="constant, or cosine (down to a tenth "
+                                                    "of --lr over the epochs; default: the recipe's).")] = None,
     validate: Annotated[Path | None, typer.Option("--validate", help="Train nothing: measure this weights file "
                                                   "(e.g. a shipped one) on the --data's validation split "
                                                   "against both baselines.")] = None,
@@ -69,7 +71,8 @@ def train(
         raise CameraArgumentError("--out is required (the run folder), unless --validate is given")
     cfg = TrainConfig(arch=arch, data=str(data), out=str(out), epochs=epochs, batch_size=batch_size, lr=lr,
                       lstm_epochs=lstm_epochs, seed=seed, val_fraction=val_fraction, flip=not no_flip,
-                      threads=threads, augment=augment, shift_max=shift_max, shift_gain=shift_gain)
+                      threads=threads, augment=augment, shift_max=shift_max, shift_gain=shift_gain,
+                      lr_schedule=lr_schedule)
     cfg.check()  # every user error is reported before the progress bar starts
     get_arch(arch)
     check_out(out, force=force, resume=resume)
