@@ -17,7 +17,7 @@ Campaigns:
 * **apollo**: Apollo's CNN-seg pipeline on a few frames of the demo recording (``bags/demo.bag`` with
   ``hdmaps/demo``), when they exist, to show the overhead next to a real SUT's cost.
 
-Ray is started on this machine with as many CPUs as it has (``ray.init(num_cpus=...)``); a cluster's network
+Ray is started on this machine with as many CPUs as it has (``ray_backend.connect(None, num_cpus=...)``); a cluster's network
 adds its own latency on top (see docs/ray.md).
 
     .venv/bin/python benchmarks/bench_backends.py [--workers 2] [--repeats 3] [--quick] [--no-apollo]
@@ -166,7 +166,9 @@ def main() -> None:
 
     cores = _cores()
     t0 = time.perf_counter()
-    ray.init(num_cpus=max(cores, args.workers), include_dashboard=False, log_to_driver=False)
+    from lidarmt.fuzz.ray_backend import connect
+
+    connect(None, num_cpus=max(cores, args.workers))  # a Ray of its own, even with a cluster registered here
     ray_init_s = time.perf_counter() - t0
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as td:

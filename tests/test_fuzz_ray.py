@@ -68,7 +68,9 @@ def ray_session():
 
     if ray.is_initialized():
         ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    from lidarmt.fuzz.ray_backend import connect
+
+    connect(None, num_cpus=2)  # a Ray of its own, even where a cluster is registered on the machine (RAY_ADDRESS)
     yield ray
     ray.shutdown()
 

@@ -568,3 +568,74 @@ def test_weights_on_a_full_disk_are_one_line(small_disk):
     with pytest.raises(OutputError, match="no space left"), atomic_path(small_disk / "w.pt") as tmp:
         torch.save({"w": torch.zeros(1 << 18)}, tmp)
     assert list(small_disk.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------------------------- 8: Ray
+
+@pytest.mark.slow
+def test_a_ray_campaign_killed_with_sigterm_stops_its_ray_and_says_how_to_resume(tmp_path):
+    """Item 8: with a cluster registered on the machine (RAY_ADDRESS), the Ray lidarmt starts (as the test
+    fixture and the benchmark now do) must still be its own; a SIGTERM'd campaign aborted inside Ray's C++
+    handler (exit 134, a crash report), and Ray's helper processes outlived it. Now: the Ctrl-C line, exit 130,
+    every Ray process of the campaign gone, the journal whole."""
+    pytest.importorskip("ray")
+    psutil = pytest.importorskip("psutil")
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from test_fuzz_support import write_scenes
+
+    frames = write_scenes(tmp_path / "frames", 3)
+    out = tmp_path / "run"
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1", "OMP_NUM_THREADS": "1",  # a "registered" cluster
+           "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "lidarmt", "fuzz", "--bag", str(frames), "--map", "test_fuzz_support:strip_roi",
+         "--sut", "test_fuzz_support:hang_sut", "--sut-option", "sleep=300", "--n", "10", "--radius", "30",
+         "--out", str(out), "--quiet", "--backend", "ray", "--workers", "1", "--bundles", "0", "--timeout", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        journal = out / "journal.jsonl"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and child.poll() is None:
+            if journal.is_file() and len(journal.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.5)
+        time.sleep(1.0)
+        assert child.poll() is None, child.stderr.read()[-2000:]
+        ray_procs = psutil.Process(child.pid).children(recursive=True)
+        assert ray_procs
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+        assert child.returncode == 130, err[-2000:]
+        assert "interrupted" in err and "--resume" in err and "SIGTERM received" not in err, err[-2000:]
+        deadline = time.monotonic() + 20
+        alive = ray_procs
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.5)
+            alive = [p for p in ray_procs if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert not alive, [p.cmdline()[:2] for p in alive]
+        assert all(json.loads(x) for x in journal.read_text().splitlines())
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+def test_a_refused_ray_token_says_why_and_how_to_fix_it(monkeypatch):
+    """Item 8: `--address` to a head with token authentication failed with InvalidAuthToken and no hint."""
+    ray = pytest.importorskip("ray")
+    import lidarmt.fuzz.ray_backend as rb
+    from lidarmt.errors import UserError
+
+    def refuse(*a, **kw):
+        raise ray.exceptions.AuthenticationError("InvalidAuthToken: the token does not match")
+
+    monkeypatch.setattr(rb, "_probe", lambda address: None)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(UserError) as err:
+        rb.connect("10.0.0.5:6379")
+    text = str(err.value)
+    assert "\n" not in text and "InvalidAuthToken" in text and "RAY_AUTH_TOKEN" in text and "auth_token" in text

@@ -47,10 +47,12 @@ def _ray():
 _connected: dict[str, Any] = {}
 
 
-def connect(address: str | None = None):
+def connect(address: str | None = None, *, num_cpus: int | None = None):
     """The ``ray`` module, connected: to the cluster at ``address`` (``"auto"``: the one this machine is part
-    of, as ``ray start`` left it), or to a new Ray started on this machine when ``address`` is None. A process
-    connects once; a connection made before (by a test, a notebook) is used as it is."""
+    of, as ``ray start`` left it), or to a new Ray started on this machine when ``address`` is None (with
+    ``num_cpus``, whatever cluster ``RAY_ADDRESS`` or ``ray start`` registered; stopped with this process, also
+    on SIGTERM/SIGHUP). A process connects once; a connection made before (by a test, a notebook) is used as it
+    is. Ray 2.60 listens on every network interface whatever it is asked (docs/ray.md, "Network")."""
     ray = _ray()
     if ray.is_initialized():
         return ray
@@ -61,16 +63,54 @@ def connect(address: str | None = None):
                           "configure_logging": True}
     try:
         if address is None:  # "local": a new Ray for this process, even where RAY_ADDRESS or 'ray start' says
-            ray.init(address="local", include_dashboard=False, **kw)
+            ray.init(address="local", include_dashboard=False, num_cpus=num_cpus, **kw)
+            _stop_with_this_process(ray)
         else:
             ray.init(address=address, **kw)
-    except (ConnectionError, RuntimeError, ValueError) as err:
-        where = f"--address {address}" if address else "--backend ray"
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise FuzzInputError(f"{where}: cannot connect to a Ray cluster ({first}); start one with "
-                             "'ray start --head' or check the address (see docs/ray.md)") from err
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
+        raise FuzzInputError(connect_error(err, address)) from err
     _connected["address"] = address
     return ray
+
+
+_AUTH = re.compile(r"InvalidAuthToken|AuthenticationError|auth(?:entication)?[ _-]?token|UNAUTHENTICATED|"
+                   r"Unauthenticated", re.IGNORECASE)
+
+
+def connect_error(err: BaseException, address: str | None) -> str:
+    """The one line for a failed ``ray.init``; a refused token says why and how to fix it."""
+    where = f"--address {address}" if address else "--backend ray"
+    text = f"{type(err).__name__}: {err}"
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if _AUTH.search(text):
+        return (f"{where}: the Ray cluster refused this process's token ({first[:120]}): the cluster uses Ray's "
+                "token authentication (RAY_AUTH_MODE=token, on by default in recent Ray), and this machine does not "
+                "have the head's token: copy the head node's ~/.ray/auth_token to ~/.ray/auth_token here, or set "
+                "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to it before running lidarmt; `ray get-auth-token` on the "
+                "head prints it (see docs/ray.md)")
+    return (f"{where}: cannot connect to a Ray cluster ({first}); start one with 'ray start --head' or check the "
+            "address (see docs/ray.md)")
+
+
+def _stop_with_this_process(ray: Any) -> None:
+    """A Ray this process started stops with it: at exit, and on SIGTERM/SIGHUP, which become a Ctrl-C
+    (KeyboardInterrupt) so that the campaign's own clean-up (its lock, its workers) runs first. (SIGKILL cannot be caught: Ray's
+    processes then notice on their own that their driver is gone.)"""
+    import atexit
+    import signal
+
+    atexit.register(ray.shutdown)
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001
+        raise KeyboardInterrupt  # as Ctrl-C: the commands say where the verdicts are and how to --resume
+
+    # SIGTERM: replaces ray.init's own handler (and the C++ failure handler of Ray's core worker, which aborts
+    # the process with a crash report when SIGTERM arrives while it waits on Ray)
+    signal.signal(signal.SIGTERM, on_signal)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGHUP, on_signal)
 
 
 def _probe(address: str | None, timeout: float = 5.0) -> None:
