@@ -307,6 +307,31 @@ class CameraEvaluator(EvaluatorBase):
                 getattr(t, "translator", None)
         self.history = max(int(m.input_spec.history) for m in self.models)
         self._decoded: dict[int, Any] = {}  # the last few decoded frames (windows of consecutive seeds overlap)
+        self._prefetch: Any = None  # lidarmt.camera.prefetch: the next frame's images made while models judge
+
+    def _images(self, index: int, wanted: list[tuple[int, int, int]]) -> Any:
+        """The transformed images ``wanted`` of frame ``index`` (:mod:`lidarmt.camera.prefetch`: made in a
+        thread pool, the next frame's while the models judge this one's; the same bytes either way)."""
+        from lidarmt.camera import prefetch
+
+        if self._prefetch is None:
+            threads = prefetch.default_threads()
+            if threads == 0:
+                window, cur = self.window(index)
+                made, broken, seconds = {}, {}, 0.0
+                for tpr in wanted:
+                    img, fail, s = prefetch.make_one(self.transformed, window, index, tpr)
+                    seconds += s
+                    if fail is None:
+                        made[tpr] = img
+                    else:
+                        broken[tpr] = fail
+                return prefetch.Images(window, cur, made, broken, seconds)
+            cfg = self.config
+            self._prefetch = prefetch.Prefetcher(
+                window=self.window, make=self.transformed, order=cfg.frames, keys_of=cfg.keys_of, threads=threads,
+                safe=lambda t: not cfg.follow_ups and prefetch.pool_safe(self.transforms[t]))
+        return self._prefetch.images(index, wanted)
 
     def _frame(self, index: int) -> Any:
         got = self._decoded.get(index)
@@ -360,20 +385,12 @@ class CameraEvaluator(EvaluatorBase):
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config
-        window, cur = self.window(index)
-        label = None if cfg.follow_ups else cur.label  # pairs: the label-free relations only
-        # every (transformation, parameter, trial) image once, shared by the models
+        # every (transformation, parameter, trial) image once, shared by the models; a transformation's own
+        # failure is recorded, not the model's
         wanted = sorted({(k[2], k[3], k[4]) for k in keys})
-        t0 = time.perf_counter()
-        made: dict[tuple[int, int, int], np.ndarray] = {}
-        broken: dict[tuple[int, int, int], dict] = {}
-        for tpr in wanted:
-            try:
-                made[tpr] = self.transformed(window, index, *tpr)
-            except Exception as err:  # a transformation's own failure is recorded, not the model's
-                broken[tpr] = {"status": "crash", "error": f"transformation failed: {type(err).__name__}: {err}",
-                               "traceback": failure(err)["traceback"]}
-        t_transform = time.perf_counter() - t0
+        got = self._images(index, wanted)
+        window, cur, made, broken, t_transform = got.window, got.current, got.made, got.broken, got.seconds
+        label = None if cfg.follow_ups else cur.label  # pairs: the label-free relations only
         for m, model in enumerate(self.models):
             mkeys = [k for k in keys if k[1] == m]
             if not mkeys:
