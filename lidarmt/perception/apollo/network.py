@@ -258,25 +258,10 @@ def load_network(path: str | os.PathLike[str], *, grid: int = 640) -> CnnSegNet:
 @functools.lru_cache(maxsize=1)
 def cpu_bf16_support() -> str:
     """``"amx"``, ``"avx512_bf16"`` or ``""``: the CPU's native bf16 matrix support (Linux /proc/cpuinfo, else
-    torch's capability string)."""
-    flags: set[str] = set()
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    except OSError:
-        pass
-    if "amx_bf16" in flags:
-        return "amx"
-    if "avx512_bf16" in flags:
-        return "avx512_bf16"
-    if not flags:
-        cap = str(torch.backends.cpu.get_cpu_capability()).upper()
-        if "AMX" in cap:
-            return "amx"
-    return ""
+    torch's capability string), as :func:`lidarmt._machine.native_bf16` detects it."""
+    from lidarmt._machine import native_bf16
+
+    return native_bf16()
 
 
 def resolve_device(spec: str | None, *, flag: str = "device", error: type[Exception] = ConfigError) -> str:

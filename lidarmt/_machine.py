@@ -1,0 +1,119 @@
+"""What kind of CPU this is, detected once: the instruction sets that decide how fast (and in which precision)
+the networks run, for the benchmarks' JSON and for choosing a precision.
+
+Machines differ from one run to the next: some have AVX-512 with bf16 (``avx512_bf16``: native bf16 dot
+products, a bf16 matmul 2-3× an fp32 one), some AMX tiles as well, others only AVX2, where PyTorch *emulates*
+bf16 (under 1 GFLOP/s: a bf16 product of two 4096² matrices takes minutes). :func:`isa` names the best of
+these; :func:`native_bf16` says whether bf16 is worth computing in; :func:`matmul_precisions` which precisions a
+benchmark may time (never bf16 where it is emulated).
+
+The flags come from ``/proc/cpuinfo`` (Linux); elsewhere torch's CPU capability string is the fallback.
+Tests monkeypatch :func:`cpu_flags` (and clear the caches with :func:`clear_cache`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+#: the ISA names, best first
+ISAS = ("amx", "avx512_bf16", "avx512", "avx2", "baseline")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(("flags", "Features")):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def _torch_capability() -> str:
+    try:
+        import torch
+
+        return str(torch.backends.cpu.get_cpu_capability()).upper()
+    except Exception:  # pragma: no cover - torch missing or too old
+        return ""
+
+
+def isa() -> str:
+    """The best of :data:`ISAS` this CPU has: ``amx`` (AMX bf16 tiles), ``avx512_bf16``, ``avx512`` (F),
+    ``avx2``, else ``baseline``."""
+    flags = cpu_flags()
+    if flags:
+        if "amx_bf16" in flags:
+            return "amx"
+        if "avx512_bf16" in flags:
+            return "avx512_bf16"
+        if "avx512f" in flags:
+            return "avx512"
+        if "avx2" in flags:
+            return "avx2"
+        return "baseline"
+    cap = _torch_capability()
+    if "AMX" in cap:
+        return "amx"
+    if "AVX512" in cap:
+        return "avx512"
+    if "AVX2" in cap:
+        return "avx2"
+    return "baseline"
+
+
+def native_bf16() -> str:
+    """``"amx"`` or ``"avx512_bf16"`` where the CPU computes bf16 natively, else ``""`` (emulated: keep fp32)."""
+    got = isa()
+    return got if got in ("amx", "avx512_bf16") else ""
+
+
+def matmul_precisions() -> tuple[str, ...]:
+    """The precisions a CPU benchmark may time: fp32 always, bf16 only where it is native."""
+    return ("bf16", "fp32") if native_bf16() else ("fp32",)
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return None
+
+
+def describe() -> dict:
+    """The machine as every benchmark JSON records it: CPU model, ISA, whether bf16 is native, the cores this
+    process may use and the load average when the benchmark started (the machines are shared)."""
+    from lidarmt._limits import cpu_cores
+
+    return {"cpu": cpu_name(), "isa": isa(), "bf16": "native" if native_bf16() else "emulated",
+            "cores": cpu_cores(), "loadavg": load_average()}
+
+
+def clear_cache() -> None:
+    """Forget the detected flags (tests), and the precision choice that depends on them."""
+    clear = getattr(cpu_flags, "cache_clear", None)  # a test may have replaced cpu_flags
+    if clear is not None:
+        clear()
+    try:
+        from lidarmt.perception.apollo.network import cpu_bf16_support
+
+        cpu_bf16_support.cache_clear()
+    except ImportError:  # pragma: no cover - torch missing
+        pass

@@ -1,0 +1,66 @@
+"""ISA detection (lidarmt._machine): bf16 only where the CPU computes it natively; fast mode stays fp32 on AVX2."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lidarmt import _machine
+
+AVX2 = frozenset({"fpu", "sse4_2", "avx", "avx2", "fma"})
+AVX512_BF16 = AVX2 | {"avx512f", "avx512bw", "avx512_bf16"}
+AMX = AVX512_BF16 | {"amx_tile", "amx_bf16"}
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    """Pretend to be a CPU with the given flags; the real detection is restored afterwards."""
+
+    def use(flags: frozenset[str]) -> None:
+        _machine.clear_cache()
+        monkeypatch.setattr(_machine, "cpu_flags", lambda: flags)
+
+    yield use
+    monkeypatch.undo()
+    _machine.clear_cache()
+
+
+@pytest.mark.parametrize("flags,isa,bf16,precisions", [
+    (AVX2, "avx2", "", ("fp32",)),
+    (AVX2 | {"avx512f"}, "avx512", "", ("fp32",)),
+    (AVX512_BF16, "avx512_bf16", "avx512_bf16", ("bf16", "fp32")),
+    (AMX, "amx", "amx", ("bf16", "fp32")),
+    (frozenset({"fpu", "sse2"}), "baseline", "", ("fp32",)),
+])
+def test_isa_and_precisions(cpu, flags, isa, bf16, precisions):
+    cpu(flags)
+    assert _machine.isa() == isa
+    assert _machine.native_bf16() == bf16
+    assert _machine.matmul_precisions() == precisions
+    d = _machine.describe()
+    assert d["isa"] == isa and d["bf16"] == ("native" if bf16 else "emulated") and d["cores"] >= 1
+
+
+def test_fast_mode_is_fp32_where_bf16_is_emulated(cpu):
+    from lidarmt.perception.apollo.network import CnnRunner, build_network, cpu_bf16_support
+
+    f = np.random.default_rng(0).random((8, 64, 64), dtype=np.float32)
+    cpu(AVX2)
+    assert cpu_bf16_support() == ""
+    fast = CnnRunner(build_network(64, seed=1), mode="fast")
+    assert fast.precision == "fp32" and not fast.bf16
+    out = fast(f)
+    assert all(v.dtype == np.float32 for v in out.values())
+    cpu(AVX512_BF16)
+    assert cpu_bf16_support() == "avx512_bf16"
+    assert CnnRunner(build_network(64, seed=1), mode="fast").precision == "bf16"
+    # exact mode is fp32 whatever the CPU
+    assert CnnRunner(build_network(64, seed=1), mode="exact").precision == "fp32"
+
+
+def test_real_flags_are_read():
+    _machine.clear_cache()
+    flags = _machine.cpu_flags()
+    assert _machine.isa() in _machine.ISAS
+    if flags:  # Linux: the detection agrees with the flags it read
+        assert (_machine.native_bf16() != "") == bool({"avx512_bf16", "amx_bf16"} & flags)
