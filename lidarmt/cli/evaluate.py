@@ -76,6 +76,11 @@ def _variants(roi: str, frame, *, data: Path, roi_range: float, map_frame: str, 
                     ("road+sidewalk labels ROI", label_area_roi,
                      "ROI: the area covered by the ground-truth road/parking/sidewalk points (closed "
                      "morphologically, LabelRoi): includes sidewalks, where most pedestrians are")]
+        fmt = frame.provenance.format if frame.provenance is not None else ""
+        if fmt not in ("kitti", "kitti-raw", "semantickitti"):  # the simulator's bags and frames, as before
+            return [("labels ROI", label_area_roi,
+                     "ROI: the area covered by the frames' road/parking/sidewalk/other-ground ground-truth labels "
+                     "(morphologically closed, LabelRoi; the whole grid for frames without them)")]
         if LabelRoi.has_labels(frame):
             return [road, grid]
         return [("whole-grid ROI", lambda _f: GridRoi(),
