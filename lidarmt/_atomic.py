@@ -70,6 +70,17 @@ def is_disk_full_error(err: BaseException) -> bool:
     return "No space left on device" in text or "[Errno 28]" in text or "no space left on the device" in text
 
 
+def staging_folder(target: str | os.PathLike[str]) -> Path:
+    """A fresh hidden folder beside ``target`` in which a folder output (a bug bundle) is built before it is
+    renamed onto ``target``; it gets the usual mode (0777 & ~umask), not ``tempfile.mkdtemp``'s 0700, since it
+    becomes the output (a bundle is made to be shared)."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    os.chmod(tmp, 0o777 & ~_umask())
+    return tmp
+
+
 @contextlib.contextmanager
 def atomic_open(target: str | os.PathLike[str], mode: str = "w", **kwargs) -> Iterator[IO]:
     """Open a temporary file for writing; it replaces ``target`` only if the block completes."""

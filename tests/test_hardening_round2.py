@@ -639,3 +639,32 @@ def test_a_refused_ray_token_says_why_and_how_to_fix_it(monkeypatch):
         rb.connect("10.0.0.5:6379")
     text = str(err.value)
     assert "\n" not in text and "InvalidAuthToken" in text and "RAY_AUTH_TOKEN" in text and "auth_token" in text
+
+
+# ----------------------------------------------------------------------------------------------- 9: smaller
+
+
+def test_bundle_folders_have_the_users_usual_mode(tmp_path):
+    """Item 9: bundles (made to be shared) were folders of mode 0700 (tempfile.mkdtemp's); now 0777 & ~umask."""
+    import os
+    import stat
+
+    from test_camera_campaign import write_udacity
+    from test_fuzz_support import write_scenes
+
+    mask = os.umask(0o022)
+    try:
+        rec = write_scenes(tmp_path / "frames", 3)
+        assert main(["fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--sut",
+                     "test_fuzz_support:grid_sut", "--radius", "30", "--n", "1000", "--bundles", "1",
+                     "--ddmin-budget", "4", "--out", str(tmp_path / "lidar"), "--quiet"]) in (0, 1)
+        drive = write_udacity(tmp_path / "drive", 4)
+        assert main(["camera", "fuzz", "--images", str(drive), "--model", "test_camera_campaign:tilt",
+                     "--transforms", "rotation", "--bundles", "1", "--out", str(tmp_path / "camera"),
+                     "--quiet"]) in (0, 1)
+    finally:
+        os.umask(mask)
+    bundles = [p for run in ("lidar", "camera") for p in (tmp_path / run / "violations").iterdir() if p.is_dir()]
+    assert {p.parent.parent.name for p in bundles} == {"lidar", "camera"}
+    for p in bundles:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o755, (p, oct(p.stat().st_mode))

@@ -30,7 +30,6 @@ import math
 import os
 import shlex
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,8 +202,9 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
     title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
              f"({'violates' if info['reproduced'] else 'no longer violates'} {relation['name']})")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    from lidarmt._atomic import staging_folder
+
+    tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         _png(tmp / "seed.png", got["window"][-1])
         _png(tmp / "transformed.png", got["transformed"][-1])

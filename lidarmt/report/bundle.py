@@ -32,7 +32,6 @@ import json
 import os
 import shlex
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -157,10 +156,10 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
 def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray,
                   minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
                   verdict: Verdict, roi_indices: np.ndarray | None = None, *, roi: Any = None) -> None:
+    from lidarmt._atomic import staging_folder
     from lidarmt.io import Ros1BagWriter, save_frame_npz, write_pcd
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         save_frame_npz(tmp / "source.npz", frame)
         save_frame_npz(tmp / "followup.npz", follow_frame)
