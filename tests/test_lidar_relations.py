@@ -213,3 +213,25 @@ def test_seeds_depend_on_the_pair_only():
                 transform_seed(0, 3, "rain", 1, 0), transform_seed(0, 3, "fog", 2, 0),
                 transform_seed(0, 3, "fog", 1, 1)}) == 6
     assert 0 <= a < 2**63
+
+
+def test_labels_tell_objects_from_junk_and_the_fold_can_require_objects_only():
+    from lidarmt.types import Labels
+
+    f = scene()
+    boxes = np.zeros(1, dtype=BOX_DTYPE)  # the ground truth names the near car only
+    boxes[0] = (8.0, 0.0, -0.5, 4.0, 1.8, 1.4, 0.0, int(MetaType.SMALLMOT), 1)
+    f.labels = Labels(boxes)
+    o = detect(f)
+    facts = pair_facts(f, o, f, Obstacles([]), identity(f))  # the SUT loses everything
+    assert [r["label"] for r in facts["source"]] == ["labelled", "unlabelled", "unlabelled"]
+    assert facts["source"][0]["label_class"] == "car"
+    every = judge_facts(facts, "robustness", Thresholds())
+    assert [x["class"] for x in every] == ["car", "pedestrian"] and every[0]["label"] == "labelled"
+    assert [x["class"] for x in judge_facts(facts, "robustness", Thresholds(labelled_only=True))] == ["car"]
+    assert [x["class"] for x in judge_facts(facts, "robustness", Thresholds(min_volume=1.0))] == ["car"]
+    th = Thresholds(min_volume=1.0, labelled_only=True)
+    assert Thresholds.from_dict(th.to_dict()) == th and "labelled objects only" in th.describe()
+    t = LidarTally([("fog", "weather", "robustness")], [["light"]])
+    t.add({"key": [0, 0, 0, 0], "status": "ok", "facts": facts})
+    assert t.to_dict()["cells"][0]["lost_labelled"] == 1

@@ -132,6 +132,7 @@ def fuzz(
     tolerance: Annotated[float, typer.Option("--tolerance", help="--transforms: τ, the match score (Jaccard or BEV IoU) a persisting obstacle needs (reports only).")] = 0.5,
     occlusion: Annotated[float, typer.Option("--occlusion", help="--transforms insert/remove: ρ, the share of its points an obstacle may lose to the change and still be required (reports only).")] = 0.1,
     insert_overlap: Annotated[float, typer.Option("--insert-overlap", help="--transforms insert: the share of the inserted box a follow-up obstacle must cover (reports only).")] = 0.1,
+    labelled_only: Annotated[bool, typer.Option("--labelled-only", help="--transforms: require only obstacles that overlap a labelled object (KITTI boxes, tracklets); with --min-size, count real objects, not junk (reports only).")] = False,
 ) -> None:
     from lidarmt.cli._common import err_console
     from lidarmt.fuzz.campaign import (
@@ -207,7 +208,8 @@ def fuzz(
         run_transform_search(search, transforms, relation=relation, bag=bag, topic=topic,
                              roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options), frames=frames,
                              seed=seed, budget=budget, timeout=timeout, library=library,
-                             thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap),
+                             thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap,
+                                                   min_size, labelled_only),
                              out=out, resume=resume, force=force, quiet=quiet)
         return
     if transforms is not None and relation != "mr1" and search is None:  # relations beyond MR1
@@ -217,7 +219,8 @@ def fuzz(
         run_transforms(transforms, relation=relation, levels=levels, bag=bag, topic=topic,
                        roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options), frames=frames, seed=seed,
                        trials=trials, timeout=timeout, library=library,
-                       thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap),
+                       thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap,
+                                             min_size, labelled_only),
                        workers=workers, backend=backend, address=address, out=out, resume=resume, force=force,
                        bundles=per_n, ddmin_budget=ddmin_budget, quiet=quiet, fail_on_violation=fail_on_violation)
         return

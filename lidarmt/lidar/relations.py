@@ -33,7 +33,11 @@ sensor, default 30 m, that keep at least k points, default 10):
   transformed source set.
 
 Each lost obstacle is recorded with its class, size and distance to the sensor (Speth et al. rank findings by
-it); a missed insertion with the inserted object's. A crash or timeout of the system is a finding, apart.
+it); a missed insertion with the inserted object's. Where the source's labels say which objects it holds (KITTI
+boxes, tracklets), each source obstacle also records whether it is a labelled object, junk (unlabelled) or
+outside the labelled view (:func:`lidarmt.perception.apollo.evaluate.label_lost`); the fold can require only
+labelled objects (``labelled_only``) or obstacles of some volume (``min_volume``, MR1's ``--min-size``). A
+crash or timeout of the system is a finding, apart.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class Thresholds:
     tolerance: float = 0.5  # τ: the match score (Jaccard or BEV IoU) a persisting obstacle needs
     occlusion: float = 0.1  # ρ: share of its points an obstacle may lose to an inserted/removed object
     insert_overlap: float = 0.1  # share of the inserted box's footprint a follow-up obstacle must cover
+    min_volume: float = 0.0  # m³: smaller obstacles are not required (MR1's --min-size: junk)
+    labelled_only: bool = False  # require only obstacles that overlap a labelled object (where labels say)
 
     def __post_init__(self) -> None:
         if not (self.distance_m > 0 and math.isfinite(self.distance_m)):
@@ -80,10 +86,17 @@ class Thresholds:
             raise FuzzArgumentError(f"--occlusion {self.occlusion}: give a share in [0, 1)")
         if not 0 < self.insert_overlap <= 1:
             raise FuzzArgumentError(f"--insert-overlap {self.insert_overlap}: give a share in (0, 1]")
+        if not (math.isfinite(self.min_volume) and self.min_volume >= 0):
+            raise FuzzArgumentError(f"--min-size {self.min_volume}: give 0 or more cubic metres")
 
     def to_dict(self) -> dict[str, float]:
-        return {"distance_m": self.distance_m, "min_points": self.min_points, "tolerance": self.tolerance,
-                "occlusion": self.occlusion, "insert_overlap": self.insert_overlap}
+        d = {"distance_m": self.distance_m, "min_points": self.min_points, "tolerance": self.tolerance,
+             "occlusion": self.occlusion, "insert_overlap": self.insert_overlap}
+        if self.min_volume:
+            d["min_volume_m3"] = self.min_volume
+        if self.labelled_only:
+            d["labelled_only"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Thresholds:
@@ -91,12 +104,15 @@ class Thresholds:
         base = cls()
         return cls(float(d.get("distance_m", base.distance_m)), int(d.get("min_points", base.min_points)),
                    float(d.get("tolerance", base.tolerance)), float(d.get("occlusion", base.occlusion)),
-                   float(d.get("insert_overlap", base.insert_overlap)))
+                   float(d.get("insert_overlap", base.insert_overlap)), float(d.get("min_volume_m3", 0.0)),
+                   bool(d.get("labelled_only", False)))
 
     def describe(self) -> str:
         return (f"D = {self.distance_m:g} m (safety-critical distance), k = {self.min_points} points kept, "
                 f"match tolerance τ = {self.tolerance:g} (Jaccard or BEV IoU), occlusion ρ = {self.occlusion:g}, "
-                f"insertion overlap ≥ {self.insert_overlap:g} of the inserted box")
+                f"insertion overlap ≥ {self.insert_overlap:g} of the inserted box"
+                + (f", obstacles ≥ {self.min_volume:g} m³" if self.min_volume else "")
+                + (", labelled objects only" if self.labelled_only else ""))
 
 
 # ----------------------------------------------------------------------------------------------- geometry
@@ -253,6 +269,15 @@ def pair_facts(source_frame, source: Obstacles, follow_frame, follow: Obstacles,
                 taken = [ii for ii in range(m) if ii != i and partner_s[ii] == j]
                 row["best_taken"] = _r(assigned_f[j], 4) if taken else 0.0
         src_rows.append(row)
+    from lidarmt.perception.apollo.evaluate import label_lost
+
+    labels = label_lost(source_frame, source, range(m)) if m else None
+    if labels is not None:  # what the source's labels say of each obstacle (labelled object, junk, outside)
+        for i, row in enumerate(src_rows):
+            lab = labels.get(i) or {}
+            row["label"] = lab.get("label")
+            if lab.get("label_class"):
+                row["label_class"] = lab["label_class"]
     fol_rows = []
     for j, o in enumerate(follow):
         c = map_xy(np.asarray(o.center[:2], dtype=np.float64)[None], inv)[0]
@@ -312,6 +337,10 @@ def required(row: Mapping[str, Any], relation: str, th: Thresholds) -> bool:
     """Whether a source obstacle must persist under ``relation`` (module docstring)."""
     if float(row["distance"]) > th.distance_m or int(row["kept"]) < th.min_points:
         return False
+    if th.min_volume and float(np.prod(row["size"])) < th.min_volume:
+        return False
+    if th.labelled_only and row.get("label") != "labelled":
+        return False
     if relation in ("insertion", "removal"):
         pts = int(row["points"])
         return pts > 0 and int(row["kept"]) >= (1.0 - th.occlusion) * pts
@@ -326,14 +355,15 @@ def judge_facts(facts: Mapping[str, Any], relation: str, th: Thresholds) -> list
         if required(row, relation, th) and float(row["score"]) < th.tolerance:
             out.append({"what": row["class"], "class": row["class"], "size": row["size"],
                         "distance": row["distance"], "points": row["points"], "kept": row["kept"],
-                        "kind": lost_kind(row, th.tolerance), "source": i})
+                        "kind": lost_kind(row, th.tolerance), "source": i,
+                        **({"label": row["label"]} if "label" in row else {})})
     if relation == "insertion":
         for b in facts.get("inserted", []):
             if (float(b["distance"]) <= th.distance_m and int(b["points"]) >= th.min_points
                     and float(b["overlap"]) < th.insert_overlap):
                 out.append({"what": MISSED_INSERT, "class": b["class"], "size": b["size"],
                             "distance": b["distance"], "points": b["points"], "kind": "missed"})
-    if relation == "equivariance":
+    if relation == "equivariance" and not th.labelled_only:  # a spurious obstacle is no labelled object
         for j, row in enumerate(facts.get("follow", [])):
             if (float(row["distance"]) <= th.distance_m and int(row["points"]) >= th.min_points
                     and float(row["score"]) < th.tolerance):
@@ -358,6 +388,7 @@ class Cell:
     lost: dict[str, int] = field(default_factory=dict)  # what -> lost requirements
     violating_by: dict[str, int] = field(default_factory=dict)  # what -> pairs with at least one such loss
     edits: int = 0  # point edits of the changes, summed
+    labelled: int = 0  # lost requirements that were labelled objects (where the labels say)
     nearest: list[float] = field(default_factory=list)  # distance of each violating pair's nearest loss
 
 
@@ -403,6 +434,7 @@ class LidarTally(KeyedTally):
             cell.violating_by[what] = cell.violating_by.get(what, 0) + 1
         for x in lost:
             cell.lost[x["what"]] = cell.lost.get(x["what"], 0) + 1
+            cell.labelled += x.get("label") == "labelled"
             self.findings.append({**x, "key": list(key), "transform": self.transforms[t][0],
                                   "level": self.levels[t][lv], "relation": relation})
         cell.nearest.append(min(float(x["distance"]) for x in lost))
@@ -420,6 +452,7 @@ class LidarTally(KeyedTally):
                          "pairs": c.pairs, "violations": c.violations, "crashes": c.crashes, "timeouts": c.timeouts,
                          "required": c.required, "lost": {w: int(c.lost.get(w, 0)) for w in WHATS},
                          "violating_by": {w: int(c.violating_by.get(w, 0)) for w in WHATS},
+                         "lost_labelled": c.labelled,
                          "mean_edits": round(c.edits / c.pairs, 1) if c.pairs else None,
                          "nearest_m": round(min(c.nearest), 2) if c.nearest else None})
         return {"thresholds": self.th.to_dict(), "cells": rows}

@@ -2,7 +2,8 @@
 
 * **Table 8's shape** (DeepTest, Tian et al. ICSE 2018): violating pairs per transformation × intensity, and
   the lost requirements per class (car, pedestrian, cyclist, unknown; missed insertions; spurious obstacles
-  under equivariance), with the nearest loss;
+  under equivariance), how many of them were labelled objects (where the frames carry labels), with the
+  nearest loss;
 * **families**: violating pairs per family (weather, sensor, motion, object, alignment), to set beside Dong et
   al. (CVPR 2023), who rank the families by how much they hurt detectors;
 * **distance ranking** (Speth et al.): every finding, nearest to the sensor first, with its class, size and
@@ -47,7 +48,7 @@ def summary_dict(config: Mapping[str, Any], tally: Any) -> dict[str, Any]:
     return {"kind": "lidar-transform", "config": dict(config), "thresholds": body["thresholds"], "cells": cells,
             "families": families(cells), "total": total, "findings": len(ranked),
             "ranking": [{k: f[k] for k in ("what", "class", "distance", "size", "kind", "transform", "level",
-                                           "relation", "key")} for f in ranked[:RANK_ROWS]]}
+                                           "relation", "key", "label") if k in f} for f in ranked[:RANK_ROWS]]}
 
 
 def _rate(k: int, n: int) -> str:
@@ -56,11 +57,11 @@ def _rate(k: int, n: int) -> str:
 
 def table8_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     head = ["transformation", "family", "relation", "intensity", "violating pairs", *(SHORT[w] for w in WHATS),
-            "nearest m", "crash"]
+            "labelled", "nearest m", "crash"]
     rows = []
     for c in summary["cells"]:
         rows.append([c["transform"], c["family"], c["relation"], c["level"], _rate(c["violations"], c["pairs"]),
-                     *(str(c["lost"][w]) for w in WHATS),
+                     *(str(c["lost"][w]) for w in WHATS), str(c.get("lost_labelled", 0)),
                      "–" if c["nearest_m"] is None else f"{c['nearest_m']:.1f}",
                      str(c["crashes"] + c["timeouts"])])
     return head, rows
@@ -73,10 +74,11 @@ def family_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]
 
 
 def ranking_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["#", "distance m", "lost", "size m", "how", "transformation", "intensity", "frame"]
+    head = ["#", "distance m", "lost", "size m", "how", "labels say", "transformation", "intensity", "frame"]
     rows = [[str(i + 1), f"{float(f['distance']):.1f}", f["what"] if f["what"] == f["class"] else
-             f"{f['what']} ({f['class']})", "×".join(f"{v:.1f}" for v in f["size"]), f["kind"], f["transform"],
-             f["level"], str(f["key"][0])] for i, f in enumerate(summary["ranking"])]
+             f"{f['what']} ({f['class']})", "×".join(f"{v:.1f}" for v in f["size"]), f["kind"],
+             f.get("label") or "–", f["transform"], f["level"], str(f["key"][0])]
+            for i, f in enumerate(summary["ranking"])]
     return head, rows
 
 
