@@ -76,7 +76,7 @@ def staging_folder(target: str | os.PathLike[str]) -> Path:
     becomes the output (a bundle is made to be shared)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))  # see _TEMP_FORMS
     os.chmod(tmp, 0o777 & ~_umask())
     return tmp
 

@@ -668,3 +668,38 @@ def test_bundle_folders_have_the_users_usual_mode(tmp_path):
     assert {p.parent.parent.name for p in bundles} == {"lidar", "camera"}
     for p in bundles:
         assert stat.S_IMODE(p.stat().st_mode) == 0o755, (p, oct(p.stat().st_mode))
+
+
+_KILLED_WRITER = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[3])
+from test_fuzz_support import write_road_geojson
+import lidarmt.roi.mapio as mapio
+from lidarmt.roi import load_map, write_map
+
+hdmap = load_map(write_road_geojson(sys.argv[1] + "/world.geojson"))
+def killed(*a, **kw):  # the moment kill -9 arrives: two of the three files written
+    os.kill(os.getpid(), signal.SIGKILL)
+mapio.map_to_geojson = killed
+write_map(hdmap, sys.argv[2])
+"""
+
+
+def test_a_map_folder_killed_mid_write_is_not_left_half_made(tmp_path):
+    """Item 9: kill -9 of `simulate` while it wrote the HD map left a partial map folder (base_map.bin and .txt,
+    no .geojson); the next run refused it as existing. The folder is now built aside and renamed into place."""
+    import subprocess
+
+    from test_fuzz_support import write_road_geojson
+
+    from lidarmt.roi import load_map, write_map
+
+    folder = tmp_path / "maps" / "town"
+    r = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(tmp_path), str(folder), str(TESTS)],
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == -9, r.stderr[-2000:]
+    assert not folder.exists(), sorted(p.name for p in folder.iterdir())
+    # the next run is not refused, and cleans up what the killed one left
+    write_map(load_map(write_road_geojson(tmp_path / "world2.geojson")), folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["base_map.bin", "base_map.geojson", "base_map.txt"]
+    assert [p.name for p in folder.parent.iterdir()] == ["town"]

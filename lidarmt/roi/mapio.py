@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -659,15 +660,35 @@ def write_map(
         warnings.warn(f"{folder}: the map is drawn in sensor coordinates; base_map.bin/.txt cannot say so (only the "
                       ".geojson keeps it)", stacklevel=2)
     msg = map_to_proto(hdmap) if ({"bin", "txt"} & set(formats)) else None
-    for fmt, target in targets.items():
-        if fmt == "bin":
-            atomic_write_bytes(target, msg.SerializeToString())
-        elif fmt == "txt":
-            from lidarmt.proto.hdmap import map_to_text
+    # every file is made in a hidden folder beside the map folder, then moved into place: a run killed midway
+    # (kill -9) leaves no half map folder, only that hidden folder, which the next write removes
+    import re
 
-            atomic_write_text(target, map_to_text(msg))
-        else:
-            atomic_write_text(target, json.dumps(map_to_geojson(hdmap), indent=1) + "\n")
+    from lidarmt._atomic import remove_stale_temporaries, staging_folder
+
+    if folder.parent.is_dir():
+        remove_stale_temporaries(folder.parent, re.escape(folder.name))
+    stage = staging_folder(folder)
+    try:
+        for fmt, target in targets.items():
+            if fmt == "bin":
+                atomic_write_bytes(stage / target.name, msg.SerializeToString())
+            elif fmt == "txt":
+                from lidarmt.proto.hdmap import map_to_text
+
+                atomic_write_text(stage / target.name, map_to_text(msg))
+            else:
+                atomic_write_text(stage / target.name, json.dumps(map_to_geojson(hdmap), indent=1) + "\n")
+        if not folder.exists():
+            os.replace(stage, folder)  # the whole folder at once
+        else:  # a folder that exists (other files, --force): each file replaced whole
+            for target in targets.values():
+                os.replace(stage / target.name, target)
+    except OSError as err:
+        raise OutputError(f"cannot write the map in {folder}: {err.strerror or err}") from err
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage, ignore_errors=True)
     return targets
 
 
