@@ -159,6 +159,10 @@ def test_bench_page(bench_run):
     summary = json.loads((bench_run / "summary.json").read_text())
     assert 'id="modules-table"' in page and 'id="paired-table-0"' in page
     assert summary["verdict"].upper() in page and "exact McNemar" in page
+    regressed = summary["verdict"] == "regression"
+    assert re.search(r'<span class="(ok|bad)">verdict at', page).group(1) == ("bad" if regressed else "ok")
+    for m in summary["modules"]:  # each module's own run folder is linked
+        assert f'href="{m["name"]}/' in page
     assert check_links(bench_run / "report.html") == []
     assert 'src="relations.png"' in page
 
@@ -215,13 +219,16 @@ def browse(page: Path, table_id: str, column: int) -> dict:
     copy = page.with_name(".probe-" + page.name)
     copy.write_text(text.replace("</body>", probe + "</body>"), encoding="utf-8")
     try:
-        proc = subprocess.run(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
-             "--allow-file-access-from-files", "--virtual-time-budget=8000", "--dump-dom", copy.as_uri()],
-            capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(page.parent)})
+        for _ in range(2):  # one retry: a browser start can fail on a machine under heavy load
+            proc = subprocess.run(
+                [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions",
+                 "--allow-file-access-from-files", "--virtual-time-budget=8000", "--dump-dom", copy.as_uri()],
+                capture_output=True, text=True, timeout=180, env={**os.environ, "HOME": str(page.parent)})
+            m = re.search(r'<pre id="lidarmt-probe">(.*?)</pre>', proc.stdout, re.S)
+            if m:
+                break
     finally:
         copy.unlink(missing_ok=True)
-    m = re.search(r'<pre id="lidarmt-probe">(.*?)</pre>', proc.stdout, re.S)
     assert m, f"the probe did not run (chromium exit {proc.returncode}): {proc.stderr[-800:]}"
     return json.loads(html.unescape(m.group(1)))
 

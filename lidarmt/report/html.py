@@ -612,6 +612,12 @@ def _plain_deg(deg: Any) -> Any:
 # ----------------------------------------------------------------------------------------------- bench
 
 
+def _regression(text: str) -> bool:
+    """A verdict that names a regression ("regression", "REGRESSION"; not "no regression")."""
+    t = str(text).strip().lower()
+    return "regress" in t and not t.startswith("no ")
+
+
 def bench_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], out: Path) -> str:
     """The page of ``lidarmt bench``: modules, the paired comparison per candidate, the verdict, the charts,
     links to each module's own run folder and report."""
@@ -631,7 +637,7 @@ def bench_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], out: Path)
     page.fact("baseline", summary.get("baseline", ""))
     page.fact("test", f"{summary.get('test')}, α = {summary.get('alpha')}, correction: {summary.get('correction')}")
     verdict = str(summary.get("verdict", ""))
-    page.fact("verdict", Html(f'<span class="{"bad" if verdict.lower() not in ("pass", "ok") else "ok"}">'
+    page.fact("verdict", Html(f'<span class="{"bad" if _regression(verdict) else "ok"}">'
                               f"{esc(rb.verdict_line(summary))}</span>"))
     _cmd(page, run)
     body = page.section("modules", "Modules")
@@ -640,16 +646,16 @@ def bench_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], out: Path)
     links = []
     for m in summary.get("modules", []):
         name = str(m.get("name"))
-        for f in ("report.html", "report.md"):
+        for f in ("report.html", "report.md", "journal.jsonl"):
             if (out / name / f).is_file():
-                links.append(link(href(name, f), name))
+                links.append(link(href(name, f), f"{name}/{f}"))
                 break
     if links:
-        body.append(p(Html("Module run folders (ordinary campaign reports): " + ", ".join(links))))
+        body.append(p(Html("Module run folders (ordinary campaign run folders, resumable): " + ", ".join(links))))
     for i, comp in enumerate(summary.get("comparisons", [])):
         body = page.section(f"comparison-{i}", rb._title(comp))
         head, rows = rb.paired_table(summary, comp)
-        rows = [[*r[:-1], Cell(r[-1], cls="bad" if "regress" in r[-1].lower() else "")] for r in rows]
+        rows = [[*r[:-1], Cell(r[-1], cls="bad" if _regression(r[-1]) else "")] for r in rows]
         body.append(table(head, rows, ident=f"paired-table-{i}"))
         body.append(p("b: pairs only the baseline violates; c: pairs only the candidate violates; "
                       "Δ = (c − b) / pairs.", cls="note"))
