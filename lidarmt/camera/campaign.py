@@ -385,9 +385,20 @@ class CameraEvaluator(EvaluatorBase):
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config
+        # Batches are cut from the frame's whole key list, so that a frame judged in part before (a resumed
+        # campaign, a worker lost midway) gets the same batches as an uninterrupted run: a model's batched sums
+        # may depend on what else is in the batch (in the last digits). Only the asked keys are recorded.
+        asked = {tuple(k) for k in keys}
+        full = [tuple(k) for k in cfg.keys_of(index)]
+        if asked != set(full):
+            keys = [k for k in full if k in asked]  # in the order of the whole list
+            model_asked = {k[1] for k in keys}
+            keys_for_images = [k for k in full if k[1] in model_asked]
+        else:
+            keys_for_images = keys
         # every (transformation, parameter, trial) image once, shared by the models; a transformation's own
         # failure is recorded, not the model's
-        wanted = sorted({(k[2], k[3], k[4]) for k in keys})
+        wanted = sorted({(k[2], k[3], k[4]) for k in keys_for_images})
         got = self._images(index, wanted)
         window, cur, made, broken, t_transform = got.window, got.current, got.made, got.broken, got.seconds
         label = None if cfg.follow_ups else cur.label  # pairs: the label-free relations only
@@ -409,14 +420,17 @@ class CameraEvaluator(EvaluatorBase):
                     emit("pair", pair_record(cfg, k, "crash", "source", error=_bad_angle(model.name, pred)))
                 continue
             todo = []
-            for k in mkeys:
+            for k in (x for x in keys_for_images if x[1] == m):
                 tpr = (k[2], k[3], k[4])
                 if tpr in broken:
-                    emit("pair", pair_record(cfg, k, stage="follow", **broken[tpr]))
+                    if k in asked:
+                        emit("pair", pair_record(cfg, k, stage="follow", **broken[tpr]))
                 else:
                     todo.append(k)
             for i in range(0, len(todo), cfg.batch_size):
                 chunk = todo[i:i + cfg.batch_size]
+                if not any(k in asked for k in chunk):
+                    continue  # judged before: not run again
                 batch = np.stack([self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk])
                 t1 = time.perf_counter()
                 try:
@@ -425,10 +439,13 @@ class CameraEvaluator(EvaluatorBase):
                     fail = failure(err)
                     status = fail.pop("status")
                     for k in chunk:
-                        emit("pair", pair_record(cfg, k, status, "follow", **fail))
+                        if k in asked:
+                            emit("pair", pair_record(cfg, k, status, "follow", **fail))
                     continue
                 per = (time.perf_counter() - t1) / len(chunk)
                 for k, v in zip(chunk, preds, strict=True):
+                    if k not in asked:
+                        continue
                     if not math.isfinite(v) or abs(v) > MAX_ANGLE_RAD:
                         emit("pair", pair_record(cfg, k, "crash", "follow", error=_bad_angle(model.name, v)))
                         continue
