@@ -269,3 +269,42 @@ def test_camera_and_bench_pages_in_chromium(camera_run, bench_run):
     assert res["tables"]["paired-table-0"] == len(json.loads((bench_run / "summary.json").read_text())
                                                   ["comparisons"][0]["rows"])
     assert res["asc"] and sorted(res["asc"]) == sorted(res["before"])
+
+
+def test_reports_without_a_page_of_their_own_get_report_md_as_one(tmp_path):
+    """Coverage and search reports: write_report_set renders their report.md (escaped, relative links only)."""
+    from lidarmt.report.common import write_report_set
+    from lidarmt.report.html import markdown_page
+
+    def chart(path: Path) -> None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from lidarmt.report.common import savefig
+
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [1, 0])
+        savefig(fig, path)
+
+    (tmp_path / "violations" / "a b").mkdir(parents=True)
+    (tmp_path / "violations" / "a b" / "report.md").write_text("x")
+    md = "\n".join([
+        "# Coverage study <script>alert(1)</script>", "", "Intro with `code<b>` and **bold**.", "",
+        "## Numbers", "", "| model | NC | note |", "|---|---:|---|", "| m2 | 0.50 | a \\| b |", "| m1 | 0.75 | "
+        "[bundle](violations/a%20b/report.md) |", "| m3 | 0.25 | [evil](javascript:alert(1)) |", "",
+        "![chart](chart.png)", "", "- one", "- two", "", "```", "<raw> & code", "```"])
+    paths = write_report_set(tmp_path, summary={}, run={}, table="", markdown=md, junit="<x/>",
+                             charts={"chart.png": chart})
+    page = paths["report.html"].read_text()
+    assert page == markdown_page(md)
+    assert "<title>Coverage study &lt;script&gt;alert(1)&lt;/script&gt;</title>" in page
+    assert "<script>alert" not in page and "javascript:" not in page and "&lt;raw&gt; &amp; code" in page
+    assert '<code>code&lt;b&gt;</code>' in page and "<strong>bold</strong>" in page
+    assert 'href="violations/a%20b/report.md"' in page and 'src="chart.png"' in page
+    assert 'id="table-1" class="sortable"' in page and "a | b" in page
+    assert check_links(paths["report.html"]) == []
+    if CHROMIUM:  # and it sorts in a browser
+        res = browse(paths["report.html"], "table-1", 1)
+        assert res["broken"] == [] and res["asc"] == ["0.25", "0.50", "0.75"] and res["desc"][0] == "0.75"

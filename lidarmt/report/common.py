@@ -2,8 +2,9 @@
 
 Each relation supplies the contents (its summary, tables, charts, JUnit cases, Markdown); this module writes
 them the one way: ``summary.json`` (deterministic: a resumed campaign writes the same file as an uninterrupted
-one), ``run.json`` (timings, workers, environment), ``table.txt``, the charts, ``junit.xml``, ``report.md`` and,
-for the relations that build one, the static page ``report.html`` (:mod:`lidarmt.report.html`).
+one), ``run.json`` (timings, workers, environment), ``table.txt``, the charts, ``junit.xml``, ``report.md`` and
+the static page ``report.html`` (:mod:`lidarmt.report.html`: a page of its own for MR1, camera and bench, else
+``report.md`` as a page).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
     """Write a campaign's reports into ``out``; returns their paths by name. ``junit`` is the XML text or a
     function writing it to a path; ``charts`` map file names to functions writing each picture; ``html``
     builds ``report.html`` from the run folder (:mod:`lidarmt.report.html`), last, once the pictures and
-    bundles it links to are written."""
+    bundles it links to are written (default: ``markdown`` as a page)."""
     out = Path(out)
     paths = {name: out / name for name in ("summary.json", "run.json", "table.txt", *charts, "junit.xml",
                                            "report.md")}
@@ -76,9 +77,13 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
     else:
         atomic_write_text(paths["junit.xml"], junit)
     atomic_write_text(paths["report.md"], markdown)
-    if html is not None:
-        paths["report.html"] = out / "report.html"
-        atomic_write_text(paths["report.html"], html(out))
+    if html is None:  # no page of its own (coverage, searches): report.md as a page
+        from lidarmt.report.html import markdown_page
+
+        def html(_: Path) -> str:
+            return markdown_page(markdown)
+    paths["report.html"] = out / "report.html"
+    atomic_write_text(paths["report.html"], html(out))
     return paths
 
 

@@ -27,6 +27,7 @@ import html as _html
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -704,3 +705,122 @@ def check_links(page: str | os.PathLike[str]) -> list[str]:
         elif not (path.parent / unquote(u.path)).exists():
             bad.append(f"{t} (missing)")
     return bad
+
+
+# ----------------------------------------------------------------------------------------------- any report.md
+
+_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+_MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_MD_CODE = re.compile(r"`([^`]+)`")
+_MD_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+
+
+def _md_target(url: str) -> str | None:
+    """A Markdown link target as a relative :func:`href` (with its ``#anchor`` and trailing ``/``), or None
+    for anything with a scheme or host (never followed: the page makes no request outside its folder)."""
+    from urllib.parse import unquote, urlsplit
+
+    u = urlsplit(url)
+    if u.scheme or u.netloc or url.startswith("/"):
+        return None
+    path = unquote(u.path)
+    target = href(path) + ("/" if path.endswith("/") and path.strip("/") else "")
+    return target + (f"#{esc(quote(u.fragment, safe=''))}" if u.fragment else "")
+
+
+def _md_inline(text: str) -> str:
+    """One line of the project's Markdown as HTML: escaped, then code, bold, pictures and relative links."""
+    codes: list[str] = []
+
+    def keep_code(m: re.Match) -> str:
+        codes.append(f"<code>{m.group(1)}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    out = _MD_CODE.sub(keep_code, esc(text.replace("\\|", "|")))
+
+    def img(m: re.Match) -> str:
+        t = _md_target(_html.unescape(m.group(2)))
+        return image(t, _html.unescape(m.group(1)), cls="thumb" if "/" in m.group(2) else "chart") if t else m.group(0)
+
+    def lnk(m: re.Match) -> str:
+        t = _md_target(_html.unescape(m.group(2)))
+        return f'<a href="{t}">{m.group(1)}</a>' if t else m.group(1)
+
+    out = _MD_LINK.sub(lnk, _MD_IMAGE.sub(img, out))
+    out = _MD_BOLD.sub(r"<strong>\1</strong>", out)
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
+
+
+def _md_cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (``\\|`` is a pipe inside a cell)."""
+    s = line.strip()
+    s = s[1:] if s.startswith("|") else s
+    s = s[:-1] if s.endswith("|") and not s.endswith("\\|") else s
+    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
+
+
+def markdown_page(markdown: str, *, title: str = "lidarmt report") -> str:
+    """``report.md`` as a page (for the reports without a page of their own: coverage, searches): headings,
+    paragraphs, lists, code blocks, pictures, relative links and sortable tables, everything escaped."""
+    lines = markdown.splitlines()
+    heading = next((ln[2:].strip() for ln in lines if ln.startswith("# ")), title)
+    page = Page(heading)
+    body = page.section("report", "Report")
+    n_tables = 0
+    i = 0
+    para: list[str] = []
+
+    def flush() -> None:
+        if para:
+            body.append("<p>" + " ".join(_md_inline(x) for x in para) + "</p>")
+            para.clear()
+
+    while i < len(lines):
+        ln = lines[i]
+        s = ln.strip()
+        if s.startswith("```"):
+            flush()
+            j = i + 1
+            while j < len(lines) and not lines[j].strip().startswith("```"):
+                j += 1
+            body.append("<pre><code>" + esc("\n".join(lines[i + 1:j])) + "</code></pre>")
+            i = j + 1
+            continue
+        if ln.startswith("# "):
+            flush()
+        elif ln.startswith(("## ", "### ")):
+            flush()
+            text = ln.split(" ", 1)[1].strip()
+            if ln.startswith("## "):
+                body = page.section(f"s{len(page.sections)}", text)
+            else:
+                body.append(f"<h3>{_md_inline(text)}</h3>")
+        elif s.startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\|?[\s:|-]+\|?", lines[i + 1].strip()):
+            flush()
+            head = _md_cells(s)
+            rows = []
+            j = i + 2
+            while j < len(lines) and lines[j].strip().startswith("|"):
+                rows.append([Html(_md_inline(c)) if any(k in c for k in "`*[") else c.replace("\\|", "|")
+                             for c in _md_cells(lines[j])])
+                j += 1
+            n_tables += 1
+            body.append(table([Html(_md_inline(h)) for h in head], rows, ident=f"table-{n_tables}",
+                              filter_box=len(rows) > 20))
+            i = j
+            continue
+        elif s.startswith(("- ", "* ")):
+            flush()
+            items = []
+            while i < len(lines) and lines[i].strip().startswith(("- ", "* ")):
+                items.append(f"<li>{_md_inline(lines[i].strip()[2:])}</li>")
+                i += 1
+            body.append('<ul class="facts">' + "".join(items) + "</ul>")
+            continue
+        elif not s:
+            flush()
+        else:
+            para.append(s)
+        i += 1
+    flush()
+    return page.render()
