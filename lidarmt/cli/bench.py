@@ -103,6 +103,9 @@ def bench(
     map_frame: Annotated[str, typer.Option("--map-frame", help="auto, world or sensor (as for lidarmt fuzz).")] = "auto",
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take (default automatic).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes per module's campaign (modules run one after the other).")] = 1,
+    device: Annotated[str | None, typer.Option("--device", help="Where every module's network runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed to each module as device=... (a module's own --sut-option device=... wins; docs/gpu.md).")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the regression tests.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction over a candidate's rows: holm or none.")] = "holm",
     min_points: Annotated[int, typer.Option("--min-points", help="Ground truth with fewer ROI points than this is ignored (precision/recall).")] = 5,
@@ -142,6 +145,9 @@ def bench(
     )
 
     check_stats_options(alpha, correction, BenchArgumentError)
+    from lidarmt.fuzz.engine import check_backend
+
+    check_backend(backend, address)
     if not sut:
         raise BenchArgumentError("--sut: give the perception modules to compare (the first is the baseline), "
                                  "e.g. --sut apollo --sut apollo-512")
@@ -156,9 +162,9 @@ def bench(
 
         bench_transforms(transforms, levels=levels, relation=relation, library=library, bag=bag, topic=topic,
                          roi=RoiSpec(map, roi_range, map_frame), suts=sut,
-                         options=parse_module_options(sut_option, len(sut), flag="--sut-option",
-                                                      error=BenchArgumentError),
-                         baseline=baseline, trust_code=trust_code, frames=frames, seed=seed, trials=trials,
+                         options=with_device(parse_module_options(sut_option, len(sut), flag="--sut-option",
+                                                                  error=BenchArgumentError), device),
+                         backend=backend, address=address, baseline=baseline, trust_code=trust_code, frames=frames, seed=seed, trials=trials,
                          timeout=timeout, workers=workers, alpha=alpha, correction=correction,
                          thresholds=Thresholds(safety_distance, min_kept, tolerance), out=out, resume=resume,
                          force=force, quiet=quiet, fail_on_regression=fail_on_regression)
@@ -174,7 +180,8 @@ def bench(
         raise FuzzArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
     if not is_callable_spec(map) and not Path(map).exists():
         raise FuzzInputError(f"--map {map}: no such file or folder")
-    options = parse_module_options(sut_option, len(sut), flag="--sut-option", error=BenchArgumentError)
+    options = with_device(parse_module_options(sut_option, len(sut), flag="--sut-option", error=BenchArgumentError),
+                          device)
     out = out or Path("runs") / ("bench-" + Path(bag.rstrip("/")).name.split(".")[0])
 
     source = SourceSpec(bag, topic)
@@ -202,7 +209,25 @@ def bench(
     with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
         _run(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
              alpha=alpha, correction=correction, min_points=min_points, quiet=quiet,
-             fail_on_regression=fail_on_regression)
+             fail_on_regression=fail_on_regression, backend=backend, address=address)
+
+
+def with_device(options: list[dict[str, Any]], device: str | None,
+                keys: list[Any] | None = None) -> list[dict[str, Any]]:
+    """``--device``: resolved once (a one-line error where it is not there) and given to every module as
+    ``device=...``, except where the module's own options name one, or where ``keys`` (per module: the option
+    names it takes, None: unknown) show it takes none."""
+    if device is None:
+        return options
+    from lidarmt.bench.errors import BenchArgumentError
+    from lidarmt.perception.apollo.network import resolve_device
+
+    resolved = resolve_device(device, flag="--device", error=BenchArgumentError)
+    for i, o in enumerate(options):
+        took = None if keys is None else keys[i]
+        if "device" not in o and (took is None or "device" in took):
+            o["device"] = resolved
+    return options
 
 
 def _check_suts(plan) -> None:
@@ -217,8 +242,11 @@ def _check_suts(plan) -> None:
 
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
-             is_violation, engine_options: dict | None = None) -> dict:
-    """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts."""
+             is_violation, engine_options: dict | None = None, backend: str = "local",
+             address: str | None = None) -> dict:
+    """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts.
+    ``backend``/``address``: where the workers run (as ``lidarmt fuzz``); modules on a local CUDA device get at
+    most the workers the GPU's memory holds."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
     from lidarmt.fuzz.engine import clamp_workers, environment
@@ -228,7 +256,16 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     prepare(plan, resume=resume, force=force, reused_from=reused_from)
     lock.acquire()
     used, note = clamp_workers(workers, items=len(plan.baseline.config.items),
-                               per_worker=plan.baseline.config.worker_memory())
+                               per_worker=plan.baseline.config.worker_memory(), backend=backend, address=address)
+    devices = sorted({str(_device_of(m.config)) for m in plan.modules if m.origin is None} - {"None"})
+    cuda = [d for d in devices if d.startswith("cuda")]
+    if backend == "local" and cuda and used > 1:  # W workers share one GPU
+        from lidarmt.perception.apollo.network import clamp_gpu_workers
+
+        for d in cuda:
+            used, gpu_note = clamp_gpu_workers(used, d)
+            note = gpu_note or note
+    engine_options = {**dict(engine_options or {}), "backend": backend, "address": address}
     if note:
         err_console.print(note)
     bars: list[Any] = []
@@ -257,16 +294,28 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
         else:
             per[name] = {"ran": r.ran, "resumed_from": r.resumed, "elapsed_s": round(r.elapsed, 3),
                          "throughput": (r.ran / r.elapsed) if r.elapsed > 0 and r.ran else None}
-    return {"command": command, "workers": used, "environment": environment(), "modules": per}
+    return {"command": command, "workers": used, "backend": backend, "environment": environment(), "modules": per}
+
+
+def _device_of(config) -> str | None:
+    """The device a module's campaign asked for (its SUT's or its models' ``device`` option), or None."""
+    sut = getattr(config, "sut", None)
+    if sut is not None:
+        return (sut.options or {}).get("device")
+    for m in getattr(config, "models", ()):
+        if (m.options or {}).get("device"):
+            return m.options["device"]
+    return None
 
 
 def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
-         min_points: int, quiet: bool, fail_on_regression: bool) -> None:
+         min_points: int, quiet: bool, fail_on_regression: bool, backend: str = "local",
+         address: str | None = None) -> None:
     from lidarmt.bench.lidar import evaluate_module, labelled_frames, summarize
     from lidarmt.cli._common import err_console
 
     run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                   quiet=quiet,
+                   quiet=quiet, backend=backend, address=address,
                    is_violation=lambda r: r["verdict"]["count_violation"] or r["verdict"]["subset_violation"])
     frame_at, gt_note = labelled_frames(plan.baseline.config.source)
     detection: dict[str, Any] = {}

@@ -162,7 +162,8 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
                      topic: str | None, roi: Any, suts: list[str], options: list[dict], baseline: Path | None,
                      trust_code: bool, frames: int | None, seed: int, trials: int, timeout: float | None,
                      workers: int, alpha: float, correction: str, thresholds: Any, out: Path | None, resume: bool,
-                     force: bool, quiet: bool, fail_on_regression: bool) -> None:
+                     force: bool, quiet: bool, fail_on_regression: bool, backend: str = "local",
+                     address: str | None = None) -> None:
     """``lidarmt bench --transforms``: one LiDAR-transformation campaign per module on the same follow-ups, the
     journals paired key by key (McNemar per transformation, :mod:`lidarmt.bench.lidar_transforms`)."""
     import typer
@@ -210,7 +211,7 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
     _check_suts(plan)
     with RunLock(out) as lock:
         run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                       quiet=quiet, is_violation=lambda r: bool(judge_facts(
+                       quiet=quiet, backend=backend, address=address, is_violation=lambda r: bool(judge_facts(
                            r["facts"], refs[int(r["key"][1])].relation, thresholds)))
         summary = summarize(plan, thresholds=thresholds, alpha=alpha, correction=correction)
         report(plan.out, summary, run)

@@ -53,6 +53,9 @@ def bench(
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes per model's campaign (models run one after the other).")] = 1,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 64,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call (a batch) may take (default automatic).")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="Where every model runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed to each model that takes it as device=... (a model's own --model-option device=... wins; docs/gpu.md).")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
+    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the regression tests.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction over a candidate's rows: holm or none.")] = "holm",
     out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/camera-bench-<source name>).")] = None,
@@ -78,6 +81,9 @@ def bench(
     from lidarmt.fuzz.engine import RunLock, select_items
 
     check_stats_options(alpha, correction, BenchArgumentError)
+    from lidarmt.fuzz.engine import check_backend
+
+    check_backend(backend, address)
     for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
         if not (value > 0 and math.isfinite(value)):
             raise BenchArgumentError(f"{name} {value}: give a positive number")
@@ -89,14 +95,18 @@ def bench(
         raise BenchArgumentError(f"--model {names[0]}: a bench compares models; give a second --model, or "
                                  "--baseline FOLDER with the baseline of an earlier camera bench")
     from lidarmt.camera.campaign import model_ref
+    from lidarmt.camera.models.registry import option_keys
+    from lidarmt.cli.bench import with_device
     from lidarmt.cli.camera.predict import model_options
 
-    options = model_options(names, model_option)
+    options = with_device(model_options(names, model_option), device, [option_keys(n) for n in names])
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         chosen = select_items(len(src), frames, seed, what="images", source=images)
     out = out or Path("runs") / ("camera-bench-" + Path(images.rstrip("/")).name.split(".")[0])
-    configs = [CameraCampaignConfig(images, (model_ref(nm, o),), transform_refs(chosen_t), chosen, seed=seed,
+    # translators run where the models do (as camera fuzz --device)
+    on = None if device is None else next((o["device"] for o in options if "device" in o), None)
+    configs = [CameraCampaignConfig(images, (model_ref(nm, o),), transform_refs(chosen_t, device=on), chosen, seed=seed,
                                     trials=trials, topic=topic, timeout=timeout, batch_size=batch_size)
                for nm, o in zip(names, options, strict=True)]
     modules: list[Module] = []
@@ -118,8 +128,8 @@ def bench(
     criteria = Criteria(lam, epsilon, tolerance)
     with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
         _run(plan, criteria, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-             alpha=alpha,
-             correction=correction, quiet=quiet, fail_on_regression=fail_on_regression)
+             alpha=alpha, correction=correction, quiet=quiet, fail_on_regression=fail_on_regression,
+             backend=backend, address=address)
 
 
 def _check_models(plan) -> None:
@@ -134,13 +144,13 @@ def _check_models(plan) -> None:
 
 
 def _run(plan, criteria, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float,
-         correction: str,
-         quiet: bool, fail_on_regression: bool) -> None:
+         correction: str, quiet: bool, fail_on_regression: bool, backend: str = "local",
+         address: str | None = None) -> None:
     from lidarmt.bench.camera import summarize
     from lidarmt.cli.bench import report, run_plan
 
     run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                   quiet=quiet,
+                   quiet=quiet, backend=backend, address=address,
                    is_violation=lambda r: False)
     summary = summarize(plan, criteria=criteria, alpha=alpha, correction=correction)
     report(plan.out, summary, run)
