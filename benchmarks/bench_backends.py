@@ -39,6 +39,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from lidarmt._machine import with_machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "backends.json"
 
@@ -211,7 +212,7 @@ def main() -> None:
                "load_average_end": round(os.getloadavg()[0], 2), "cores": cores,
                "ray": ray.__version__, "environment": environment(), "results": results}
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(RESULTS, json.dumps(doc, indent=2) + "\n")
+        atomic_write_text(RESULTS, json.dumps(with_machine(doc), indent=2) + "\n")
         print(f"wrote {RESULTS}")
 
 

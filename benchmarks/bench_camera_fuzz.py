@@ -4,8 +4,10 @@ For each steering model: (1) model-only: ``predict`` on batches of already trans
 batch size), images/s; (2) the campaign: ``run_campaign`` in this process over the same seed frames with every
 transformation (DeepTest's 70 simple settings, 7 weathers × 4 intensities, the mirror), pairs/s, where each pair
 is one transformed image judged (the seed predictions, the transformations, the journal and the bookkeeping
-included). The ratio campaign / model-only says what everything around the model costs (target ≥ 0.8 when the
-model dominates; for tiny models the transformations dominate and the ratio says so). Also reported: the
+included), with the transformations made ahead in a thread pool (:mod:`lidarmt.camera.prefetch`, the default)
+and without (``ratio_serial``), interleaved. The ratio campaign / model-only says what everything around the
+model costs (target ≥ 0.8 when the model dominates; for tiny models the transformations dominate and the ratio
+says so). The JSON records the CPU's ISA and the load average (``machine``). Also reported: the
 transformations' own cost per image and the engine's bookkeeping per pair.
 
 GPU (when CUDA is available, or ``--device cuda``; ``--device cpu`` skips it): the same two measures with every
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -34,6 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lidarmt import _machine  # noqa: E402
+from lidarmt.camera import prefetch  # noqa: E402
 from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs, transform_seed  # noqa: E402
 from lidarmt.camera.models.registry import available, get_model  # noqa: E402
 from lidarmt.camera.sources.factory import open_images  # noqa: E402
@@ -112,16 +117,26 @@ def measure(name: str, images: str, frames, transforms, batch: np.ndarray, tmp: 
     model_ips = len(x) / best
     cfg = CameraCampaignConfig(images, (ModelRef(name, options),), transform_refs(transforms), frames)
     out = tmp / f"run-{device.replace(':', '')}-{index}"
-    camp = float("inf")
+    # the campaign with the transformations made ahead in a thread pool (the default) and without (every image
+    # made before the models run, as before issue 23), interleaved so that load drift hits both alike
+    camp = {"prefetch": float("inf"), "serial": float("inf")}
+    threads = prefetch.default_threads() or 2
     for _ in range(repeats):
-        shutil.rmtree(out, ignore_errors=True)
-        r = run_campaign(cfg, out)
-        camp = min(camp, r.elapsed)
+        for how, n in (("prefetch", threads), ("serial", 0)):
+            shutil.rmtree(out, ignore_errors=True)
+            os.environ[prefetch.ENV] = str(n)
+            try:
+                r = run_campaign(cfg, out)
+            finally:
+                os.environ.pop(prefetch.ENV, None)
+            camp[how] = min(camp[how], r.elapsed)
     pairs = r.ran
-    camp_pps = pairs / camp
+    camp_pps = pairs / camp["prefetch"]
+    serial_pps = pairs / camp["serial"]
     row = {"model": Path(name).stem if name.endswith(".h5") else name, "history": h, "device": device,
            "model_only_images_per_s": model_ips, "campaign_pairs_per_s": camp_pps,
-           "ratio": camp_pps / model_ips, "pairs": pairs,
+           "ratio": camp_pps / model_ips, "pairs": pairs, "prefetch_threads": threads,
+           "campaign_serial_pairs_per_s": serial_pps, "ratio_serial": serial_pps / model_ips,
            "overhead_ms_per_pair": 1e3 * (1 / camp_pps - 1 / model_ips)}
     if device != "cpu" and hasattr(model, "module"):
         xb = x[:64]
@@ -186,13 +201,17 @@ def main() -> None:
                 if "forward_tflops" in r:
                     r["forward_over_matmul"] = {k: r["forward_tflops"] / v for k, v in peaks.items()}
         head = (f"{'model':<26} {'device':<7} {'model-only img/s':>17} {'campaign pairs/s':>17} {'ratio':>6} "
-                f"{'overhead ms/pair':>17}")
+                f"{'serial':>7} {'overhead ms/pair':>17}")
+        mach = _machine.describe()
+        print(f"# CPU {mach['cpu']} ({mach['isa']}, bf16 {mach['bf16']}), {mach['cores']} cores, load "
+              f"{mach['loadavg']} at start; ratio: campaign with prefetch / model-only, serial: without prefetch")
         print(f"{len(frames)} seed frames × {len(made) // len(frames)} transformed images each, source {images}")
         print(f"transformations alone: {transform_ms:.2f} ms per 320x240 image (mean over every setting)")
         print(head)
         for r in rows:
             print(f"{r['model']:<26} {r['device']:<7} {r['model_only_images_per_s']:>17.1f} "
-                  f"{r['campaign_pairs_per_s']:>17.1f} {r['ratio']:>6.2f} {r['overhead_ms_per_pair']:>17.2f}")
+                  f"{r['campaign_pairs_per_s']:>17.1f} {r['ratio']:>6.2f} {r['ratio_serial']:>7.2f} "
+                  f"{r['overhead_ms_per_pair']:>17.2f}")
         if peaks:
             print(f"# GPU {torch.cuda.get_device_name(torch.device(gpu))}: matmul 8192^2 fp32 (TF32 off) "
                   f"{peaks['fp32']:.1f} TFLOP/s, bf16 {peaks['bf16']:.1f} TFLOP/s")
@@ -207,7 +226,8 @@ def main() -> None:
 
         atomic_write_text(args.out, json.dumps({"source": images, "frames": len(frames), "per_frame": len(made) // len(frames),
                                        "transform_ms_per_image": transform_ms, "torch_threads": torch.get_num_threads(),
-                                       "models": rows, "gpu_matmul_8192_tflops": peaks,
+                                       "models": rows, "gpu_matmul_8192_tflops": peaks, "machine": mach,
+                                       "loadavg_end": _machine.load_average(),
                                        "environment": environment()}, indent=2) + "\n")
         print(f"wrote {args.out}")
     finally:

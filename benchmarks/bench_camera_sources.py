@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from _timing import interleaved, timed  # noqa: E402
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.camera.sources import open_images  # noqa: E402
 
 
@@ -188,7 +189,7 @@ def main() -> None:
         **extra,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.write_text(json.dumps(with_machine(result), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

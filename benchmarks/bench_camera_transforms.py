@@ -29,6 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.camera.transforms import select  # noqa: E402
 
 DEFAULT_FRAME = ROOT.parent / "shared" / "data" / "udacity" / "center" / "1479425441182877835.jpg"
@@ -113,7 +114,7 @@ def main() -> None:
         "over_10_ms": over,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    args.out.write_text(json.dumps(with_machine(result), indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -26,6 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.camera.models.registry import get_model  # noqa: E402
 from lidarmt.camera.models.zoo import available  # noqa: E402
 from lidarmt.coverage import CoverageTracker, NeuronProbe, ProfileAccumulator  # noqa: E402
@@ -114,7 +115,7 @@ def main() -> None:
     out = {"benchmark": "coverage", "target_ratio": 1.5, "frames": len(frames), "source": what, "batch": BATCH,
            "rows": rows, "environment": environment()}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+    RESULTS.write_text(json.dumps(with_machine(out), indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)}")
 
 

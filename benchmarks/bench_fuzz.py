@@ -39,6 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.fuzz.campaign import CampaignConfig, Evaluator, environment, run_campaign  # noqa: E402
 from lidarmt.fuzz.inject import Bounds, Region  # noqa: E402
 from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec  # noqa: E402
@@ -316,7 +317,7 @@ def main() -> None:
               "overhead_ms_per_verdict_without_perception": overhead_ms, "loadavg_1min": os.getloadavg()[0],
               "command": "python benchmarks/bench_fuzz.py " + " ".join(sys.argv[1:])}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    RESULTS.write_text(json.dumps(with_machine(result), indent=2, default=float) + "\n")
     con.print(f"wrote {RESULTS.relative_to(ROOT)}")
 
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from _timing import timed  # noqa: E402
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.io import (  # noqa: E402
     open_recording,
     write_cyber_record,
@@ -169,7 +170,7 @@ def main() -> None:
         **extra,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    args.out.write_text(json.dumps(with_machine(result), indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

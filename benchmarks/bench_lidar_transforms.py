@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._timing import timed  # noqa: E402
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.lidar.transforms import LEVELS, TransformContext, list_transforms  # noqa: E402
 from lidarmt.lidar.transforms.objects import ObjectLibrary  # noqa: E402
 from lidarmt.lidar.transforms.sheet import _moved  # noqa: E402
@@ -88,10 +89,10 @@ def main() -> None:
             print(f"{t.name:16s} {level:9s} {med[0]:8d} {med[1]:8d} {med[2]:8d} {med[3]:7d} {ms:8.1f} "
                   f"{ms / copy_ms:8.0f}")
     out = ROOT / "benchmarks" / "results" / "lidar_transforms.json"
-    out.write_text(json.dumps({"frame": where, "points": len(frame.points), "library_objects": len(lib),
+    out.write_text(json.dumps(with_machine({"frame": where, "points": len(frame.points), "library_objects": len(lib),
                                "repeat": args.repeat, "copy_ms": round(copy_ms, 3), "rows": rows,
                                "machine": platform.machine(), "python": platform.python_version(),
-                               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}, indent=1) + "\n")
+                               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}), indent=1) + "\n")
     print(f"wrote {out}")
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.fuzz.oracle import judge
 from lidarmt.io import open_recording
 from lidarmt.perception.registry import get_perception
@@ -86,7 +87,7 @@ def main() -> None:
     print(f"median time per frame: exact {s['median_s']['exact'] * 1e3:.0f} ms, fast "
           f"{s['median_s']['fast'] * 1e3:.0f} ms (speed-up {s['median_s']['exact'] / s['median_s']['fast']:.2f}x)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=1))
+    args.out.write_text(json.dumps(with_machine(summary), indent=1))
     print(f"wrote {args.out}")
 
 

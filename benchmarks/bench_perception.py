@@ -1,4 +1,4 @@
-"""Apollo perception speed per stage, exact vs fast, CNN efficiency against the bf16 matmul peak, agreement.
+"""Apollo perception speed per stage, exact vs fast, CNN efficiency against the matmul peak of its precision.
 
 Measured in one process, on the same frames (real KITTI HDL-64E frames of ../shared/data when present,
 110k-127k points, ROI = the road/parking/sidewalk points; otherwise synthetic 130k-point frames with a box ROI):
@@ -7,8 +7,11 @@ Measured in one process, on the same frames (real KITTI HDL-64E frames of ../sha
   ``exact`` (fp32, deterministic) and ``fast`` (channels_last + bf16 autocast where the CPU has it) modes,
   optionally ``fast + torch.compile`` (--compile);
 * the CNN's arithmetic rate: its FLOPs counted analytically from the layer shapes (``conv_flops``) over its
-  time, as a fraction of a 4096x4096 bf16 (and fp32) matmul's rate measured in the same process with the same
-  threads (the machine is shared: ratios within a run are what to compare);
+  time, as a fraction of a 4096x4096 matmul's rate *in the precision the CNN runs in* (exact: fp32; fast: bf16
+  where the CPU computes it natively, else fp32) measured in the same process with the same threads (the
+  machine is shared: ratios within a run are what to compare). The CPU's ISA is detected once
+  (:mod:`lidarmt._machine`: amx, avx512_bf16, avx512, avx2) and written into the JSON; bf16 products are never
+  timed where bf16 is emulated (AVX2: under 1 GFLOP/s, a 4096² product takes minutes);
 * fast-vs-exact agreement: per head the max absolute difference, the fraction of cells (all, and non-empty)
   whose objectness decision (category >= 0.5) flips, and whether the obstacle counts agree per frame.
 
@@ -43,6 +46,8 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from lidarmt import _machine  # noqa: E402
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.perception.apollo.config import ApolloConfig  # noqa: E402
 from lidarmt.perception.apollo.network import conv_flops, cpu_bf16_support, resolve_device  # noqa: E402
 from lidarmt.perception.apollo.pipeline import ApolloLOP  # noqa: E402
@@ -134,11 +139,24 @@ def matmul_gflops(dtype: torch.dtype, size: int = 4096, repeat: int = 3) -> floa
     return 2 * size**3 / best / 1e9
 
 
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def cpu_peaks(measure=matmul_gflops) -> dict[str, float]:
+    """The 4096² matmul rate of each precision this CPU computes natively (fp32; bf16 only with AVX512-BF16 or
+    AMX: an emulated bf16 product is never timed)."""
+    return {pr: measure(DTYPES[pr]) for pr in _machine.matmul_precisions()}
+
+
 def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int) -> dict:
-    """CNN forward and a 4096^2 bf16 matmul timed back to back, ``repeat`` times: the machine is shared, so the
-    ratio of the two rates within each pair is what stays comparable; medians over the pairs."""
-    a = torch.randn(4096, 4096).to(torch.bfloat16)
-    b = torch.randn(4096, 4096).to(torch.bfloat16)
+    """CNN forward and a 4096^2 matmul in the CNN's own precision timed back to back, ``repeat`` times: the
+    machine is shared, so the ratio of the two rates within each pair is what stays comparable; medians over
+    the pairs."""
+    precision = p.runner.precision
+    if precision not in _machine.matmul_precisions():  # never time an emulated bf16 product
+        raise RuntimeError(f"the CNN runs in {precision}, which this CPU ({_machine.isa()}) emulates")
+    a = torch.randn(4096, 4096).to(DTYPES[precision])
+    b = torch.randn(4096, 4096).to(DTYPES[precision])
     p.runner(features)
     a @ b
     ratios, cnn_s, mm = [], [], []
@@ -153,9 +171,10 @@ def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int)
         cnn_s.append(t2 - t1)
         mm.append(mm_rate)
     return {
+        "precision": precision,
         "cnn_s_median": statistics.median(cnn_s),
         "cnn_gflops_median": flops / statistics.median(cnn_s) / 1e9,
-        "matmul_bf16_gflops_median": statistics.median(mm),
+        "matmul_gflops_median": statistics.median(mm),
         "cnn_over_matmul_median": statistics.median(ratios),
         "cnn_over_matmul_all": ratios,
     }
@@ -401,23 +420,22 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         from lidarmt._atomic import atomic_write_text
 
-        atomic_write_text(out, json.dumps({"grid": args.grid, "source": source, "gpu": res}, indent=2) + "\n")
+        atomic_write_text(out, json.dumps(with_machine({"grid": args.grid, "source": source, "gpu": res}), indent=2) + "\n")
         print(f"# written {out}")
         return
 
     threads = torch.get_num_threads()
-    peak_bf16 = matmul_gflops(torch.bfloat16)
-    peak_fp32 = matmul_gflops(torch.float32)
+    peaks = cpu_peaks()
     results: dict = {
         "machine": {"platform": platform.platform(), "torch": torch.__version__, "threads": threads,
                     "cpu_bf16": cpu_bf16_support() or "none",
-                    "cpu_capability": str(torch.backends.cpu.get_cpu_capability())},
+                    "cpu_capability": str(torch.backends.cpu.get_cpu_capability()), **_machine.describe()},
         "data": {"source": source, "frames": len(frames), "points_mean": float(np.mean([len(f) for f, _ in frames])),
                  "roi_points_mean": float(np.mean([len(r.indices(f)) for f, r in frames]))},
         "weights": "shipped" if shipped else "random, calibrated (no shipped weights)",
         "grid": args.grid,
         "cnn_gflop": flops / 1e9,
-        "matmul_4096_gflops": {"bf16": peak_bf16, "fp32": peak_fp32},
+        "matmul_4096_gflops": peaks,
         "modes": {},
     }  # fmt: skip
     feats0 = pipes["exact"].features(frames[0][0], frames[0][1].indices(frames[0][0])).copy()
@@ -443,16 +461,19 @@ def main() -> None:
     print(f"# Apollo perception, grid {args.grid}, {len(frames)} {source} frames (~{d['points_mean']:.0f} points, "
           f"~{d['roi_points_mean']:.0f} in the ROI), weights: {results['weights']}, {threads} threads, "
           f"CPU bf16: {results['machine']['cpu_bf16']}")  # fmt: skip
-    print(f"# matmul 4096^2 at start: bf16 {peak_bf16:.0f} GFLOP/s, fp32 {peak_fp32:.0f} GFLOP/s; "
-          f"CNN = {flops / 1e9:.1f} GFLOP")  # fmt: skip
+    print(f"# CPU {results['machine']['cpu']}: {results['machine']['isa']}, bf16 {results['machine']['bf16']}; "
+          f"load {results['machine']['loadavg']}")  # fmt: skip
+    print("# matmul 4096^2 at start: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items())
+          + f"; CNN = {flops / 1e9:.1f} GFLOP")  # fmt: skip
     print(f"{'mode':<14}{'prec':<6}" + "".join(f"{s:>10}" for s in STAGES) + f"{'CNN GF/s':>10}{'/matmul':>9}"
-          + "   (ms, medians; /matmul: CNN rate over a bf16 matmul's timed just before it, median of pairs)")  # fmt: skip
+          + "   (ms, medians; /matmul: CNN rate over a matmul's in the CNN's precision timed just before it, "
+          "median of pairs)")  # fmt: skip
     for m, r in results["modes"].items():
         t, pr = r["median_s"], r["paired_with_matmul"]
         print(f"{m:<14}{r['precision']:<6}" + "".join(f"{t[s] * 1000:>10.1f}" for s in STAGES)
               + f"{pr['cnn_gflops_median']:>10.0f}{pr['cnn_over_matmul_median']:>9.2f}")  # fmt: skip
     st = results["non_cnn_stress"]
-    print(f"{'stress (fast)':<14}{'bf16':<6}" + "".join(f"{st['median_s'][s] * 1000:>10.1f}" for s in STAGES)
+    print(f"{'stress (fast)':<14}{stress.runner.precision:<6}" + "".join(f"{st['median_s'][s] * 1000:>10.1f}" for s in STAGES)
           + f"   <- every non-empty cell an object: {st['obstacles_mean']:.0f} obstacles/frame")  # fmt: skip
     ag = results["agreement_fast_vs_exact"]
     print("# fast vs exact: max |diff| " + ", ".join(f"{k} {v:.3g}" for k, v in ag["max_abs_diff"].items()))

@@ -38,6 +38,7 @@ from numba import njit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.roi import HDMapRoi, RoiMask, load_map  # noqa: E402
 from lidarmt.roi._reference import (  # noqa: E402
     PARALLEL_EDGE_BOUND,
@@ -309,7 +310,7 @@ def main() -> None:
     print(f"load average (1 min) at start / end: {res['load_average_start'][0]:.1f} / {res['load_average_end'][0]:.1f} "
           f"on {res['cpus']} CPUs (other work on the machine slows the timings)")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(res, indent=1) + "\n")
+    RESULTS.write_text(json.dumps(with_machine(res), indent=1) + "\n")
     print(f"wrote {RESULTS}")
 
 

@@ -20,6 +20,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from lidarmt._machine import with_machine  # noqa: E402
 from lidarmt.sim import realism  # noqa: E402
 
 
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"kitti": real, "sim": sim, "sim_frames": args.frames, "sim_seed": args.seed,
               "seconds": round(time.perf_counter() - t0, 2), "command": "benchmarks/bench_sim_realism.py"}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    args.out.write_text(json.dumps(with_machine(result), indent=1) + "\n")
     print("note: KITTI's recordings cut ranges at 80 m; the simulated HDL-64E keeps its 120 m (range 80-120 m row)")
     print(f"wrote {args.out}")
     return 0

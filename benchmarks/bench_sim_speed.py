@@ -22,6 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from lidarmt._machine import with_machine  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"rows": rows, "frames_per_s_mean": float(np.mean(fps)), "warmup_s": warm, "cpu_count": os.cpu_count(),
               "dynamic_radius_m": drive_mod.DYNAMIC_RADIUS, "command": "benchmarks/bench_sim_speed.py " + " ".join(argv or sys.argv[1:])}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    args.out.write_text(json.dumps(with_machine(result), indent=1) + "\n")
     print(f"wrote {args.out}")
     return 0
 

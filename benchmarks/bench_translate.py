@@ -34,6 +34,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from lidarmt._machine import describe as _describe_machine  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "translate.json"
 UDACITY = ROOT.parent / "shared" / "data" / "udacity"
@@ -163,7 +164,7 @@ def main() -> None:
         "source": source, "frames": len(batch), "frame_size": [320, 240], "translators": kind,
         "model": args.model, "torch_threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(torch.device(gpu)) if gpu != "cpu" else None,
-        "loadavg_at_start": load, "rows": rows, "environment": environment()}, indent=2) + "\n")
+        "loadavg_at_start": load, "machine": _describe_machine(), "rows": rows, "environment": environment()}, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 

@@ -117,3 +117,11 @@ def clear_cache() -> None:
         cpu_bf16_support.cache_clear()
     except ImportError:  # pragma: no cover - torch missing
         pass
+
+
+def with_machine(doc: dict) -> dict:
+    """A benchmark's JSON document with the machine it ran on (:func:`describe`) under ``machine`` (keys the
+    document already has there win; a plain string there is kept as ``arch``)."""
+    had = doc.get("machine")
+    extra = had if isinstance(had, dict) else ({"arch": had} if had else {})
+    return {**doc, "machine": {**describe(), **extra}}

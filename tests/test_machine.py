@@ -64,3 +64,40 @@ def test_real_flags_are_read():
     assert _machine.isa() in _machine.ISAS
     if flags:  # Linux: the detection agrees with the flags it read
         assert (_machine.native_bf16() != "") == bool({"avx512_bf16", "amx_bf16"} & flags)
+
+
+def _bench_perception():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_perception.py"
+    spec = importlib.util.spec_from_file_location("bench_perception_under_test", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_bench_perception_never_times_bf16_where_it_is_emulated(cpu):
+    import torch
+
+    bench = _bench_perception()
+    timed: list = []
+
+    def fake(dtype, *a, **k):
+        timed.append(dtype)
+        return 1.0
+
+    cpu(AVX2)
+    assert bench.cpu_peaks(fake) == {"fp32": 1.0} and timed == [torch.float32]
+
+    class Runner:
+        precision = "bf16"
+
+    class Pipe:
+        runner = Runner()
+
+    with pytest.raises(RuntimeError, match="emulates"):
+        bench.paired_cnn_rate(Pipe(), np.zeros((8, 4, 4), np.float32), 1, 1)
+    timed.clear()
+    cpu(AMX)
+    assert set(bench.cpu_peaks(fake)) == {"bf16", "fp32"} and timed == [torch.bfloat16, torch.float32]
