@@ -5,6 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+# the extras to install: everything by default (make test, CI); `make demo` asks for sim only
+EXTRAS=${EXTRAS:-sim,dev,ray}
+STAMP_NAME=${STAMP_NAME:-.installed}
+step() { echo "setup: $(date +%H:%M:%S) $*"; }
 
 # open3d (the simulator's ray caster) needs these shared libraries at import time.
 need=()
@@ -33,10 +37,15 @@ if [ "${LIDARMT_BROWSER:-0}" = 1 ] && ! command -v chromium >/dev/null; then
   fi
 fi
 
+step "virtual environment $VENV"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # The CPU wheel of torch first: a bare 'torch' requirement would pull several GB of CUDA packages.
-"$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q -e ".[sim,dev,ray]"
-touch "$VENV/.installed"
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  step "torch 2.13.0 (CPU wheel)"
+  "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+fi
+step "lidarmt and its dependencies (extras: $EXTRAS)"
+"$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
+touch "$VENV/$STAMP_NAME"
 echo "setup: ready ($("$VENV/bin/python" -c 'import lidarmt, torch; print("lidarmt", lidarmt.__version__, "torch", torch.__version__)'))"
