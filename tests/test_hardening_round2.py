@@ -78,6 +78,7 @@ def _set_header(journal: Path, **config) -> None:
     journal.write_text("".join(lines))
 
 
+@pytest.mark.slow
 def test_bench_baseline_naming_code_does_not_run_it(bench_v1, tmp_path, capsys):
     """Item 1: a baseline folder is a file from a stranger: a module:callable SUT in its journal is refused
     unless --trust-code (the command it names never runs)."""
@@ -99,6 +100,7 @@ def test_bench_baseline_naming_code_does_not_run_it(bench_v1, tmp_path, capsys):
     assert rc == 0
 
 
+@pytest.mark.slow
 def test_bench_json_paths_never_leave_their_folder(bench_v1, tmp_path, capsys):
     """Item 2: a bench.json naming its baseline '../elsewhere' is refused; nothing outside --out is written."""
     frames, first = bench_v1
@@ -538,6 +540,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(mnt)], capture_output=True, check=False)
 
 
+@pytest.mark.slow
 def test_camera_bundles_on_a_full_disk_claim_nothing_they_did_not_write(small_disk, tmp_path):
     """Item 7: camera bundles on a full disk exited 0 claiming "3 bundles" with 1 written, and opencv's and
     libpng's own lines leaked. Now: one line, exit 2, the journal whole, no half bundle left."""
@@ -644,6 +647,7 @@ def test_a_refused_ray_token_says_why_and_how_to_fix_it(monkeypatch):
 # ----------------------------------------------------------------------------------------------- 9: smaller
 
 
+@pytest.mark.slow
 def test_bundle_folders_have_the_users_usual_mode(tmp_path):
     """Item 9: bundles (made to be shared) were folders of mode 0700 (tempfile.mkdtemp's); now 0777 & ~umask."""
     import os
