@@ -56,6 +56,8 @@ def record(frame, missing, *, labelled=True):
                        "subset_violation": bool(missing), "missing": missing}}
     if labelled is not None:
         rec["labelled"] = labelled
+    if labelled:
+        rec["labelled_source"] = {"car": 2, "pedestrian": 1}
     return rec
 
 
@@ -79,6 +81,7 @@ def test_totals_split_lost_obstacles_by_what_the_labels_say():
     assert by["not known"]["car"] == 1  # a journal written before the split
     assert sum(sum(v.values()) for v in by.values()) == sum(row["missing"].values()) == 4
     assert row["labelled_as"] == {"car": 1, "pedestrian": 0, "cyclist": 0}
+    assert row["labelled_source"] == {"car": 6, "pedestrian": 3, "cyclist": 0}  # summed over the labelled pairs
     assert row["breakdown_labelled"][">10 m³"]["0–20 m"] == 1
     assert sum(sum(v.values()) for v in row["breakdown_labelled"].values()) == 1
     # the filters apply to the split too: junk under 10 points goes
@@ -106,7 +109,7 @@ def test_reports_show_the_split_and_the_rule():
     assert "Lost labelled objects" in md and LABEL_MATCH_RULE in md and "(1 L)" in md
     assert "| 100 | all | 1 | 1 | 1 | 0 | 1 of 3" in md
     txt = text_table(s)
-    assert "labelled objects lost: 1 car" in txt and "1 (1 L)" in txt
+    assert "labelled objects lost: 1 car of 9 in O (car 6, pedestrian 3)" in txt and "1 (1 L)" in txt
     # frames without object labels: the report says the split is unavailable, and nothing else changes
     bare = Tally([100])
     bare.add(record(0, [OLD], labelled=False))
@@ -154,7 +157,7 @@ def test_a_campaign_on_labelled_frames_reports_lost_labelled_objects(boxed, tmp_
     assert all(r["labelled"] for r in pairs)
     assert all(m.get("label") in ("labelled", "unlabelled") for r in pairs for m in r["verdict"]["missing"])
     # the scene's cars touch the noise at n = 1000: the first bundle is a pair that lost a labelled car
-    assert row["labelled_violations"] > 0 and row["labelled_as"]["car"] > 0
+    assert row["labelled_violations"] > 0 and 0 < row["labelled_as"]["car"] <= row["labelled_source"]["car"]
     bundle = next((out / "violations").iterdir())
     info = json.loads((bundle / "bundle.json").read_text())
     assert "LABELLED car" in info["lost_details"]

@@ -244,9 +244,10 @@ class Evaluator(EvaluatorBase):
             if cnn is not None and cnn_source is not None:  # the SUT reports its CNN's share (ApolloLOP)
                 timing |= {"cnn_s": round(cnn, 6), "source_cnn_s": round(cnn_source, 6)}
             verdict = attach_labels(judge(source, follow), labels)
+            extra = {} if labels is None else {"labelled_source": labelled_counts(labels)}
             emit("pair", pair_record(self.config, key, "ok", "follow", verdict=verdict.to_dict(matches=False),
                                      points=len(frame), added_reached=self.reach.count(fu.extra),
-                                     labelled=labels is not None, **timing))
+                                     labelled=labels is not None, **extra, **timing))
 
     def judge_key(self, key: Key) -> tuple[Frame, Roi, Any, Obstacles, Obstacles, Verdict]:
         """Recompute one pair from scratch (for bundles): source, ROI, follow-up, O, O′ and the verdict."""
@@ -269,6 +270,16 @@ def source_labels(frame: Frame, source: Obstacles) -> dict[int, dict[str, Any]] 
     from lidarmt.perception.apollo.evaluate import label_lost
 
     return label_lost(frame, source, range(len(source)))
+
+
+def labelled_counts(labels: dict[int, dict[str, Any]]) -> dict[str, int]:
+    """Per class of the labelled object: how many source obstacles are labelled objects (the denominator of
+    "lost labelled objects")."""
+    out: dict[str, int] = {}
+    for info in labels.values():
+        if info["label"] == "labelled":
+            out[info["label_class"]] = out.get(info["label_class"], 0) + 1
+    return out
 
 
 def violating_keys(out: str | os.PathLike[str], *,

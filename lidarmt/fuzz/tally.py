@@ -17,7 +17,8 @@ obstacle that passes the filter is also counted by what the labels say of it (``
 :func:`lidarmt.perception.apollo.evaluate.label_lost`): a LABELLED object (a real car, pedestrian or cyclist was
 lost; counted by the obstacle's class and by the labelled object's class), UNLABELLED (in the labelled region,
 matching no label: junk), or OUTSIDE the labelled region; ``labelled_violations`` counts the pairs that lost a
-labelled object, and ``breakdown_labelled`` is the size × distance breakdown of the labelled ones. Records
+labelled object, ``labelled_source`` the source obstacles that are labelled objects (summed over the pairs: the
+denominator of the labelled objects lost), and ``breakdown_labelled`` is the size × distance breakdown of the labelled ones. Records
 written before the labels were matched count as ``not known``.
 
 **Reach.** The mean number of added points that reached the network per pair (``added_reached`` of the
@@ -132,6 +133,7 @@ class NTally:
     labelled_violations: int = 0  # pairs that lost a labelled object (passing the filter)
     lost_by_label: dict[str, dict[str, int]] = field(default_factory=dict)  # label kind -> obstacle class -> lost
     labelled_as: dict[str, int] = field(default_factory=dict)  # class of the labelled objects lost -> count
+    labelled_source: dict[str, int] = field(default_factory=dict)  # labelled objects among the source obstacles
     breakdown_labelled: dict[str, dict[str, int]] = field(default_factory=dict)  # as breakdown, labelled only
 
     @property
@@ -155,6 +157,7 @@ class NTally:
         return {"labelled_pairs": self.labelled_pairs, "labelled_violations": self.labelled_violations,
                 "lost_by_label": by,
                 "labelled_as": {c.value: int(self.labelled_as.get(c.value, 0)) for c in CLASS_ORDER[:3]},
+                "labelled_source": {c.value: int(self.labelled_source.get(c.value, 0)) for c in CLASS_ORDER[:3]},
                 "breakdown_labelled": breakdown_dict(self.breakdown_labelled)}
 
 
@@ -232,6 +235,8 @@ class Tally(KeyedTally):
             t.subset_violations += bool(v["subset_violation"])
         t.source_obstacles += sum(v["counts_source"].values())
         t.labelled_pairs += bool(rec.get("labelled"))
+        for c, k in (rec.get("labelled_source") or {}).items():  # source obstacles that are labelled objects
+            t.labelled_source[c] = t.labelled_source.get(c, 0) + int(k)
         t.labelled_violations += any(m.get("label") == "labelled" for m in kept)
         for m in kept:
             t.missing[m["kind"]] = t.missing.get(m["kind"], 0) + 1

@@ -109,8 +109,15 @@ def lost_label_rows(summary: Mapping[str, Any]) -> list[tuple[int, str, list[int
 
 
 def _labelled_as(r: Mapping[str, Any]) -> str:
+    """``"2 car of 41 in O (car 38, cyclist 3)"``: the labelled objects lost, of those among the source obstacles
+    (summed over the pairs)."""
     la = r.get("labelled_as") or {}
-    return ", ".join(f"{v} {k}" for k, v in la.items() if v) or "none"
+    lost = ", ".join(f"{v} {k}" for k, v in la.items() if v) or "none"
+    src = r.get("labelled_source") or {}
+    if not any(src.values()):
+        return lost
+    return (f"{lost} of {sum(src.values())} in O ("
+            + ", ".join(f"{k} {v}" for k, v in src.items() if v) + ")")
 
 
 def breakdown_rows(summary: Mapping[str, Any], key: str = "breakdown") -> tuple[list[str], list[tuple[int, str, list[int]]]]:
@@ -188,7 +195,7 @@ def rich_tables(summary: Mapping[str, Any]):
         return main, per, size
     lab = Table(title="Lost obstacles and the labels: LABELLED objects (real objects lost) vs unlabelled junk",
                 caption="class: of the lost obstacle; " + LABEL_MATCH_RULE)
-    for col in ("n", "class", *LABEL_KINDS, "pairs losing a labelled object", "labelled objects lost"):
+    for col in ("n", "class", *LABEL_KINDS, "pairs losing a labelled object", "labelled objects lost (of those in O)"):
         lab.add_column(col, justify="right")
     by_n = {r["n"]: r for r in summary["by_n"]}
     for n, cls, counts in lost_label_rows(summary):
@@ -283,7 +290,8 @@ def markdown_tables(summary: Mapping[str, Any]) -> str:
                 "the labelled region, or not known (a record from before the labels were matched). Rule: "
                 + LABEL_MATCH_RULE + ".", "",
                 "| n | class (of the lost obstacle) | labelled | unlabelled | outside | not known | pairs losing a "
-                "labelled object | labelled objects lost |", "|---:|---|---:|---:|---:|---:|---:|---|"]
+                "labelled object | labelled objects lost (of the source obstacles that are labelled objects, "
+                "summed over pairs) |", "|---:|---|---:|---:|---:|---:|---:|---|"]
         by_n = {r["n"]: r for r in summary["by_n"]}
         for n, cls, counts in lost_label_rows(summary):
             r = by_n[n]
