@@ -29,7 +29,6 @@ import json
 import os
 import shlex
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -151,12 +150,12 @@ def _json_safe(obj: Any) -> Any:
 
 
 def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, minimal_frame, minimal_obs) -> None:
+    from lidarmt._atomic import staging_folder
     from lidarmt.io import save_frame_npz, write_pcd
     from lidarmt.report.bev import draw_bev
     from lidarmt.report.manifest import write_manifest
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         save_frame_npz(tmp / "source.npz", j.frame)
         save_frame_npz(tmp / "followup.npz", change.frame)
