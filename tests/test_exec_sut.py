@@ -91,7 +91,7 @@ class PidHangSut(GridSut):
             if self.pids:
                 Path(self.pids, str(os.getpid())).touch()
             print(f"pid-hang: stuck on frame {frame.index}", file=sys.stderr, flush=True)
-            time.sleep(60)
+            time.sleep(600)  # far longer than any bound below: returning early proves the kill
         return super().detect(frame, roi)
 
 
@@ -240,12 +240,12 @@ def test_a_command_that_cannot_start_is_one_user_error(rec, tmp_path, capsys):
 def test_own_timeout_kills_and_restarts(tmp_path):
     frame, roi = make_scene(2), StripRoi()
     follow = frame.with_extra_points(make_points(np.full((5, 3), 30.0, np.float32)))
-    with get_perception(served("test_exec_sut:pid_hang_sut"), timeout=1.0, pids=str(tmp_path)) as sut:
+    with get_perception(served("test_exec_sut:pid_hang_sut"), timeout=3.0, pids=str(tmp_path)) as sut:
         assert len(sut.detect(frame, roi)) > 0
         t0 = time.monotonic()
-        with pytest.raises(ExecTimeout, match=r"no answer to frame 2 \(request 2\) within 1 s") as err:
+        with pytest.raises(ExecTimeout, match=r"no answer to frame 2 \(request 2\) within 3 s") as err:
             sut.detect(follow, roi)
-        assert time.monotonic() - t0 < 8
+        assert time.monotonic() - t0 < 300  # stopped, not slept out (the load may slow the restart)
         assert "pid-hang: stuck on frame 2" in err.value.stderr and sut.restarts == 1
         (hung,) = [int(p.name) for p in tmp_path.iterdir()]
         assert not _alive(hung) and sut.pid != hung
@@ -309,10 +309,10 @@ def test_server_hang_is_a_timeout_finding_killed_and_restarted(rec, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     cfg = config(rec, served("test_exec_sut:pid_hang_sut"), sut_options={"bad_frame": 2, "pids": str(pids)},
-                 timeout=2.0, ns=(10,))
+                 timeout=4.0, ns=(10,))
     t0 = time.perf_counter()
     r = run_campaign(cfg, tmp_path / "run")
-    assert time.perf_counter() - t0 < 20
+    assert time.perf_counter() - t0 < 300  # stopped, not slept out (a margin for a loaded machine)
     assert r.tally.by_n[10].timeouts == 1 and r.tally.by_n[10].pairs == 3
     (t,) = [x for x in records(tmp_path / "run") if x["status"] == "timeout"]
     assert t["frame"] == 2 and "was killed because its call was interrupted" in t["traceback"]
@@ -327,7 +327,7 @@ def test_worker_processes_take_their_program_with_them(rec, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     cfg = config(rec, served("test_exec_sut:pid_hang_sut"), sut_options={"bad_frame": 2, "pids": str(pids)},
-                 timeout=2.0, ns=(10,))
+                 timeout=4.0, ns=(10,))
     r = run_campaign(cfg, tmp_path / "run", workers=2)
     assert r.tally.by_n[10].timeouts == 1 and r.tally.by_n[10].pairs == 3
     (hung,) = [int(p.name) for p in pids.iterdir()]
