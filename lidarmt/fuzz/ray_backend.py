@@ -67,6 +67,7 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):
             _stop_with_this_process(ray)
         else:
             ray.init(address=address, **kw)
+            _stop_with_this_process(ray, started_here=False)
     except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
         raise FuzzInputError(connect_error(err, address)) from err
     _connected["address"] = address
@@ -92,14 +93,15 @@ def connect_error(err: BaseException, address: str | None) -> str:
             "address (see docs/ray.md)")
 
 
-def _stop_with_this_process(ray: Any) -> None:
-    """A Ray this process started stops with it: at exit, and on SIGTERM/SIGHUP, which become a Ctrl-C
-    (KeyboardInterrupt) so that the campaign's own clean-up (its lock, its workers) runs first. (SIGKILL cannot be caught: Ray's
-    processes then notice on their own that their driver is gone.)"""
+def _stop_with_this_process(ray: Any, *, started_here: bool = True) -> None:
+    """SIGTERM/SIGHUP become a Ctrl-C (KeyboardInterrupt), so that the campaign's own clean-up (its lock, its
+    workers: the actors are killed) runs; a Ray this process started (``started_here``) is also shut down at exit.
+    (SIGKILL cannot be caught: Ray's processes then notice on their own that their driver is gone.)"""
     import atexit
     import signal
 
-    atexit.register(ray.shutdown)
+    if started_here:
+        atexit.register(ray.shutdown)
     if threading.current_thread() is not threading.main_thread():
         return
 
