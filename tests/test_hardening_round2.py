@@ -754,3 +754,24 @@ def test_a_resumed_camera_campaign_batches_as_the_uninterrupted_one(tmp_path):
                 (json.loads(y) for y in (folder / JOURNAL_NAME).read_text().splitlines()[1:])}
 
     assert preds(cut) == preds(tmp_path / "whole")
+
+
+def test_what_a_baseline_folder_names_as_code_is_listed_for_both_halves(tmp_path):
+    """Item 1, the camera half: a camera baseline's journal naming a module:callable model (or an option that
+    names code) is refused like a LiDAR one; built-in models are not."""
+    from lidarmt.bench.folder import code_in_config
+    from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
+    from lidarmt.camera.transforms.registry import select
+    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+
+    def camera(model: str, **options) -> CameraCampaignConfig:
+        return CameraCampaignConfig("x", (ModelRef(model, options),), transform_refs(select("brightness")), (0,))
+
+    assert code_in_config(camera("dave2")) == []
+    assert any("subprocess" in x for x in code_in_config(camera("subprocess:getoutput", cmd="touch x")))
+    assert any("os:system" in x for x in code_in_config(camera("dave2", loader="os:system")))
+
+    from lidarmt.fuzz.campaign import CampaignConfig
+
+    lidar = CampaignConfig(SourceSpec("x"), RoiSpec("m"), SutSpec("exec:rm -rf /"), (10,), (0,))
+    assert any("exec:" in x for x in code_in_config(lidar))
