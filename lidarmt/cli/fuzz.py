@@ -345,7 +345,10 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
 
     if run_info["throughput"]:
         say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
-                      f"{workers} worker(s)); {len(viol)} violating pairs, {len(bundle_infos)} bundles")
+                      f"{workers} worker(s)); {len(viol)} violating pairs, "
+                      f"{sum(not b.get('error') for b in bundle_infos)} bundles"
+                      + (f" ({sum(bool(b.get('error')) for b in bundle_infos)} failed)"
+                         if any(b.get("error") for b in bundle_infos) else ""))
     for b in bundle_infos[:12]:
         if b.get("error"):
             say(f"  bundle {b['id']}: failed ({b['error']})")
