@@ -125,6 +125,10 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
     }
+    region = getattr(j.frame.labels, "region", None)
+    if region is not None:  # the labelled view (KITTI's camera): the label ROI and the labels' verdicts need it
+        info["labelled_region"] = {"azimuth_min": region.azimuth_min, "azimuth_max": region.azimuth_max,
+                                   "max_range": region.max_range, "source": region.source}
     if getattr(ev, "_library", None) is not None:  # insert cut its object from this library
         info["library"] = {"path": cfg.library or cfg.source.path, "objects": len(ev._library),
                            "sha256": ev._library.fingerprint()}
@@ -329,6 +333,13 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     frame = load_frame_npz(folder / "source.npz")
     stored_follow = load_frame_npz(folder / "followup.npz")
     stored_min = load_frame_npz(folder / "minimal.npz")
+    if info.get("labelled_region") and frame.labels is not None:  # not kept by the .npz: bundle.json has it
+        from lidarmt.types import LabelledRegion
+
+        r = info["labelled_region"]
+        frame.labels.region = LabelledRegion(float(r["azimuth_min"]), float(r["azimuth_max"]),
+                                             None if r.get("max_range") is None else float(r["max_range"]),
+                                             str(r.get("source") or ""))
     with np.load(folder / "change.npz", allow_pickle=False) as z:
         origin, modified, minimal = z["origin"], z["modified"], z["minimal_edits"]
     ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
