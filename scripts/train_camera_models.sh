@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${1:-../shared/data/udacity}"
 RUNS="${2:-runs/camera}"
-ARCHS="${ARCHS:-dave2 rambo chauffeur epoch dave-orig dave-dropout dave-norminit}"
+ARCHS="${ARCHS:-dave2 dave-orig chauffeur rambo epoch dave-dropout dave-norminit}"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 mkdir -p "$RUNS"
 for arch in $ARCHS; do

@@ -105,8 +105,8 @@ def test_rambo_sees_differences_of_consecutive_grey_frames():
     win[0, 2] = 255 - win[0, 2]  # only the newest frame changes: only the newest difference (channel 0) moves
     x = arch.preprocess(win)
     assert float(x[0, 0].abs().max()) > 0.1 and float(x[0, 1].abs().max()) == 0.0
-    g = arch.prepare(win[0])[..., 0].astype(np.float32) / 255
-    np.testing.assert_allclose(x[0, 0].numpy(), g[2] - g[1], atol=1e-6)
+    g = arch.prepare(win[0])[..., 0].astype(np.float32) * (10 / 255)
+    np.testing.assert_allclose(x[0, 0].numpy(), g[2] - g[1], atol=1e-5)
     with pytest.raises(ModelError, match="needs windows of 3 frames"):
         arch.preprocess(win[:, 0])
     torch.manual_seed(0)

@@ -46,23 +46,24 @@ def images(tmp_path_factory) -> Path:
 def test_shipped_profiles_match_the_shipped_models() -> None:
     from lidarmt.camera.models import zoo
 
+    from lidarmt.coverage.camera import _hooked_predict
+
     checked = 0
     for name in zoo.available():
         path = profile_path_for(name)
-        if not path.is_file():
-            continue
+        assert path.is_file(), f"{name} ships no coverage profile: run scripts/train_camera_models.sh"
         prof = Profile.load(path)
         model = zoo.load(name)
         probe = NeuronProbe(model.module)
         x = np.zeros((1, 240, 320, 3), np.uint8)
         if model.input_spec.history:
             x = np.zeros((1, model.input_spec.history + 1, 240, 320, 3), np.uint8)
-        probe.capture(lambda x=x, model=model: model.predict(x), 1)
+        probe.capture(lambda x=x, model=model: _hooked_predict(model)(x), 1)
         prof.check(probe.names, probe.sizes)
-        assert prof.count >= 1000 and prof.meta["split"] == "train"  # the Udacity training split
+        assert prof.count >= 400 and prof.meta["split"] == "train"  # the Udacity training split
         assert (prof.low <= prof.high).all() and (prof.std >= 0).all()
         checked += 1
-    assert checked >= 4
+    assert checked == len(zoo.available()) >= 7
 
 
 def test_profile_cli_writes_a_loadable_profile(images, tmp_path, capsys) -> None:
@@ -78,6 +79,16 @@ def test_profile_cli_writes_a_loadable_profile(images, tmp_path, capsys) -> None
     assert main(["camera", "profile", "--model", "dave2", "--images", str(images), "--out", str(out), "--split",
                  "val"]) == 2
     assert "--split" in one_line_error(capsys)
+
+
+def test_coverage_cli_quiet_and_history_note(images, tmp_path, capsys) -> None:
+    args = ["camera", "coverage", "--model", "chauffeur", "--images", str(images), "--transforms", "mirror",
+            "--frames", "1", "--profile", "none", "--out", str(tmp_path / "q"), "-q"]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    assert "reports in" in cap.out and not any(c in cap.out for c in "┃━│")  # -q: no bar, no tables
+    note = [line for line in cap.err.splitlines() if line.strip()]
+    assert len(note) == 1 and "not a recorded sequence" in note[0] and "chauffeur (history 10)" in note[0]
 
 
 @pytest.mark.slow

@@ -60,8 +60,17 @@ def tracker_for(model: Any, *, profile: Profile | None = None, config: CoverageC
     module = getattr(model, "module", None)
     if module is None:
         raise ProfileError(f"model {getattr(model, 'name', model)!r} exposes no torch module; coverage needs one")
-    probe = NeuronProbe(module, layers=layers)
+    probe = NeuronProbe(module, layers=_inference_layers(module) if layers is None else layers)
     return CoverageTracker(probe, run=_hooked_predict(model), profile=profile, config=config)
+
+
+def _inference_layers(module: Any) -> LayerFilter | None:
+    """The default layers minus those a module does not run when it predicts (its ``coverage_skip`` prefixes,
+    e.g. Chauffeur's stand-alone CNN head, a training target only)."""
+    skip = tuple(getattr(module, "coverage_skip", ()) or ())
+    if not skip:
+        return None
+    return lambda info: not any(info.name == s or info.name.startswith(s + ".") for s in skip)
 
 
 def _hooked_predict(model: Any) -> Any:
@@ -98,7 +107,7 @@ def build_profile(model: Any, source: Any, indices: Sequence[int], *, batch: int
                   meta: dict[str, Any] | None = None,
                   progress: Callable[[int], None] | None = None) -> Profile:
     """The profile of ``model`` over the frames ``indices`` of ``source``: one forward pass per batch."""
-    probe = NeuronProbe(model.module, layers=layers)
+    probe = NeuronProbe(model.module, layers=_inference_layers(model.module) if layers is None else layers)
     acc = ProfileAccumulator()
     history = int(model.input_spec.history)
     for start in range(0, len(indices), batch):

@@ -167,13 +167,18 @@ def prepare_rambo(images: np.ndarray) -> np.ndarray:
     return out
 
 
+#: Rambo's input scale: grey differences / 255 have a standard deviation of about 0.1 on the shared Udacity frames;
+#: times 10 brings them to about one, as Rambo's own standardisation of its inputs did.
+RAMBO_DIFF_SCALE = 10.0
+
+
 def normalise_frame_diffs(x: Any) -> Any:
     """A window of prepared grey frames ``(N, T, h, w, 1)`` (oldest first) -> ``(N, T - 1, h, w)`` float32 frame
-    differences in [-1, 1], newest first: channel ``j`` is ``frame[T-1-j] - frame[T-2-j]`` (Rambo's
-    ``make_grayscale_diff_data``)."""
+    differences, newest first: channel ``j`` is ``frame[T-1-j] - frame[T-2-j]`` (Rambo's
+    ``make_grayscale_diff_data``), in units of 255 / :data:`RAMBO_DIFF_SCALE` (about unit standard deviation)."""
     import torch
 
-    g = x.to(torch.float32)[..., 0] / 255.0  # (N, T, h, w)
+    g = x.to(torch.float32)[..., 0] * (RAMBO_DIFF_SCALE / 255.0)  # (N, T, h, w)
     diffs = g[:, 1:] - g[:, :-1]  # oldest difference first
     return diffs.flip(1).contiguous()
 
@@ -196,6 +201,23 @@ def _keras_init(module: Any) -> None:
         if isinstance(m, (nn.Conv2d, nn.Linear)):
             nn.init.xavier_uniform_(m.weight)
             nn.init.zeros_(m.bias)
+
+
+#: The Dave models' first convolution is initialised at this fraction of Keras' Glorot-uniform scale: their
+#: "caffe" input is not scaled (standard deviation about 67 on the Udacity frames), so with Keras' default the
+#: untrained outputs start at |2·atan(x)| of 2-3 rad (the labels' spread is 0.23 rad), the ReLUs saturate or
+#: die, and on 1,760 frames training stalls at the always-zero error. 1/64 brings the first layer's output to
+#: the scale a unit-variance input would give.
+DAVE_FIRST_CONV_INIT = 1 / 64
+
+
+def _scale_first_conv(net: Any, factor: float) -> None:
+    import torch
+    import torch.nn as nn
+
+    first = next(m for m in net.modules() if isinstance(m, nn.Conv2d))
+    with torch.no_grad():
+        first.weight.mul_(factor)
 
 
 def _he_init(module: Any) -> None:
@@ -270,6 +292,8 @@ def _torch_classes() -> dict[str, type]:
             self.cnn_head = nn.Sequential(nn.Dropout(0.5), nn.Linear(self.feature_dim, 1), Scale(1 / 16))
             self.lstm = nn.LSTM(self.feature_dim, 128, batch_first=True)
             self.lstm_head = nn.Sequential(nn.Dropout(0.2), nn.Linear(128, 1), Scale(1 / 16))
+            #: not run when predicting (the CNN stage's training head): coverage leaves it out
+            self.coverage_skip = ("cnn_head",)
             _he_init(self)
 
         def forward_cnn(self, x: torch.Tensor) -> torch.Tensor:
@@ -352,6 +376,7 @@ def build_dave_orig(*, norminit: bool = False) -> Any:
         for m in head.modules():
             if isinstance(m, nn.Linear):
                 nn.init.trunc_normal_(m.weight, std=0.1, a=-0.2, b=0.2)
+    _scale_first_conv(net, DAVE_FIRST_CONV_INIT)
     return net
 
 
@@ -370,6 +395,7 @@ def build_dave_dropout() -> Any:
     )
     net = c["SteeringNet"](features, head)
     _keras_init(net)
+    _scale_first_conv(net, DAVE_FIRST_CONV_INIT)
     return net
 
 
@@ -471,21 +497,27 @@ ARCHS: dict[str, Arch] = {
         InputSpec(100, 100, "bgr", 0, _DAVE_NOTE),
         "conv 24/36/48 5x5 stride 2, conv 64/64 3x3, FC 1164/100/50/10/1, ReLU, Glorot-uniform init",
         _DAVE_ORIGIN,
-        ("frames resized with cv2 INTER_AREA instead of Keras/PIL's resampling",),
+        ("frames resized with cv2 INTER_AREA instead of Keras/PIL's resampling",
+         "first convolution initialised at 1/64 of Keras' Glorot-uniform scale (the unscaled caffe input otherwise "
+         "starts the 2·atan output saturated, and training stalls at the always-zero error)"),
     ),
     "dave-norminit": Arch(
         "dave-norminit", "Dave-norminit", lambda: build_dave_orig(norminit=True), prepare_dave, normalise_caffe,
         InputSpec(100, 100, "bgr", 0, _DAVE_NOTE),
         "Dave-orig with truncated-normal (sigma 0.1) initialisation of the FC layers",
         _DAVE_ORIGIN,
-        ("frames resized with cv2 INTER_AREA instead of Keras/PIL's resampling",),
+        ("frames resized with cv2 INTER_AREA instead of Keras/PIL's resampling",
+         "first convolution initialised at 1/64 of Keras' Glorot-uniform scale (the unscaled caffe input otherwise "
+         "starts the 2·atan output saturated, and training stalls at the always-zero error)"),
     ),
     "dave-dropout": Arch(
         "dave-dropout", "Dave-dropout", build_dave_dropout, prepare_dave, normalise_caffe,
         InputSpec(100, 100, "bgr", 0, _DAVE_NOTE),
         "conv 16/32/64 3x3 each with 2x2 max-pool, FC 500 (dropout 0.5)/100 (dropout 0.25)/20/1, ReLU",
         _DAVE_ORIGIN,
-        ("frames resized with cv2 INTER_AREA instead of Keras/PIL's resampling",),
+        ("frames resized with cv2 INTER_AREA instead of Keras/PIL's resampling",
+         "first convolution initialised at 1/64 of Keras' Glorot-uniform scale (the unscaled caffe input otherwise "
+         "starts the 2·atan output saturated, and training stalls at the always-zero error)"),
     ),
     "epoch": Arch(
         "epoch", "Epoch (cg23)", build_epoch, prepare_epoch, normalise_unit,
@@ -523,7 +555,7 @@ ARCHS: dict[str, Arch] = {
         "rambo", "Rambo", build_rambo, prepare_rambo, normalise_frame_diffs,
         InputSpec(RAMBO_SIZE[0], RAMBO_SIZE[1], "grey", RAMBO_HISTORY,
                   "whole frame resized to 192x256 (cv2 INTER_AREA), grey; the differences of the 3 consecutive "
-                  "frames (2 channels, newest first), /255"),
+                  "frames (2 channels, newest first), x 10/255"),
         "frame differences (2 channels) into three branches: comma.ai (conv 16 8x8/4, 32 5x5/2, 64 5x5/2, "
         "FC 512, 1) and two NVIDIA-style (conv 24/36/48 5x5 and 64/64 3x3, all stride 2, FC 100/50/10/1), ELU; "
         "outputs combined by a learned weighted sum (initially their mean)",
@@ -531,7 +563,8 @@ ARCHS: dict[str, Arch] = {
         ("the three branches are trained jointly with their combination, in one model; Rambo trained them "
          "separately and combined them afterwards",
          "differences of frames 0.1 s apart (the shared frames are every second frame of the 20 Hz drive)",
-         "input differences scaled to [-1, 1] (x/255), no mean/std standardisation"),
+         "input differences scaled by 10/255 (about unit standard deviation on the shared frames) instead of "
+         "a per-data-set mean/std standardisation"),
         window_normalise=True,
     ),
 }

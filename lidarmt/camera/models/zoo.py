@@ -100,9 +100,27 @@ def history_note(source: Any, models: Any) -> str | None:
     if not needy or getattr(source, "format", None) != "images":
         return None
     names = ", ".join(f"{n} (history {h})" for n, h in needy)
+    verb, its = ("takes", "its") if len(needy) == 1 else ("take", "their")
     return (f"note: {getattr(source, 'path', 'the source')} is a folder of separate images, not a recorded "
-            f"sequence; {names} take the images before each one (in name order) as its previous frames, which is "
-            "meaningful only if the images are consecutive frames of one drive")
+            f"sequence; {names} {verb} the images before each one (in name order) as {its} previous frames, "
+            "which is meaningful only if the images are consecutive frames of one drive")
+
+
+def spec_history(spec: str) -> tuple[str, int]:
+    """``(name, history)`` of a model spec without building the model: a zoo name, or a weights file from
+    ``lidarmt camera train`` (its architecture read as data); anything else (Keras files, plug-ins): history 0."""
+    if spec in ARCHS:
+        return spec, int(ARCHS[spec].input_spec.history)
+    if str(spec).endswith(".pt") and Path(spec).is_file():
+        try:
+            from lidarmt.camera.models.train import read_weights
+
+            arch = read_weights(spec)[0]
+        except ModelError:
+            return str(spec), 0
+        if arch in ARCHS:
+            return str(spec), int(ARCHS[arch].input_spec.history)
+    return str(spec), 0
 
 
 def _frame_key(image: np.ndarray) -> bytes:

@@ -70,7 +70,7 @@ def coverage(
     from lidarmt import __version__
     from lidarmt.camera.campaign import ModelRef, transform_refs
     from lidarmt.camera.errors import CameraOutputError
-    from lidarmt.camera.models.zoo import history_note
+    from lidarmt.camera.models.zoo import history_note, spec_history
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
     from lidarmt.cli._common import err_console, progress, wide_console
@@ -95,9 +95,9 @@ def coverage(
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         n = len(src)
-        note = history_note(src, [model_history(model)])
+        note = history_note(src, [spec_history(model)])
     if note:
-        err_console.print(note, highlight=False)
+        err_console.print(note, highlight=False, soft_wrap=True)
     chosen = seeds_for(n, None if frames is None or frames >= n else frames, seed)
     config = CoverageCampaignConfig(str(images), ModelRef(model), transform_refs(chosen_t), chosen, seed=seed,
                                     topic=topic, profile=prof_path, nc_threshold=nc_threshold, kmnc_k=kmnc_k,
@@ -137,10 +137,3 @@ def coverage(
     console.print(f"{summary['images']} images in {run['seconds']:.1f} s; reports in {out}/ (report.md, "
                   f"summary.json, jaccard.png)")
 
-
-def model_history(spec: str) -> tuple[str, int]:
-    """``(name, history)`` of a model spec without loading it when it is a zoo name (else loads nothing: 0)."""
-    from lidarmt.camera.models.archs import ARCHS
-
-    arch = ARCHS.get(spec)
-    return (spec, int(arch.input_spec.history)) if arch is not None else (spec, 0)

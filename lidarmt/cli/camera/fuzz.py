@@ -159,6 +159,10 @@ def fuzz(
         refs = transform_refs(select(transforms), device=resolved)
         with open_images(images, topic=topic) as src:
             chosen = select_items(len(src), frames, seed, what="images", source=images)
+            from lidarmt.camera.models.zoo import history_note, spec_history
+
+            if note := history_note(src, [spec_history(n) for n in names]):
+                err_console.print(note, highlight=False, soft_wrap=True)
     out = out or Path("runs") / ("camera-" + Path(images.rstrip("/")).name.split(".")[0])
     config = CameraCampaignConfig(images, tuple(model_ref(n, o) for n, o in zip(names, per_model, strict=True)),
                                   refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,

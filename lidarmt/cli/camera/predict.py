@@ -398,6 +398,11 @@ def predict(
     model = get_model(model_spec, **options)
     train_mean, mean_source = training_mean(model_spec, options)
     with open_images(src_path, topic=topic) as src:
+        from lidarmt.camera.models.zoo import history_note
+        from lidarmt.cli._common import err_console
+
+        if note := history_note(src, [model]):
+            err_console.print(note, highlight=False, soft_wrap=True)
         result = run_predictions(model, src, frames=frames)
         sheet = contact_sheet(src, result) if out is not None else None
     m = metrics(result["labels"], result["predictions"], train_mean=train_mean, train_mean_source=mean_source)
