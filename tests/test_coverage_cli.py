@@ -45,7 +45,6 @@ def images(tmp_path_factory) -> Path:
 
 def test_shipped_profiles_match_the_shipped_models() -> None:
     from lidarmt.camera.models import zoo
-
     from lidarmt.coverage.camera import _hooked_predict
 
     checked = 0
