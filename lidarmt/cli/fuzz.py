@@ -198,6 +198,9 @@ def fuzz(
         from lidarmt.perception.apollo.network import resolve_device
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
+    if relation == "mr1" and transforms is not None:
+        raise FuzzArgumentError(f"--relation mr1 --transforms {transforms}: MR1 adds points outside the ROI and takes "
+                                "no transformation; leave out --transforms, or give --relation auto")
     if relation not in (None, "mr1") and transforms is None:
         raise FuzzArgumentError(f"--relation {relation}: give the transformations to judge with --transforms "
                                 "(lidarmt transforms lists them), or --relation mr1")
