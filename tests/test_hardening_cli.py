@@ -59,7 +59,7 @@ def test_help_is_unchanged(capsys):
 def test_usage_error_from_the_console_script():
     """The installed entry point (``python -m lidarmt``) prints the same single line."""
     p = subprocess.run([sys.executable, "-m", "lidarmt", "simulate", "--density", "9"], capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=300)  # a usage error is at once; 300 s: starting torch on a loaded machine
     assert p.returncode == 2, p.stderr
     assert p.stderr.strip().splitlines() == [p.stderr.strip()] and p.stderr.startswith("lidarmt: error: ")
     assert "--density" in p.stderr and p.stdout == ""

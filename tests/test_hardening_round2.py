@@ -176,7 +176,7 @@ def test_camera_model_writing_into_its_input_changes_no_other_model(tmp_path):
 # ----------------------------------------------------------------------------------------------- 4: counts
 
 
-def _cli(*args: str, timeout: float = 120) -> tuple[int, str]:
+def _cli(*args: str, timeout: float = 300) -> tuple[int, str]:
     """``lidarmt ARGS`` in a child process (a segfault must not take the test run with it): (exit status, stderr)."""
     import os
     import subprocess
