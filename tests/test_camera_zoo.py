@@ -271,7 +271,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.mark.parametrize("name", ["dave2", "dave-dropout"])
+@pytest.mark.parametrize("name", ["dave2", "dave-dropout", "chauffeur"])
 def test_shipped_validation_rmse_is_reproduced(udacity, one_thread, name):
     info = zoo.describe(name)
     n = len(udacity.labels)

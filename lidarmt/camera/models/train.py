@@ -104,7 +104,7 @@ RECIPES: dict[str, Recipe] = {
                         tuning="not tuned (CPU budget); dave2's augmentations"),
     "dave2": Recipe(epochs=16, batch_size=32, lr=3e-4, augment="flip,shift",
                     tuning="12-epoch runs at a constant 3e-4 scored 0.677 (flip), 0.666 (flip + shift), 0.733 (all "
-                           "four) and 0.746 by its 7th epoch (flip + brightness + shadow) x the better baseline's "
+                           "four) and 0.737 at its best of 8 epochs (flip + brightness + shadow; stopped early) x the better baseline's "
                            "MSE; flip + shift kept, with a cosine schedule and 16 epochs"),
     "rambo": Recipe(epochs=2, batch_size=32, lr=3e-4, augment="flip,shift",
                     tuning="not tuned (CPU budget: about 7 min an epoch on the shared core); the first run, with "
