@@ -60,6 +60,7 @@ def grid_sut(**kw) -> GridSut:
 # ----------------------------------------------------------------------------------------------- statistics
 
 
+@pytest.mark.slow
 def test_mcnemar_exact_by_hand():
     # b = 1 (baseline only), c = 9 (candidate only): p = 2 * (C(10,9) + C(10,10)) / 2^10 = 22/1024
     t = mcnemar_counts(40, 5, 13, 1, 9)
@@ -154,6 +155,7 @@ def _row(summary: dict, relation: str, n: int, k: int = 0) -> dict:
 # ----------------------------------------------------------------------------------------------- benches
 
 
+@pytest.mark.slow
 def test_identical_modules_no_regression(rec, tmp_path, capsys):
     out = tmp_path / "same"
     assert main(_bench(rec, out, "test_bench:grid_sut", "test_bench:grid_sut", extra=("--fail-on-regression",))) == 0
@@ -175,6 +177,7 @@ def test_identical_modules_no_regression(rec, tmp_path, capsys):
     assert "NO REGRESSION" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_regression_detected_and_fail_on_regression(rec, tmp_path, capsys):
     out = tmp_path / "reg"
     rc = main(_bench(rec, out, "test_bench:grid_sut", "test_bench:drop_sut", extra=("--fail-on-regression",)))
@@ -199,6 +202,7 @@ def test_regression_detected_and_fail_on_regression(rec, tmp_path, capsys):
     assert (out / "summary.json").read_text() == before
 
 
+@pytest.mark.slow
 def test_existing_folder_and_bad_arguments_are_one_line(rec, tmp_path, capsys):
     out = tmp_path / "b"
     assert main(_bench(rec, out, "test_bench:grid_sut", "test_bench:grid_sut")) == 0
@@ -225,6 +229,7 @@ def test_existing_folder_and_bad_arguments_are_one_line(rec, tmp_path, capsys):
     assert not (out / "test_bench-grid_sut-2").exists()
 
 
+@pytest.mark.slow
 def test_baseline_reused_from_an_earlier_bench(rec, tmp_path, capsys):
     first = tmp_path / "v1"
     assert main(_bench(rec, first, "test_bench:grid_sut", "test_bench:drop_sut")) == 0
@@ -249,6 +254,7 @@ def test_baseline_reused_from_an_earlier_bench(rec, tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "holds no campaign journal" in err, err
 
 
+@pytest.mark.slow
 def test_recall_regression_on_labelled_frames(labelled, tmp_path):
     out = tmp_path / "recall"
     args = ["bench", "--bag", str(labelled), "--map", "test_fuzz_support:strip_roi", "--n", "10", "--radius", "30",

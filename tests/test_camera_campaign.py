@@ -148,6 +148,7 @@ def test_transform_seed_is_stable_and_distinct():
 # ----------------------------------------------------------------------------------------------- campaigns
 
 
+@pytest.mark.slow
 def test_campaign_totals_resume_and_workers_agree(udacity, tmp_path):
     cfg = config(udacity)
     r = run_campaign(cfg, tmp_path / "a")
@@ -190,6 +191,7 @@ def test_model_failures_are_findings(udacity, tmp_path, fail, needle):
     assert r.tally.findings() == len(bad)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_tables_bundles_and_replay(udacity, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["camera", "fuzz", "--images", str(udacity), "--model", "test_camera_campaign:tilt",

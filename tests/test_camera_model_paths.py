@@ -18,6 +18,8 @@ cv2 = pytest.importorskip("cv2")
 
 from lidarmt.cli import main  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 

@@ -193,6 +193,7 @@ def fake_zoo(monkeypatch):
     monkeypatch.setattr(registry, "entry_points", lambda group: [])
 
 
+@pytest.mark.slow
 def test_models_lists_zoo_and_keras_usage(fake_zoo, capsys) -> None:
     assert main(["camera", "models", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -205,6 +206,7 @@ def test_models_lists_zoo_and_keras_usage(fake_zoo, capsys) -> None:
     assert "preprocess=dave2-udacity-sim" in out and "lambda=" in out
 
 
+@pytest.mark.slow
 def test_models_details_of_a_keras_file(data, capsys) -> None:
     assert main(["camera", "models", str(data / "model.h5"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

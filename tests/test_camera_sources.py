@@ -220,6 +220,7 @@ def test_truncated_jpeg_is_refused():
         decode_bytes(data[:-40], "x.jpg")
 
 
+@pytest.mark.slow
 def test_real_udacity_data(shared_data):
     root = shared_data / "udacity"
     if not (root / "steering.csv").is_file():

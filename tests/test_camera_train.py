@@ -74,6 +74,7 @@ def test_split_is_in_time_order_and_windows_stay_in_their_split():
         _frames(3).split(0.1)
 
 
+@pytest.mark.slow
 def test_training_lowers_the_loss_on_a_learnable_drive(tmp_path):
     fr = _frames(64)
     m = train(TrainConfig(arch="dave2", data="synthetic", out=str(tmp_path / "run"), epochs=6, batch_size=16,
@@ -87,6 +88,7 @@ def test_training_lowers_the_loss_on_a_learnable_drive(tmp_path):
     assert m["val_mse"] == pytest.approx(best["val_mse"], rel=0.05, abs=1e-4)  # fp16 export
 
 
+@pytest.mark.slow
 def test_training_is_deterministic(tmp_path):
     fr = _frames(24)
 
@@ -111,6 +113,7 @@ def test_chauffeur_trains_cnn_then_lstm(tmp_path):
     assert "history 10" in card and "--lstm-epochs 2" in card
 
 
+@pytest.mark.slow
 def test_camera_train_cli(tmp_path, capsys, monkeypatch):
     data = _write_udacity(tmp_path / "drive", 30)
     assert load_labelled(data).labels.shape == (30,)
@@ -241,6 +244,7 @@ def test_recipes_keep_one_model_without_photometric_augmentation():
     assert "flip" not in cfg.augmentations() and cfg.flip is False
 
 
+@pytest.mark.slow
 def test_rambo_trains_on_windows_of_frame_differences(tmp_path):
     fr = _frames(16, h=48, w=64)
     m = train(TrainConfig(arch="rambo", data="synthetic", out=str(tmp_path / "run"), epochs=1, batch_size=8),

@@ -258,6 +258,7 @@ def test_any_point_of_the_space_works(data):
     assert out.shape == img.shape and out.dtype == np.uint8
 
 
+@pytest.mark.slow
 def test_outputs_identical_in_a_fresh_process(scene):
     """No hidden state (hash randomisation, global RNGs, thread counts) changes the bytes between runs."""
     code = (

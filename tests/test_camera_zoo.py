@@ -34,6 +34,7 @@ def _frames(n: int, h: int, w: int, *, history: int = 0, seed: int = 0) -> np.nd
     return rng.integers(0, 256, shape, dtype=np.uint8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("size", [(240, 320), (150, 200)])
 def test_forward_shape_and_preprocessing(name, size):
@@ -116,6 +117,7 @@ def test_rambo_sees_differences_of_consecutive_grey_frames():
         np.testing.assert_allclose(module(x).numpy()[:, 0], branches.mean(1).numpy(), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_chauffeur_feature_cache_equals_the_uncached_path(tmp_path):
     """Each frame's CNN features are computed once and reused by every window that holds the frame."""
     arch = get_arch("chauffeur")
@@ -271,6 +273,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["dave2", "dave-dropout", "chauffeur"])
 def test_shipped_validation_rmse_is_reproduced(udacity, one_thread, name):
     info = zoo.describe(name)

@@ -65,6 +65,7 @@ def test_shipped_profiles_match_the_shipped_models() -> None:
     assert checked == len(zoo.available()) >= 7
 
 
+@pytest.mark.slow
 def test_profile_cli_writes_a_loadable_profile(images, tmp_path, capsys) -> None:
     out = tmp_path / "dave2.profile.npz"
     args = ["camera", "profile", "--model", "dave2", "--images", str(images), "--out", str(out), "--split", "all"]

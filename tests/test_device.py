@@ -137,6 +137,7 @@ def test_fuzz_device_cuda_without_a_gpu_is_one_line_exit_2(tmp_path, capsys, spe
     assert not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not WEIGHTS.is_file(), reason="needs the shipped cnnseg640.pt")
 def test_fuzz_device_auto_records_cpu_and_gives_the_default_verdicts(tmp_path, capsys) -> None:
     from test_fuzz_support import write_scenes
@@ -173,6 +174,7 @@ def test_fuzz_bad_device_name_is_one_line_exit_2(tmp_path, capsys) -> None:
     assert code == 2 and "--device='gpu'" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not WEIGHTS.is_file(), reason="needs the shipped cnnseg640.pt")
 def test_perceive_device_auto_runs_here(tmp_path, capsys) -> None:
     from test_fuzz_support import write_road_geojson, write_scenes
@@ -220,6 +222,7 @@ def test_camera_predict_device_cpu_and_cuda(camera_data, capsys) -> None:
         assert "--device" in err and "no usable CUDA GPU" in err
 
 
+@pytest.mark.slow
 def test_camera_fuzz_device_cpu_gives_the_default_campaign(camera_data, capsys) -> None:
     def run(out: Path, *extra: str) -> dict:
         code = main(["camera", "fuzz", "--images", str(camera_data / "drive"), "--model",

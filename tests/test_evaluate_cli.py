@@ -14,6 +14,7 @@ from lidarmt.cli import main  # noqa: E402
 from lidarmt.io.npz import save_frame_npz  # noqa: E402
 
 
+@pytest.mark.slow
 def test_evaluate_writes_json_with_per_class_counts(tmp_path, capsys):
     from lidarmt.perception.apollo.network import build_network
 

@@ -249,6 +249,7 @@ def run_evaluate(capsys, w64, out, *args) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_evaluate_a_kitti_object_folder_without_road_labels(tmp_path, capsys, w64):
     from lidarmt.cli import main
 

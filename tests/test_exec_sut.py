@@ -197,6 +197,7 @@ def test_obstacles_through_the_server_are_the_in_process_ones():
     assert all(o.length > 0 and len(o.polygon) >= 3 for o in got)
 
 
+@pytest.mark.slow
 def test_error_replies_and_bad_output_are_findings(tmp_path):
     frame, roi = make_scene(0), StripRoi()
     with get_perception(served("test_exec_sut:raise_sut")) as sut:
@@ -237,6 +238,7 @@ def test_a_command_that_cannot_start_is_one_user_error(rec, tmp_path, capsys):
     assert "exit status 4" in err and "cannot open the model file" in err
 
 
+@pytest.mark.slow
 def test_own_timeout_kills_and_restarts(tmp_path):
     frame, roi = make_scene(2), StripRoi()
     follow = frame.with_extra_points(make_points(np.full((5, 3), 30.0, np.float32)))
@@ -263,6 +265,7 @@ def _alive(pid: int) -> bool:
 # ----------------------------------------------------------------------------------------------- campaigns
 
 
+@pytest.mark.slow
 def test_campaign_through_the_reference_server_equals_in_process(rec, tmp_path):
     world = write_road_geojson(tmp_path / "world.geojson")
     common = ["fuzz", "--bag", str(rec), "--map", str(world), "--radius", "30", "--n", "10,1000", "--trials", "2",
@@ -291,6 +294,7 @@ def test_campaign_through_the_reference_server_equals_in_process(rec, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_server_crash_mid_campaign_is_a_finding_with_its_stderr(rec, tmp_path):
     r = run_campaign(config(rec, served("test_exec_sut:loud_die_sut"), sut_options={"bad_frame": 1}),
                      tmp_path / "run")
@@ -305,6 +309,7 @@ def test_server_crash_mid_campaign_is_a_finding_with_its_stderr(rec, tmp_path):
     assert all(got[(f, n)]["status"] == "ok" for f in (0, 2, 3) for n in (10, 1000))  # later frames: restarted
 
 
+@pytest.mark.slow
 def test_server_hang_is_a_timeout_finding_killed_and_restarted(rec, tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -337,6 +342,7 @@ def test_worker_processes_take_their_program_with_them(rec, tmp_path):
     assert not _alive(hung)
 
 
+@pytest.mark.slow
 def test_campaign_through_the_cpp_server(rec, tmp_path):
     cxx = shutil.which("c++") or shutil.which("g++")
     if cxx is None:

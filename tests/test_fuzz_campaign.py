@@ -19,6 +19,8 @@ from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
 from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
 from lidarmt.fuzz.replay import replay_bundle
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 

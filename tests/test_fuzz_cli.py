@@ -43,6 +43,7 @@ def test_more_frames_than_exist(rec, tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_recording_without_poses(tmp_path, capsys):
     nopose = write_scenes(tmp_path / "nopose", 2, with_pose=False)
     world = write_road_geojson(tmp_path / "world.geojson")
@@ -59,6 +60,7 @@ def test_recording_without_poses(tmp_path, capsys):
     assert main([*args, "--force", "--map-frame", "sensor"]) == 0
 
 
+@pytest.mark.slow
 def test_real_hdmap_roi_gives_the_same_verdicts_as_the_strip(rec, tmp_path):
     args = fuzz(rec, tmp_path / "map", "--n", "10,1000", "--bundles", "0")
     args[args.index("--map") + 1] = str(write_road_geojson(tmp_path / "world.geojson"))
@@ -81,6 +83,7 @@ def test_missing_inputs(rec, tmp_path, capsys):
     assert "no_such_module_xyz" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_existing_out_refused_then_force_and_resume(rec, tmp_path, capsys):
     out = tmp_path / "o"
     assert main(fuzz(rec, out, "--n", "10,1000", "--bundles", "1", "--ddmin-budget", "10")) == 0
@@ -101,6 +104,7 @@ def test_existing_out_refused_then_force_and_resume(rec, tmp_path, capsys):
     assert not (out / "violations").exists()
 
 
+@pytest.mark.slow
 def test_fail_on_violation_exit_code(rec, tmp_path):
     assert main(fuzz(rec, tmp_path / "a", "--n", "1000", "--bundles", "0", "--fail-on-violation")) == 1
     # the grid SUT is blind to points beyond its 8 m grid: no violation, exit 0
@@ -108,6 +112,7 @@ def test_fail_on_violation_exit_code(rec, tmp_path):
                      "half=8")) == 0
 
 
+@pytest.mark.slow
 def test_full_disk_is_one_clear_line_and_resumable(rec, tmp_path, capsys, monkeypatch):
     import lidarmt.fuzz.journal as jmod
 
@@ -148,6 +153,7 @@ def test_full_disk_while_writing_reports(rec, tmp_path, capsys, monkeypatch):
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_replay_cli(rec, tmp_path, capsys):
     out = tmp_path / "o"
     assert main(fuzz(rec, out, "--n", "1000", "--bundles", "1", "--ddmin-budget", "5")) == 0

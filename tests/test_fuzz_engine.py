@@ -53,6 +53,7 @@ def test_lock_refuses_a_second_holder_in_another_process(tmp_path):
     assert p.returncode == 0, p.stdout
 
 
+@pytest.mark.slow
 def test_two_resumes_at_once_do_not_interleave(rec, tmp_path):
     """The second campaign on a run folder gets one clear line; the journal holds each pair once."""
     env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{ROOT}"}
@@ -105,6 +106,7 @@ def test_clamp_workers(monkeypatch):
         clamp_workers(0, items=3, per_worker=1)
 
 
+@pytest.mark.slow
 def test_workers_1000_reports_the_number_used(rec, tmp_path, capsys):
     from lidarmt.cli import main
 

@@ -150,6 +150,7 @@ def test_fuzz_without_any_roi_says_what_to_give(rec, tmp_path, capsys):
     assert "--roi labels" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_preset_study_sets_the_study_configuration(rec, tmp_path, capsys):
     out = tmp_path / "study"
     # explicit options win over the preset (a tiny SUT here, so the test does not need the 512 network)

@@ -140,6 +140,7 @@ def boxed(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_a_campaign_on_labelled_frames_reports_lost_labelled_objects(boxed, tmp_path, capsys):
     out = tmp_path / "run"
     args = ["fuzz", "--bag", str(boxed), "--roi", "labels", "--sut", "test_fuzz_support:grid_sut", "--radius", "30",

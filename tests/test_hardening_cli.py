@@ -83,6 +83,7 @@ def _train(data, out, *extra: str) -> int:
                  "--batch", "1", "--warmup", "1", "--threads", "1", "--fp32", *extra])
 
 
+@pytest.mark.slow
 def test_train_refuses_an_existing_run_unless_resume_or_force(tmp_path, capsys):
     pytest.importorskip("torch")
     data, out = _train_data(tmp_path), tmp_path / "run"
@@ -390,6 +391,7 @@ def _evaluate(d, data, *extra: str) -> list[str]:
     return ["evaluate", "--data", str(data), "--weights", str(d / "w64.pt"), "--grid", "64", *extra]
 
 
+@pytest.mark.slow
 def test_evaluate_reads_the_labels_the_simulator_writes_beside_its_bag(sim_bag, capsys):
     import json
 

@@ -336,6 +336,7 @@ def test_minbox_of_identical_points_is_finite(points):
     assert both[1].length == 0.0
 
 
+@pytest.mark.slow
 def test_minbox_kernel_agrees_with_its_interpreted_python():
     """The numba kernels against the same code run as plain Python (NUMBA_DISABLE_JIT=1), degenerate clusters
     included: both give the same boxes, bit for bit."""

@@ -25,6 +25,8 @@ from test_fuzz_support import write_road_geojson, write_scenes
 from lidarmt.cli import main
 from lidarmt.report.html import campaign_page, check_links
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group="lidarmt.perception")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed "

@@ -30,6 +30,7 @@ def _same_points(got, want):
     np.testing.assert_allclose(got.points["time"], want.points["time"][m], rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_point_codec_matches_protobuf():
     f = synthetic_frames(1, 500, seed=2, ring=True)[0]
     pts = f.points

@@ -18,6 +18,8 @@ from lidarmt.fuzz.replay import load_bundle, replay_bundle
 from lidarmt.lidar.campaign import LidarCampaignConfig, transform_refs, violating_keys
 from lidarmt.lidar.relations import Thresholds
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 SUT = "test_lidar_relations_support:relative_sut"
 NAMES = ("crosstalk", "insert", "remove", "rotate", "mirror")
 #: strict enough that the flawed test SUT breaks each relation on the simulated sweeps (thresholds are the fold's)

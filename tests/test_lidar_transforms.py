@@ -117,6 +117,7 @@ def test_modified_flags_are_exact(sweep):
     assert c.n_modified == c.info["n_spurious"]
 
 
+@pytest.mark.slow
 @settings(SETTINGS)
 @given(name=st.sampled_from(sorted(set(available()))), seed=st.integers(0, 2**32 - 1),
        mask_seed=st.integers(0, 2**32 - 1), p=st.floats(0.0, 1.0))

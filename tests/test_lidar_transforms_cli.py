@@ -26,6 +26,7 @@ def test_listing_a_family(capsys):
     assert "rolling-shutter" in out and "deskew" in out and "fog" not in out
 
 
+@pytest.mark.slow
 def test_sheet_on_the_synthetic_sweep(tmp_path, capsys):
     out = tmp_path / "sheet.png"
     assert main(["transforms", "--sheet", str(out), "--transforms", "beam-skip,insert,mirror", "--extent", "25"]) == 0

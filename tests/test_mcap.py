@@ -23,6 +23,8 @@ from lidarmt.io import load_frame_npz
 from lidarmt.report import mcap as M
 from lidarmt.report.manifest import MANIFEST_NAME, write_manifest
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group="lidarmt.perception")
 
 

@@ -49,6 +49,7 @@ def _args(d, *extra: str) -> list[str]:
             "--weights", str(d / "w.pt"), *extra]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_perceive_json_and_picture(scene, capsys) -> None:
     out = scene / "bev.png"
     assert main(_args(scene, "--json", "--out", str(out))) == 0
@@ -97,6 +98,7 @@ def test_perceive_places_a_world_map_by_the_pose(scene, tmp_path, capsys) -> Non
     assert "no pose" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_perceive_without_a_map_uses_the_label_area(scene, tmp_path, capsys) -> None:
     """The label ROI is the area the ground labels cover: the car standing on the road is in it (issue 11: it
     used to be the labelled ground points only, so obstacles were built from ground and never from the car)."""

@@ -233,6 +233,7 @@ def test_kernels_equal_reference_on_random_grids(seed: int) -> None:
             np.testing.assert_array_equal(ca.meta_probs, cb.meta_probs)
 
 
+@pytest.mark.slow
 def test_kernels_equal_reference_on_a_real_frame_at_640(kitti_dir) -> None:
     """A real KITTI frame, full 640 grid: object cells where the cloud has points, random offsets."""
     from lidarmt.io import open_recording

@@ -423,6 +423,7 @@ def test_perceive_full_disk_for_the_json_is_one_line(scene, capsys, monkeypatch)
                   "write elsewhere"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
 @pytest.mark.parametrize("fmt", [["--json"], []])
 def test_perceive_into_dev_full_exits_2_without_a_traceback(scene, fmt) -> None:

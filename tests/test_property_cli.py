@@ -264,6 +264,7 @@ def recordings(tmp_path_factory) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in root.iterdir()}
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=25)
 @given(name=st.sampled_from(["a.bag", "a.record", "a.pcd"]), data=st.data(), as_json=st.booleans(),
        recover=st.booleans())

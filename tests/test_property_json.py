@@ -62,6 +62,7 @@ def test_bundle_json_of_any_depth(opener, depth):
         _user_error_or_value(lambda: load_bundle(d))
 
 
+@pytest.mark.slow
 @PROPS
 @given(value=VALUES)
 def test_bundle_json_of_any_value_through_replay(value, capsys):

@@ -275,6 +275,7 @@ def scratch() -> Iterator[Path]:
 # ----------------------------------------------------------------------------------------------- round trips
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["ascii", "binary", "binary_compressed"])
 @ROUND
 @given(pts=clouds(intensity="float", non_finite_intensity=True))
@@ -351,6 +352,7 @@ def test_ros1_bag_round_trip(fs):
     _check_bag_frames(got, fs, time_atol=None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
 @settings(ROUND, max_examples=8)
 @given(fs=frames())
@@ -363,6 +365,7 @@ def test_ros2_bag_round_trip(storage, fs):
     _check_bag_frames(got, fs, time_atol=None)
 
 
+@pytest.mark.slow
 @ROUND
 @given(fs=frames(intensity="u32"))
 def test_cyber_record_round_trip(fs):
@@ -613,6 +616,7 @@ def valid(tmp_path_factory) -> Callable[[str], tuple[Path, Path, Path, dict]]:
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @DAMAGE
 @given(data=st.data())
@@ -894,6 +898,7 @@ def geojson_docs(draw):
     return doc
 
 
+@pytest.mark.slow
 @settings(CHEAP, max_examples=150)
 @given(doc=geojson_docs())
 def test_malformed_geojson_is_user_error(doc):

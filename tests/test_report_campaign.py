@@ -68,6 +68,7 @@ def test_summary_and_tables():
     assert "33.5 %" in txt and "100.0 % [20.7, 100.0]" in txt
 
 
+@pytest.mark.slow
 def test_reports_written(tmp_path):
     s = summary_dict(CONFIG, tally())
     paths = write_reports(tmp_path, s, records=iter(RECORDS), run={"environment": {}, "workers": 1},

@@ -34,6 +34,7 @@ def recording(apollo_maps: Path, tmp_path: Path) -> tuple[Path, list[Frame]]:
     return folder, frames
 
 
+@pytest.mark.slow
 def test_roi_command_draws_and_counts(apollo_maps: Path, recording, tmp_path: Path, capsys):
     folder, frames = recording
     out = tmp_path / "roi.png"

@@ -133,6 +133,7 @@ def test_perceive_on_a_real_kitti_frame_builds_obstacles_from_car_points(kitti_d
     assert np.isin(sem[held], GROUND_LABELS).mean() < 0.5
 
 
+@pytest.mark.slow
 def test_roi_command_draws_the_label_roi(tmp_path, capsys):
     from lidarmt.cli import main
     from lidarmt.io.npzdir import write_npz_folder

@@ -105,6 +105,7 @@ def test_query_matches_a_brute_force_lane_scan(shalun):
         assert roi._index.owners_within(p, 60.0).tolist() == near
 
 
+@pytest.mark.slow
 def test_bitmap_agrees_with_exact_containment_on_real_maps(borregas, shalun):
     """50 sensor positions on real lane centre lines x 20k random points: >= 99 % agreement with exact even-odd
     containment of the same polygons; every disagreement lies within one cell diagonal of a polygon edge (1.8

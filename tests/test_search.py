@@ -327,6 +327,7 @@ def test_lidar_search_cli_and_condition_bundle(scenes, tmp_path, capsys):
     assert "leave some out" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
     from lidarmt.fuzz.engine import make_bundles
     from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec

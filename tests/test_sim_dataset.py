@@ -20,6 +20,8 @@ from lidarmt.perception.apollo.evaluate import SimRoi, save_dataset_maps  # noqa
 from lidarmt.roi import HDMapRoi, load_map  # noqa: E402
 from lidarmt.sim.dataset import generate_dataset, git_state, simulator_fingerprint  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 SEED = 5
 TOWNS = [SEED * 1000, SEED * 1000 + 1]  # frames_per_drive=2, drives_per_town=1: frames 0-1 town 0, frame 2 town 1
 

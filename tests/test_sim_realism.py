@@ -13,6 +13,8 @@ from lidarmt.sim import realism  # noqa: E402
 from lidarmt.sim.drive import Drive  # noqa: E402
 from lidarmt.types import Frame, Labels, make_points  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 
 @pytest.fixture(scope="module")
 def stats(kitti_dir):

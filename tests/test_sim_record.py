@@ -24,6 +24,8 @@ from lidarmt.sim.record import (  # noqa: E402
     simulate_recording,
 )
 
+pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
+
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):

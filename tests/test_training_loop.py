@@ -53,6 +53,7 @@ def test_losses_are_zero_signal_on_empty_cells_and_finite():
     assert float(l2["instance"]) == 0 and float(l2["height"]) == 0 and float(l2["heading"]) == 0
 
 
+@pytest.mark.slow
 def test_overfitting_a_tiny_grid_reduces_the_loss():
     from lidarmt.perception.apollo.network import build_network
 

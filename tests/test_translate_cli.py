@@ -171,6 +171,7 @@ def test_translators_list_and_detail(translators, tmp_path, monkeypatch, capsys)
 # ------------------------------------------------------------------------------------------- translating
 
 
+@pytest.mark.slow
 def test_translate_end_to_end(translators, domains, tmp_path, capsys):
     src = image_folder(tmp_path / "src", n=5, size=(30, 44), seed=5)
     out = tmp_path / "out"
@@ -201,6 +202,7 @@ def test_translate_end_to_end(translators, domains, tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_translate_refusals(translators, tmp_path, capsys):
     src = image_folder(tmp_path / "src", n=2)
     base = ["camera", "translate", "--images", str(src), "--device", "cpu"]

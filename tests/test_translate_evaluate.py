@@ -144,6 +144,7 @@ def tiny(tmp_path_factory):
     return {"munit": tiny_translator(tmp / "m", "munit"), "unit": tiny_translator(tmp / "u", "unit"), "src": src}
 
 
+@pytest.mark.slow
 def test_evaluate_tiny_translators_on_a_tiny_folder(tiny, tmp_path):
     models = ["dave2", "epoch"]
     trs = [str(tiny["munit"]), str(tiny["unit"]), _Identity()]
@@ -271,6 +272,7 @@ def test_wall_time_adds_sessions_of_a_resumed_run():
     assert rate == pytest.approx((20 + 10) / (100 + 50))
 
 
+@pytest.mark.slow
 def test_cost_counts_on_the_meta_device_what_a_real_step_costs():
     import torch
     from _translators import TINY_NET
@@ -303,6 +305,7 @@ def test_cost_of_tactics_configuration():
     assert c["generator_parameters"] > 20_000_000
 
 
+@pytest.mark.slow
 def test_card_renders_from_a_metrics_dict(tiny, tmp_path):
     from lidarmt.camera.translate import cards
 

@@ -122,6 +122,7 @@ def test_es_search_with_deeproad_arm_resumes(shipped, udacity, tmp_path):
     assert "one candidate" in comp["note"] and "unusable" in comp["note"]
 
 
+@pytest.mark.slow
 def test_search_cli_translator_space_end_to_end(shipped, udacity, tmp_path, capsys):
     out = tmp_path / "cli"
     args = ["camera", "search", "--strategy", "es", "--space", "munit-tiny", "--model", "dave-orig", "--images",

@@ -130,6 +130,7 @@ def test_two_iterations_write_every_output(tiny_runs, arch, rows):
     assert all(v.dtype == torch.float32 for v in state.values())  # stored fp16, returned fp32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["munit", "unit"])
 def test_resume_is_bit_exact(tmp_path, arch):
     straight = _config(tmp_path / "s", arch, iterations=4, checkpoint_every=2)
@@ -204,6 +205,7 @@ def test_a_checkpoint_of_other_shapes_is_one_line(tmp_path):
     _one_line(exc.value)
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_the_last_checkpoint_valid(tmp_path, monkeypatch):
     cfg = _config(tmp_path / "i", "munit", iterations=4, checkpoint_every=2)
     interrupt_training_at(monkeypatch, 3)

@@ -149,6 +149,7 @@ def test_device_goes_to_translators_only():
 # ----------------------------------------------------------------------------------------------- campaigns
 
 
+@pytest.mark.slow
 def test_fuzz_cli_end_to_end_resume_bundle_replay(shipped, plain, tmp_path, capsys):
     out = tmp_path / "run"
     args = ["camera", "fuzz", "--images", str(plain), "--model", "test_camera_campaign:tilt", "--transforms",
