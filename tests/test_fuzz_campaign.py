@@ -97,7 +97,8 @@ def test_worker_death_is_a_crash_finding(rec, tmp_path):
 def _cli(rec: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "lidarmt", "fuzz", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi",
             "--sut", "test_fuzz_support:grid_sut", "--n", "10,300,1000", "--frames", "4", "--trials", "2",
-            "--radius", "30", "--out", str(out), "--quiet", "--bundles", "0", *extra]
+            "--radius", "30", "--out", str(out), "--quiet", "--bundles", "0",
+            "--timeout", "600", *extra]  # an explicit, generous limit: the verdicts must not depend on the load
 
 
 def test_sigkill_then_resume_gives_the_same_summary(rec, tmp_path):
