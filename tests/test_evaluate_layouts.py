@@ -297,3 +297,31 @@ def test_bev_draws_the_labelled_boxes_and_region(tmp_path):
     without = draw_bev(frame, [detection(ObstacleClass.CAR, 15.0, 0.0)], out=tmp_path / "b.png", extent=30.0,
                        show_labels=False)
     assert with_labels.read_bytes()[:4] == b"\x89PNG" and with_labels.read_bytes() != without.read_bytes()
+
+
+def test_npz_frames_keep_the_labelled_region(tmp_path):
+    import json as _json
+    import zipfile
+
+    from lidarmt.errors import InputError
+    from lidarmt.io.npz import load_frame_npz, save_frame_npz
+
+    save_frame_npz(tmp_path / "a.npz", cloud_frame([(15.0, 0.0)], region=SECTOR))
+    assert load_frame_npz(tmp_path / "a.npz").labels.region == SECTOR  # bundles' source.npz: --roi labels replays
+    save_frame_npz(tmp_path / "b.npz", cloud_frame([(15.0, 0.0)]))
+    assert load_frame_npz(tmp_path / "b.npz").labels.region is None
+    # a hostile region is refused in one line, not trusted
+    with zipfile.ZipFile(tmp_path / "a.npz") as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    import io as _io
+
+    meta = json.loads(np.load(_io.BytesIO(members["meta.npy"])).tobytes())
+    meta["region"]["azimuth_max"] = float("nan")
+    buf = _io.BytesIO()
+    np.save(buf, np.frombuffer(_json.dumps(meta).encode(), dtype=np.uint8))
+    members["meta.npy"] = buf.getvalue()
+    with zipfile.ZipFile(tmp_path / "c.npz", "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    with pytest.raises(InputError, match="corrupt 'region'"):
+        load_frame_npz(tmp_path / "c.npz")

@@ -1,7 +1,8 @@
 """Frames as .npz files: lossless, with labels, for datasets (the simulator's training data) and bundles.
 
 One file per frame holds ``points`` (structured), ``pose`` (4x4 or absent), ``meta`` (JSON: stamp, frame id,
-provenance, dropped) and the label arrays ``boxes``, ``point_instance``, ``point_meta``, ``point_semantic``.
+provenance, dropped, and the labels' ``region`` when they cover part of the sweep) and the label arrays ``boxes``,
+``point_instance``, ``point_meta``, ``point_semantic``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from lidarmt._atomic import atomic_path
 from lidarmt.errors import InputError
-from lidarmt.types import BOX_DTYPE, Frame, Labels, Provenance
+from lidarmt.types import BOX_DTYPE, Frame, LabelledRegion, Labels, Provenance
 
 
 def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool = True) -> None:
@@ -31,6 +32,10 @@ def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool
         p = frame.provenance
         meta["provenance"] = {"source": p.source, "format": p.format, "index": p.index, "topic": p.topic,
                               "detail": p.detail}
+    reg = frame.labels.region if frame.labels is not None else None
+    if reg is not None:  # the part of the sweep the labels cover (KITTI: camera 2's view)
+        meta["region"] = {"azimuth_min": reg.azimuth_min, "azimuth_max": reg.azimuth_max,
+                          "max_range": reg.max_range, "source": reg.source}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     if frame.labels is not None:
         lb = frame.labels
@@ -116,6 +121,23 @@ def _check_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
                              f"{a.shape}")
 
 
+def _region(path: Path, raw: np.ndarray) -> LabelledRegion | None:
+    """The labels' region stored in ``meta`` (None when absent), checked: finite azimuths in [-pi, pi], min < max."""
+    try:
+        r = json.loads(raw.tobytes().decode("utf-8")).get("region")
+        if r is None:
+            return None
+        lo, hi = float(r["azimuth_min"]), float(r["azimuth_max"])
+        rng = None if r.get("max_range") is None else float(r["max_range"])
+        src = r.get("source", "")
+        if not (math.isfinite(lo) and math.isfinite(hi) and -math.pi - 1e-9 <= lo < hi <= math.pi + 1e-9
+                and (rng is None or (math.isfinite(rng) and rng > 0)) and isinstance(src, str)):
+            raise ValueError("azimuths must be finite, within ±pi, min < max; max_range positive")
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise InputError(f"{path}: corrupt 'region' in the 'meta' of a lidarmt .npz frame ({err})") from err
+    return LabelledRegion(lo, hi, rng, src)
+
+
 def _meta(path: Path, raw: np.ndarray) -> tuple[float, str, int, Provenance | None]:
     try:
         meta = json.loads(raw.tobytes().decode("utf-8"))
@@ -164,6 +186,7 @@ def load_frame_npz(path: str | os.PathLike[str]) -> Frame:
             arrays.get("point_instance"),
             arrays.get("point_meta"),
             arrays.get("point_semantic"),
+            _region(path, arrays["meta"]),
         )
     return Frame(
         points=arrays["points"],
