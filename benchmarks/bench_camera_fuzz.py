@@ -168,6 +168,7 @@ def main() -> None:
     if gpu == "cpu" and args.skip_cpu:
         ap.error("--skip-cpu needs a CUDA GPU (--device cuda or auto with one)")
 
+    mach = _machine.describe()  # the load when the benchmark starts
     tmp = Path(tempfile.mkdtemp(prefix="bench-camera-"))
     try:
         images = _source(tmp)
@@ -202,7 +203,6 @@ def main() -> None:
                     r["forward_over_matmul"] = {k: r["forward_tflops"] / v for k, v in peaks.items()}
         head = (f"{'model':<26} {'device':<7} {'model-only img/s':>17} {'campaign pairs/s':>17} {'ratio':>6} "
                 f"{'serial':>7} {'overhead ms/pair':>17}")
-        mach = _machine.describe()
         print(f"# CPU {mach['cpu']} ({mach['isa']}, bf16 {mach['bf16']}), {mach['cores']} cores, load "
               f"{mach['loadavg']} at start; ratio: campaign with prefetch / model-only, serial: without prefetch")
         print(f"{len(frames)} seed frames × {len(made) // len(frames)} transformed images each, source {images}")
