@@ -8,8 +8,9 @@
 #
 #   scripts/train_lidar_models.sh data      # simulate the training (150 + 400) and held-out (24) frames
 #   scripts/train_lidar_models.sh init      # phase 1 starts from the v2 weights (cnnseg640_sim.pt)
-#   scripts/train_lidar_models.sh train     # phase 1 (500 steps), then phase 2 (550 steps from phase 1's weights)
-#   scripts/train_lidar_models.sh ship      # copy phase 2's weights into the package as cnnseg640.pt
+#   scripts/train_lidar_models.sh train     # phase 1 (500 steps), phase 2 (550 steps from phase 1's weights),
+#                                           # then the 512 network (350 steps on its grid from phase 2's weights)
+#   scripts/train_lidar_models.sh ship      # copy phase 2's weights as cnnseg640.pt, the 512 run's as cnnseg512.pt
 #   scripts/train_lidar_models.sh eval      # every number of the card (test, validation, simulated)
 #   scripts/train_lidar_models.sh kitti40 GRID WEIGHTS [key=value ...]   # THE TARGET for any weights: cars,
 #                                           # pedestrians, cyclists within 40 m on the 7 KITTI object frames
@@ -62,13 +63,25 @@ write_start_checkpoint as w; w('$RUNS/cnnseg640_v3/cnnseg640.pt', '$RUNS/cnnseg6
     --class-weights 1.5,1,0.7,1.5,1.5 --resume > "$LOGS/train640_v4.log" 2>&1
 }
 
+# the 512 network (apollo-512): 350 steps on the 512 grid from the shipped 640 weights (phase 2's; one topology)
+train512() {
+  [ -f "$RUNS/cnnseg512_v3/last.pt" ] || $PY -c "from lidarmt.perception.apollo.train import \
+write_start_checkpoint as w; w('$RUNS/cnnseg640_v4/cnnseg640.pt', '$RUNS/cnnseg512_v3', grid=512, lr=3e-4)"
+  nice -n 5 $LIDARMT train --data "$DRIVE@0:86" --data "$DATA/train3" --data-weights 1,1 \
+    --out "$RUNS/cnnseg512_v3" --grid 512 --seed 3 --steps 350 --crop 256 --batch 4 --lr 3e-4 --warmup 10 \
+    --threads 1 --checkpoint-minutes 6 --max-minutes 22 --pos-weight 1.5 --class-weights 1.5,1,0.7,1.5,1.5 \
+    --resume > "$LOGS/train512_v3.log" 2>&1
+}
+
 train() {
   train1
   train2
+  train512
 }
 
 ship() {
   cp "$RUNS/cnnseg640_v4/cnnseg640.pt" "$WEIGHTS/cnnseg640.pt"
+  cp "$RUNS/cnnseg512_v3/cnnseg512.pt" "$WEIGHTS/cnnseg512.pt"
 }
 
 # every number of the model card: for the simulated-only weights (sim), phase 1 and the shipped ones
@@ -79,7 +92,11 @@ evaluate() {
     done
     nice -n 10 $PY scripts/lidar_metrics.py kitti40 640 "$w" low_object_filter=true filter_noise=true
   done
-  nice -n 10 $PY scripts/lidar_metrics.py kitti40 512 "$WEIGHTS/cnnseg512.pt"
+  for w in sim "$WEIGHTS/cnnseg512.pt"; do
+    for what in kitti40 drive sim; do
+      nice -n 10 $PY scripts/lidar_metrics.py "$what" 512 "$w"
+    done
+  done
 }
 
 # The target (issues 11 and 19): precision and recall on the 7 KITTI object frames within 40 m of the sensor, in
@@ -95,9 +112,10 @@ case "${1:-all}" in
   train) train ;;
   train1) train1 ;;  # one phase (--resume: continues an interrupted run)
   train2) train2 ;;
+  train512) train512 ;;
   ship) ship ;;
   eval) evaluate ;;
   kitti40) shift; kitti40 "$@" ;;
   all) data; init; train; ship; evaluate ;;
-  *) echo "usage: $0 data|init|train|train1|train2|ship|eval|kitti40|all" >&2; exit 2 ;;
+  *) echo "usage: $0 data|init|train|train1|train2|train512|ship|eval|kitti40|all" >&2; exit 2 ;;
 esac

@@ -157,11 +157,15 @@ def test_training_mixes_sources_by_weight(tmp_path):
 
 
 def test_shipped_weights_by_name():
-    from lidarmt.perception.apollo.config import WEIGHTS_DIR, ApolloConfig
+    from lidarmt.perception.apollo.config import NAMED_WEIGHTS, WEIGHTS_DIR, ApolloConfig
     from lidarmt.perception.apollo.errors import ConfigError
 
     assert ApolloConfig(weights="sim").weights_path() == WEIGHTS_DIR / "cnnseg640_sim.pt"
     assert ApolloConfig(weights="default").weights_path() == WEIGHTS_DIR / "cnnseg640.pt"
+    assert ApolloConfig(grid=512, weights="sim").weights_path() == WEIGHTS_DIR / "cnnseg512_sim.pt"
+    for name, grids in NAMED_WEIGHTS.items():  # every name points at a file that ships
+        for grid in grids:
+            assert ApolloConfig(grid=grid, weights=name).weights_path().is_file(), (name, grid)
     assert ApolloConfig().with_overrides(["weights=sim"]).weights_path().parent == WEIGHTS_DIR
     assert str(ApolloConfig(weights="some/where.pt").weights_path()) == "some/where.pt"
     with pytest.raises(ConfigError, match="not a shipped name"):

@@ -23,7 +23,7 @@ DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640.pt", 512: WEIGHTS_DIR / "cnnseg
 #: MODEL_CARD.md). A name is looked up here only, never taken as a path. "default" is what loads without one.
 NAMED_WEIGHTS: dict[str, dict[int, str]] = {
     "default": {640: "cnnseg640.pt", 512: "cnnseg512.pt"},
-    "sim": {640: "cnnseg640_sim.pt", 512: "cnnseg512.pt"},  # trained on simulated sweeps only (v2)
+    "sim": {640: "cnnseg640_sim.pt", 512: "cnnseg512_sim.pt"},  # trained on simulated sweeps only (v2)
 }
 
 MODES = ("exact", "fast")
