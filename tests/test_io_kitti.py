@@ -49,7 +49,7 @@ def test_synthetic_kitti_boxes_and_labels(tmp_path):
         np.testing.assert_allclose(f.points["intensity"], pts[keep, 3] * 255, rtol=1e-6)
         np.testing.assert_array_equal(f.labels.point_semantic, (sem[keep] & 0xFFFF).astype(np.int32))
         b = f.labels.boxes
-        assert list(b["meta"]) == [MetaType.SMALLMOT, MetaType.PEDESTRIAN, MetaType.BIGMOT]
+        assert list(b["meta"]) == [MetaType.SMALLMOT, MetaType.PEDESTRIAN, MetaType.UNKNOWN]  # a tram is no car
         assert list(b["instance"]) == [0, 1, 3]
         # car: cam (1.0, 1.7 - 0.75, 20) -> velo: x = cz + 0.3, y = -(cx - 0.1), z = -(cy + 0.2)
         np.testing.assert_allclose([b["cx"][0], b["cy"][0], b["cz"][0]], [20.3, -0.9, -1.15], atol=1e-9)

@@ -5,8 +5,8 @@
   bottom centre in the rectified camera frame, rotation_y). They become sensor-frame :data:`BOX_DTYPE` rows:
   centre = inv(R0_rect · Tr_velo_to_cam) · (x, y - h/2, z) (the camera's y points down, so the mid-height is
   h/2 above the bottom), length l, width w, height h, yaw = -rotation_y - π/2. Types map to Apollo's meta types:
-  Car/Van → SMALLMOT, Truck/Tram → BIGMOT, Cyclist → NONMOT, Pedestrian/Person_sitting → PEDESTRIAN,
-  Misc → UNKNOWN; DontCare is skipped. ``instance`` is the label's line number.
+  Car/Van → SMALLMOT, Truck → BIGMOT, Cyclist → NONMOT, Pedestrian/Person_sitting → PEDESTRIAN,
+  Tram/Misc → UNKNOWN (as in the raw drives' tracklets: a tram is no car); DontCare is skipped. ``instance`` is the label's line number.
 * ``calib/<id>.txt``: ``R0_rect`` (3x3), ``Tr_velo_to_cam`` (3x4) and ``P2``: with ``label_2`` the frame's labels
   carry ``Labels.region``, camera 2's view (:func:`lidarmt.io.kitti_region.object_region`, about 80 degrees ahead;
   None when the file lacks ``P2``): KITTI labels nothing outside it, so points and detections there are
@@ -36,7 +36,7 @@ KITTI_META: dict[str, MetaType | None] = {
     "Car": MetaType.SMALLMOT,
     "Van": MetaType.SMALLMOT,
     "Truck": MetaType.BIGMOT,
-    "Tram": MetaType.BIGMOT,
+    "Tram": MetaType.UNKNOWN,
     "Cyclist": MetaType.NONMOT,
     "Pedestrian": MetaType.PEDESTRIAN,
     "Person_sitting": MetaType.PEDESTRIAN,
