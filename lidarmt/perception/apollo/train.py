@@ -183,7 +183,9 @@ class Source:
             try:
                 self._rec = open_recording(path)
             except InputError as err:
-                raise TrainingError(f"--data {self.spec}: {err}") from err
+                raise TrainingError(f"--data {self.spec}: {err}; --data expects the simulator's training frames "
+                                    "(`lidarmt simulate --dataset DIR`) or a KITTI raw drive with its "
+                                    "tracklet_labels.xml") from err
             self.kind = "recording"
             self.items = list(range(len(self._rec)))[sl]
         else:
