@@ -205,7 +205,9 @@ def test_deeptest_search_follows_algorithm_1_and_resumes(udacity, tmp_path):
                 failed += 1
             assert r["queue"] == queue and r["failed"] == failed
         skipped = [r for r in g if r["status"] == "skipped"]
-        assert (failed >= 2) == bool(skipped)  # a seed stops after --tries failures
+        # a seed stops after --tries failures: the attempts left are skipped (none when the last one failed)
+        assert bool(skipped) == (failed >= 2 and len(ran) < cfg.per_seed)
+        assert len(ran) + len(skipped) == cfg.per_seed
         cov = [r["coverage"] for r in ran]
         assert cov == sorted(cov) and all(c >= r["seed_nc"] for c, r in zip(cov, ran, strict=True))
 
