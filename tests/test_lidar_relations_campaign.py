@@ -146,6 +146,7 @@ def test_bundles_of_four_relations_replay_bit_for_bit(bundles):
         res = replay_bundle(folder, trust_code=True)
         assert res.same, (rel, res.details)
         assert res.checks["follow-up regenerated from the seed"] and res.checks["facts"]
+        assert res.checks["bundle.mcap opens with its topics"]
     eq = load_bundle(out / "violations" / infos["equivariance"]["id"])
     assert eq["ddmin"] is None and "rotation or mirror" in eq["ddmin_skipped"]
 
@@ -184,6 +185,77 @@ def test_replay_notices_a_changed_file_and_refuses_code_without_trust(bundles, t
     (folder / "followup.npz").write_bytes(bytes(data))
     res = replay_bundle(folder, trust_code=True)
     assert not res.same and any("MANIFEST" in d for d in res.details)
+
+
+def test_bundles_carry_an_mcap_of_both_sweeps_and_the_change(bundles):
+    """Issue 24: bundle.mcap read back with the mcap reader: topics, schemas, counts, boxes, lost obstacles."""
+    from lidarmt.report import mcap as M
+    from lidarmt.report.manifest import MANIFEST_NAME
+
+    cfg, out, infos = bundles
+    seen_lost = seen_minimal = 0
+    for rel, info in infos.items():
+        folder = out / "violations" / info["id"]
+        got = M.summarize(folder / M.BUNDLE_MCAP)
+        assert {t: v["schema"] for t, v in got.items() if t != M.TOPIC_ROI} == M.LIDAR_TRANSFORM_BUNDLE_TOPICS, rel
+        assert all(v["messages"] == 1 and v["encoding"] == "protobuf" for v in got.values()), rel
+        listed = json.loads((folder / MANIFEST_NAME).read_text())["files"]
+        assert M.BUNDLE_MCAP in listed and M.LAYOUT_NAME in listed
+        layout = json.loads((folder / M.LAYOUT_NAME).read_text())
+        assert M.TOPIC_CHANGE_BOXES in layout["configById"]["3D!followup"]["topics"]
+        msgs = dict(M.read_messages(folder / M.BUNDLE_MCAP))
+        b = load_bundle(folder)
+        with np.load(folder / "change.npz") as z:
+            origin, inserted, removed, minimal = z["origin"], z["inserted"], z["removed"], z["minimal_edits"]
+        clouds = {t: len(msgs[t].data) // 16 for t in (M.TOPIC_SOURCE_POINTS, M.TOPIC_FOLLOW_POINTS,
+                                                      M.TOPIC_ADDED_POINTS, M.TOPIC_MINIMAL_POINTS)}
+        from lidarmt.io.npz import load_frame_npz
+
+        assert clouds[M.TOPIC_SOURCE_POINTS] == len(load_frame_npz(folder / "source.npz").points)
+        assert clouds[M.TOPIC_FOLLOW_POINTS] == len(origin) and clouds[M.TOPIC_ADDED_POINTS] == int((origin < 0).sum())
+        assert clouds[M.TOPIC_MINIMAL_POINTS] == (len(minimal) if b["ddmin"] else 0), rel
+        boxes = [e.id for e in msgs[M.TOPIC_CHANGE_BOXES].entities]
+        assert boxes == [f"inserted/{i}" for i in range(len(inserted))] + [f"removed/{i}" for i in range(len(removed))]
+        if rel == "insertion":
+            assert len(inserted) and msgs[M.TOPIC_CHANGE_BOXES].entities[0].cubes[0].size.x == pytest.approx(
+                max(float(inserted[0]["length"]), 0.05))
+        if rel == "removal":
+            assert len(removed)
+        ents = msgs[M.TOPIC_SOURCE_OBSTACLES].entities
+        assert len(ents) == b["n_source"] and len(msgs[M.TOPIC_FOLLOW_OBSTACLES].entities) == b["n_follow"]
+        lost = {x["source"] for x in b["findings"] if "source" in x}
+        red = {i for i, e in enumerate(ents) if e.texts[0].text.startswith("LOST")}
+        assert red == lost, rel
+        assert all((ents[i].cubes[0].color.r, ents[i].cubes[0].color.g) == pytest.approx(M.LOST_RGBA[:2]) for i in red)
+        seen_lost += len(red)
+        seen_minimal += clouds[M.TOPIC_MINIMAL_POINTS]
+    assert seen_lost and seen_minimal
+
+
+def test_replay_checks_the_mcap_of_a_transformation_bundle(bundles, tmp_path):
+    import shutil
+
+    from lidarmt.report.manifest import MANIFEST_NAME, write_manifest
+
+    cfg, out, infos = bundles
+    folder = Path(shutil.copytree(out / "violations" / infos["equivariance"]["id"], tmp_path / "b"))
+    data = bytearray((folder / "bundle.mcap").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / "bundle.mcap").write_bytes(bytes(data))
+    res = replay_bundle(folder, trust_code=True)
+    assert not res.same and any("changed: bundle.mcap" in d for d in res.details)
+    # resealed by a careful sender: the broken file itself is reported
+    (folder / "bundle.mcap").write_bytes(b"\x89MCAP0\r\nnot really")
+    write_manifest(folder, sorted(p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST_NAME))
+    res = replay_bundle(folder, trust_code=True)
+    assert not res.same and not res.checks["bundle.mcap opens with its topics"]
+    assert any("not a readable MCAP file" in d for d in res.details)
+    # an MCAP left out of the manifest
+    doc = json.loads((folder / MANIFEST_NAME).read_text())
+    del doc["files"]["bundle.mcap"]
+    (folder / MANIFEST_NAME).write_text(json.dumps(doc))
+    res = replay_bundle(folder, trust_code=True)
+    assert not res.same and any("unlisted: bundle.mcap" in d for d in res.details)
 
 
 def test_bench_pairs_two_modules_per_transformation(sim, tmp_path, capsys):

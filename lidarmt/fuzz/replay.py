@@ -296,16 +296,29 @@ def _check_files(folder: Path, info: dict, check: Callable[..., bool]) -> None:
         needed = list(REPLAY_INPUTS) + (["obstacles_minimal.json"] if info.get("minimal_verdict") else [])
         problems += [ManifestProblem("unlisted", n, "replay reads it but MANIFEST.json does not list it")
                      for n in needed if n not in listed]
-        problems += [ManifestProblem("unlisted", n, "the bundle holds it but MANIFEST.json does not list it")
-                     for n in _SHOWN if n not in listed and (folder / n).exists()]
+        problems += shown_unlisted(folder, listed)
     if not problems:
         check(CHECK_FILES, True)
     for p in problems:
         check(CHECK_FILES, False, str(p))
+    check_mcap(folder, check)
+
+
+def shown_unlisted(folder: Path, listed: Any) -> list[Any]:
+    """The files a bundle shows (:data:`_SHOWN`) that it holds but its manifest does not list."""
+    from lidarmt.report.manifest import ManifestProblem
+
+    return [ManifestProblem("unlisted", n, "the bundle holds it but MANIFEST.json does not list it")
+            for n in _SHOWN if n not in listed and (folder / n).exists()]
+
+
+def check_mcap(folder: Path, check: Callable[..., bool], expected: Any = None) -> None:
+    """Check ``bundle.mcap``, when the bundle has one, for its topics (``expected``: topic -> schema; default the
+    MR1 bundles' :data:`lidarmt.report.mcap.LIDAR_BUNDLE_TOPICS`)."""
     if (folder / "bundle.mcap").exists():  # what Foxglove opens: it must hold what the bundle shows
         from lidarmt.report.mcap import LIDAR_BUNDLE_TOPICS, mcap_problems
 
-        bad = mcap_problems(folder / "bundle.mcap", LIDAR_BUNDLE_TOPICS)
+        bad = mcap_problems(folder / "bundle.mcap", LIDAR_BUNDLE_TOPICS if expected is None else expected)
         check(CHECK_MCAP, not bad, "; ".join(bad))
 
 

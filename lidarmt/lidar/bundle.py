@@ -10,6 +10,9 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<transformation>-<le
   delta debugging; ``minimal.npz`` is the source with only those edits;
 * ``obstacles_source.json``, ``obstacles_followup.json`` (and ``obstacles_minimal.json``);
 * ``bev_source.png``, ``bev_followup.png``: both sweeps from above with their obstacles;
+* ``bundle.mcap`` and ``foxglove-layout.json``: the same violation for Foxglove
+  (:func:`lidarmt.report.mcap.write_lidar_bundle_mcap`): both clouds, the added points, the points the minimal
+  edits touch, the obstacles of both sweeps (the lost ones red), the inserted/removed boxes and the ROI;
 * ``report.md`` and ``bundle.json`` (configuration, key, seed, parameters, thresholds, facts and findings);
 * ``MANIFEST.json`` (:mod:`lidarmt.report.manifest`): the SHA-256 of every other file, checked first by replay.
 
@@ -186,6 +189,7 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
                  out=tmp / "bev_followup.png", extent=ext,
                  title=f"{info['transform']} ({info['level']}): {len(j.follow)} obstacles",
                  added_from=int(added[0]) if len(added) else None)
+        _write_mcap(tmp, info, j, change, minimal, roi_idx)
         (tmp / "report.md").write_text(_markdown(info), encoding="utf-8")
         _json(tmp / "bundle.json", info)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))
@@ -198,6 +202,44 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def minimal_points(source, change, minimal: np.ndarray) -> np.ndarray:
+    """(N, 4) x, y, z, intensity of the points the edits ``minimal`` touch (edit order as
+    :func:`lidarmt.lidar.transforms.base.apply_edits`: dropped ones where they were in the source, modified and
+    added ones where they are in the follow-up)."""
+    dropped = np.asarray(change.dropped, dtype=np.int64)
+    follow_idx = np.r_[np.flatnonzero(change.modified & (change.origin >= 0)), np.flatnonzero(change.origin < 0)]
+    m = np.asarray(minimal, dtype=np.int64)
+    rows = []
+    for pts in (source.points[dropped[m[m < len(dropped)]]],
+                change.frame.points[follow_idx[m[m >= len(dropped)] - len(dropped)]]):
+        inten = pts["intensity"] if "intensity" in (pts.dtype.names or ()) else np.zeros(len(pts))
+        rows.append(np.c_[pts["x"], pts["y"], pts["z"], inten].astype(np.float64))
+    return np.concatenate(rows).reshape(-1, 4)
+
+
+def _write_mcap(tmp: Path, info: dict[str, Any], j, change, minimal: np.ndarray, roi_idx: np.ndarray) -> None:
+    from lidarmt.report.mcap import (
+        BUNDLE_MCAP,
+        LAYOUT_NAME,
+        TOPIC_CHANGE_BOXES,
+        write_layout,
+        write_lidar_bundle_mcap,
+    )
+
+    lost = {}
+    for x in info["findings"]:
+        if "source" in x:
+            lost[int(x["source"])] = str(x["kind"])
+    write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=j.frame, follow_frame=change.frame, source=j.source,
+                            follow=j.follow, verdict=None, minimal=None, roi=j.roi, roi_indices=roi_idx, lost=lost,
+                            added=np.flatnonzero(change.origin < 0),
+                            minimal_xyzi=minimal_points(j.frame, change, minimal) if info.get("ddmin") else None,
+                            inserted=change.inserted, removed=change.removed,
+                            info={k: info[k] for k in ("id", "relation", "transform", "level", "frame_index")})
+    write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=j.frame.frame_id,
+                 topics={"3D!followup": {TOPIC_CHANGE_BOXES: {"visible": True}}})
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
@@ -277,7 +319,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     :class:`lidarmt.fuzz.replay.ReplayResult`."""
     from lidarmt.fuzz.errors import FuzzInputError
     from lidarmt.fuzz.plugins import check_trust, code_in_roi, code_in_sut
-    from lidarmt.fuzz.replay import ReplayResult, _resolve
+    from lidarmt.fuzz.replay import ReplayResult, _resolve, check_mcap, shown_unlisted
     from lidarmt.io.npz import load_frame_npz
     from lidarmt.lidar.campaign import LidarCampaignConfig, LidarEvaluator, edits_origin, follow_roi
     from lidarmt.lidar.transforms.base import apply_edits
@@ -320,7 +362,11 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     if listed is not None:
         problems += [ManifestProblem("unlisted", n, "replay reads it but MANIFEST.json does not list it")
                      for n in REPLAY_INPUTS if n not in listed]
+        problems += shown_unlisted(folder, listed)
     check("file checksums (MANIFEST.json)", not problems, "; ".join(str(p) for p in problems))
+    from lidarmt.report.mcap import LIDAR_TRANSFORM_BUNDLE_TOPICS
+
+    check_mcap(folder, check, LIDAR_TRANSFORM_BUNDLE_TOPICS)
     if problems:
         return res
     check("bundle.json is consistent", cfg.seed_of(key) == int(info["seed"])

@@ -12,6 +12,9 @@ it without a converter; each file comes with a layout (``foxglove-layout.json`` 
   t′ drawn red and labelled with what happened to them, the ROI as polygons (``LinePrimitive`` loops) and the
   sensor pose (world ← sensor) as a ``foxglove.FrameTransform`` on ``/tf``. Everything is in the sensor frame
   (``frame.frame_id``) at the source frame's stamp, so both 3-D panels of the layout show one instant.
+  A LiDAR-transformation bundle (:mod:`lidarmt.lidar.bundle`) is written by the same function: the points its
+  transformation added, those its minimal edits touch, and the boxes of the objects it inserted or removed
+  (:data:`TOPIC_CHANGE_BOXES`).
 * :func:`write_camera_bundle_mcap` — one camera violation: the seed and the transformed image
   (``foxglove.CompressedImage``, PNG) with ``foxglove.ImageAnnotations`` (label, θ(i), θ(τ(i)) as steering
   arrows and text).
@@ -46,6 +49,8 @@ TOPIC_MINIMAL_POINTS = "/lidarmt/minimal/points"
 TOPIC_SOURCE_OBSTACLES = "/lidarmt/source/obstacles"
 TOPIC_FOLLOW_OBSTACLES = "/lidarmt/followup/obstacles"
 TOPIC_ROI = "/lidarmt/roi"
+#: Boxes of the objects a LiDAR transformation put in or took out (``LidarChange.inserted``/``removed``).
+TOPIC_CHANGE_BOXES = "/lidarmt/change/boxes"
 TOPIC_TF = "/tf"
 #: Topics of a camera bundle's MCAP.
 TOPIC_SEED_IMAGE = "/lidarmt/camera/seed"
@@ -71,6 +76,8 @@ CLASS_RGBA: dict[ObstacleClass, tuple[float, float, float, float]] = {
     ObstacleClass.UNKNOWN: (0.6, 0.2, 0.8, 0.35),
 }
 LOST_RGBA = (1.0, 0.1, 0.1, 0.75)
+INSERTED_RGBA = (1.0, 0.5, 0.05, 0.35)
+REMOVED_RGBA = (0.55, 0.55, 0.55, 0.35)
 ROI_RGBA = (0.16, 0.5, 0.83, 1.0)
 
 
@@ -270,6 +277,32 @@ def obstacles_update(F, obstacles: Sequence[Obstacle], *, prefix: str, frame_id:
     return upd
 
 
+def boxes_update(F, boxes: np.ndarray, *, prefix: str, label: str, rgba: Sequence[float], frame_id: str,
+                 t_ns: int, upd: Any = None):
+    """Boxes (:data:`lidarmt.types.BOX_DTYPE`: centre, size, yaw) as SceneEntities ``<prefix>/<index>`` of one
+    colour, labelled ``label`` (added to ``upd`` when given)."""
+    upd = F.SceneUpdate() if upd is None else upd
+    for i, b in enumerate(np.asarray(boxes).reshape(-1)):
+        e = F.SceneEntity(frame_id=frame_id, id=f"{prefix}/{i}", frame_locked=True)
+        _ts(e.timestamp, t_ns)
+        cube = F.CubePrimitive()
+        cube.pose.position.x, cube.pose.position.y, cube.pose.position.z = (float(b["cx"]), float(b["cy"]),
+                                                                            float(b["cz"]))
+        cube.pose.orientation.CopyFrom(_yaw_quat(F, float(b["yaw"])))
+        cube.size.x, cube.size.y, cube.size.z = (max(float(b[k]), 0.05) for k in ("length", "width", "height"))
+        cube.color.CopyFrom(_color(F, rgba))
+        e.cubes.append(cube)
+        text = F.TextPrimitive(billboard=True, font_size=12.0, scale_invariant=True, text=f"{label} #{i}")
+        text.pose.position.x, text.pose.position.y = float(b["cx"]), float(b["cy"])
+        text.pose.position.z = float(b["cz"]) + float(b["height"]) / 2.0 + 0.4
+        text.pose.orientation.w = 1.0
+        text.color.CopyFrom(_color(F, (*rgba[:3], 1.0)))
+        e.texts.append(text)
+        e.metadata.append(F.KeyValuePair(key="change", value=label))
+        upd.entities.append(e)
+    return upd
+
+
 def roi_polygons(roi: Any, frame: Frame | None = None, *, max_polygons: int = 400) -> list[np.ndarray]:
     """The ROI's outline in the sensor frame as (K, 2) polygons: an HD-map ROI's own polygons (kept in the
     local frame, world axes at the sensor, so rotated back), else the outline of its bitmap (``grid()``);
@@ -336,14 +369,17 @@ def layout_text(kind: str) -> str:
     return resources.files("lidarmt.report").joinpath("foxglove", LAYOUTS[kind]).read_text(encoding="utf-8")
 
 
-def write_layout(path: str | os.PathLike[str], kind: str, *, frame_id: str | None = None) -> Path:
+def write_layout(path: str | os.PathLike[str], kind: str, *, frame_id: str | None = None,
+                 topics: Mapping[str, Mapping[str, Any]] | None = None) -> Path:
     """Write the shipped layout ``kind`` to ``path`` (atomically); its 3-D panels follow ``frame_id`` (the
-    sensor frame of the data) when given."""
+    sensor frame of the data) when given; ``topics`` (panel id -> topic -> settings) shows more topics."""
     doc = json.loads(layout_text(kind))
     if frame_id:
         for panel, cfg in doc["configById"].items():
             if panel.startswith("3D!"):
                 cfg["followTf"] = frame_id
+    for panel, more in (topics or {}).items():
+        doc["configById"][panel].setdefault("topics", {}).update({k: dict(v) for k, v in more.items()})
     atomic_write_text(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return Path(path)
 
@@ -354,27 +390,48 @@ def write_layout(path: str | os.PathLike[str], kind: str, *, frame_id: str | Non
 def write_lidar_bundle_mcap(path: str | os.PathLike[str], *, frame: Frame, follow_frame: Frame,
                             source: Sequence[Obstacle], follow: Sequence[Obstacle], verdict: Any,
                             minimal: np.ndarray | None, roi: Any = None, roi_indices: np.ndarray | None = None,
-                            info: Mapping[str, Any] | None = None) -> Path:
+                            info: Mapping[str, Any] | None = None, lost: Mapping[int, str] | None = None,
+                            added: np.ndarray | None = None, minimal_xyzi: np.ndarray | None = None,
+                            inserted: np.ndarray | None = None, removed: np.ndarray | None = None) -> Path:
     """Write one MR1 violation as MCAP (see the module's docstring). ``follow_frame`` holds the source points
     then the added ones; ``minimal`` are indices among the added points (None: no minimal subset);
-    ``verdict.missing`` names the lost source obstacles; ``info`` (bundle.json) goes in as metadata."""
+    ``verdict.missing`` names the lost source obstacles; ``info`` (bundle.json) goes in as metadata.
+
+    A LiDAR-transformation bundle (:mod:`lidarmt.lidar.bundle`) passes instead ``lost`` (source index -> what
+    happened to it; ``verdict`` None), ``added`` (the follow-up's indices of its added points), ``minimal_xyzi``
+    ((N, 4) x, y, z, intensity of the points its minimal edits touch) and the ``inserted``/``removed`` boxes
+    (:data:`lidarmt.types.BOX_DTYPE`), drawn on :data:`TOPIC_CHANGE_BOXES`."""
     F = _fox()
     t = stamp_ns(frame.stamp)
     base = len(frame)
-    lost = {int(m.source): f"{m.kind}" + (f" as {m.to_cls.value}" if getattr(m, "to_cls", None) else "")
-            + (f" into #{m.into}" if m.kind == "merged" and getattr(m, "into", None) is not None else "")
-            + (f" ({m.what()})" if m.what() else "") for m in getattr(verdict, "missing", [])}
+    if lost is None:
+        lost = {int(m.source): f"{m.kind}" + (f" as {m.to_cls.value}" if getattr(m, "to_cls", None) else "")
+                + (f" into #{m.into}" if m.kind == "merged" and getattr(m, "into", None) is not None else "")
+                + (f" ({m.what()})" if m.what() else "") for m in getattr(verdict, "missing", [])}
     with _Writer(path) as w:
         w.write(TOPIC_TF, frame_transform(F, frame, t_ns=t), t)
         w.write(TOPIC_SOURCE_POINTS, frame_cloud(F, frame, t_ns=t), t)
         w.write(TOPIC_FOLLOW_POINTS, frame_cloud(F, follow_frame, t_ns=t), t)
-        w.write(TOPIC_ADDED_POINTS, frame_cloud(F, follow_frame, t_ns=t, start=base), t)
-        sel = np.zeros(0, np.int64) if minimal is None else base + np.asarray(minimal, dtype=np.int64)
-        w.write(TOPIC_MINIMAL_POINTS, frame_cloud(F, follow_frame, t_ns=t, select=sel), t)
+        w.write(TOPIC_ADDED_POINTS, frame_cloud(F, follow_frame, t_ns=t, start=base) if added is None
+                else frame_cloud(F, follow_frame, t_ns=t, select=added), t)
+        if minimal_xyzi is not None:
+            mx = np.asarray(minimal_xyzi, dtype=np.float64).reshape(-1, 4)
+            w.write(TOPIC_MINIMAL_POINTS, point_cloud(F, mx[:, :3], mx[:, 3], frame_id=follow_frame.frame_id,
+                                                      t_ns=t), t)
+        else:
+            sel = np.zeros(0, np.int64) if minimal is None else base + np.asarray(minimal, dtype=np.int64)
+            w.write(TOPIC_MINIMAL_POINTS, frame_cloud(F, follow_frame, t_ns=t, select=sel), t)
         w.write(TOPIC_SOURCE_OBSTACLES, obstacles_update(F, source, prefix="source", frame_id=frame.frame_id,
                                                          t_ns=t, lost=lost), t)
         w.write(TOPIC_FOLLOW_OBSTACLES, obstacles_update(F, follow, prefix="followup",
                                                          frame_id=follow_frame.frame_id, t_ns=t), t)
+        if inserted is not None or removed is not None:
+            upd = F.SceneUpdate()
+            for boxes, prefix, rgba in ((inserted, "inserted", INSERTED_RGBA), (removed, "removed", REMOVED_RGBA)):
+                if boxes is not None:
+                    boxes_update(F, boxes, prefix=prefix, label=prefix, rgba=rgba, frame_id=follow_frame.frame_id,
+                                 t_ns=t, upd=upd)
+            w.write(TOPIC_CHANGE_BOXES, upd, t)
         upd = roi_update(F, roi, frame, t_ns=t, roi_indices=roi_indices)
         if upd is not None:
             w.write(TOPIC_ROI, upd, t)
@@ -532,6 +589,9 @@ LIDAR_BUNDLE_TOPICS = {TOPIC_TF: "foxglove.FrameTransform", TOPIC_SOURCE_POINTS:
                        TOPIC_FOLLOW_POINTS: "foxglove.PointCloud", TOPIC_ADDED_POINTS: "foxglove.PointCloud",
                        TOPIC_MINIMAL_POINTS: "foxglove.PointCloud", TOPIC_SOURCE_OBSTACLES: "foxglove.SceneUpdate",
                        TOPIC_FOLLOW_OBSTACLES: "foxglove.SceneUpdate"}
+#: A LiDAR-transformation bundle's MCAP: the MR1 topics and the inserted/removed boxes (an empty SceneUpdate
+#: when the transformation put in and took out no object).
+LIDAR_TRANSFORM_BUNDLE_TOPICS = LIDAR_BUNDLE_TOPICS | {TOPIC_CHANGE_BOXES: "foxglove.SceneUpdate"}
 CAMERA_BUNDLE_TOPICS = {TOPIC_SEED_IMAGE: "foxglove.CompressedImage",
                         TOPIC_TRANSFORMED_IMAGE: "foxglove.CompressedImage",
                         TOPIC_SEED_ANNOTATIONS: "foxglove.ImageAnnotations",
