@@ -45,7 +45,7 @@ def images(tmp_path_factory) -> Path:
 
 def test_shipped_profiles_match_the_shipped_models() -> None:
     from lidarmt.camera.models import zoo
-    from lidarmt.coverage.camera import _hooked_predict
+    from lidarmt.coverage.camera import _hooked_predict, _inference_layers
 
     checked = 0
     for name in zoo.available():
@@ -53,7 +53,7 @@ def test_shipped_profiles_match_the_shipped_models() -> None:
         assert path.is_file(), f"{name} ships no coverage profile: run scripts/train_camera_models.sh"
         prof = Profile.load(path)
         model = zoo.load(name)
-        probe = NeuronProbe(model.module)
+        probe = NeuronProbe(model.module, layers=_inference_layers(model.module))
         x = np.zeros((1, 240, 320, 3), np.uint8)
         if model.input_spec.history:
             x = np.zeros((1, model.input_spec.history + 1, 240, 320, 3), np.uint8)
