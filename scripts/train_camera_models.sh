@@ -2,7 +2,7 @@
 # Reproduces every shipped camera steering model (lidarmt/camera/models/weights/*.{pt,md,json,profile.npz}).
 #
 # Trains each architecture with its recipe (lidarmt/camera/models/train.py: RECIPES; epochs, learning rate and
-# augmentations tuned on the validation split only) on the shared Udacity frames (2,200 frames with the drive's
+# augmentations chosen on the validation split only, as each card says) on the shared Udacity frames (2,200 frames with the drive's
 # ground-truth angles; the last 20 % validate), seed 0, one torch thread (bit-deterministic), ships the weights,
 # model card and metrics (--ship), then recomputes the model's neuron coverage profile over the training split
 # (lidarmt camera profile). The models train one after another. About 1 h of one otherwise idle CPU core in all.

@@ -117,7 +117,7 @@ RECIPES: dict[str, Recipe] = {
                            "against 0.101, training MSE at the labels' variance), hence the x10/255 input scale; "
                            "with it, lr 3e-4 for 2 epochs ended at 1.60x the better baseline's MSE, lr 1e-4 (shipped) "
                            "at 1.39x. **Misses issue 18's bar: worse than answering zero.** Frame differences carry "
-                           "little of the road's direction (Rambo came last but one in the challenge, at an MSE 0.78x "
+                           "little of the road's direction (Rambo scored lowest of the five leaderboard entries we have, an MSE 0.78x "
                            "always-zero's after 33,800 training frames); more epochs and a per-branch schedule are "
                            "the next things to try"),
 }
