@@ -292,7 +292,6 @@ def test_shipped_validation_rmse_is_reproduced(udacity, one_thread, name):
 #: Shipped models known to miss issue 18's bar (their cards say what was tried); strict, so that a retrained model
 #: that meets it turns the expected failure into a failure until it is taken off this list.
 BELOW_THE_BAR: dict[str, str] = {
-    "rambo": "two epochs on the shared CPU core did not get Rambo below the always-zero error (see rambo.md)",
     "epoch": "two epochs on the shared CPU core did not get Epoch to 0.8x the better baseline (see epoch.md)",
 }
 
