@@ -1,0 +1,90 @@
+"""Bundles and journals written before the package layout changed (issue 21) still replay and resume.
+
+``tests/data/pre_layout`` was written by lidarmt at commit ``RELEASE`` (the tree before ``lidarmt/engine``,
+``lidarmt/lidar`` and ``lidarmt/camera`` took their present shape), by ``lidarmt fuzz`` on three synthetic frames with
+the grid test SUT (an entry-point plug-in) and ``lidarmt camera fuzz`` on four synthetic images with Dave-orig. The
+files are the release's output, untouched. The tests replay its bundles, resume its journals from a cut after a few
+pairs and require the very summary the uninterrupted run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from lidarmt.cli import main
+
+DATA = Path(__file__).parent / "data" / "pre_layout"
+PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group="lidarmt.perception")
+
+
+@pytest.fixture
+def grid_plugin(monkeypatch):
+    import lidarmt.perception.registry as registry
+
+    monkeypatch.setattr(registry, "_plugins", lambda: {PLUGIN.name: PLUGIN})
+
+
+def _copy(tmp_path: Path, half: str, monkeypatch) -> Path:
+    root = Path(shutil.copytree(DATA / half, tmp_path / half))
+    monkeypatch.chdir(root)  # the journals name their inputs relative to the folder they ran in
+    return root
+
+
+def _cut(journal: Path, keep_pairs: int) -> int:
+    """Keep the header and the first ``keep_pairs`` records, as an interrupted run leaves it."""
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[: 1 + keep_pairs]))
+    return len(lines) - 1 - keep_pairs
+
+
+def _summary(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_fixture_is_the_release_output():
+    assert (DATA / "RELEASE").read_text().strip() == "53da124"
+    header = json.loads((DATA / "lidar" / "run" / "journal.jsonl").read_text().splitlines()[0])
+    assert header["type"] == "header" and header["config"]["sut"]["name"] == "grid-test"
+
+
+def test_pre_layout_lidar_bundle_replays(grid_plugin, tmp_path, monkeypatch, capsys):
+    root = _copy(tmp_path, "lidar", monkeypatch)
+    (bundle,) = (root / "run" / "violations").iterdir()
+    assert main(["replay", str(bundle), "--map", str(root / "world.geojson")]) == 0
+    out = capsys.readouterr().out
+    assert "reproduced" in out.lower(), out
+
+
+def test_pre_layout_camera_bundle_replays(tmp_path, monkeypatch, capsys):
+    root = _copy(tmp_path, "camera", monkeypatch)
+    (bundle,) = (root / "camrun" / "violations").iterdir()
+    assert main(["replay", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "reproduced" in out.lower(), out
+
+
+def test_pre_layout_lidar_journal_resumes_to_the_same_summary(grid_plugin, tmp_path, monkeypatch):
+    root = _copy(tmp_path, "lidar", monkeypatch)
+    expected = _summary(root / "run" / "summary.json")
+    (root / "run" / "summary.json").unlink()
+    shutil.rmtree(root / "run" / "violations")
+    assert _cut(root / "run" / "journal.jsonl", 2) > 0
+    assert main(["fuzz", "--bag", "frames", "--map", "world.geojson", "--sut", "grid-test", "--radius", "30",
+                 "--n", "100,1000", "--bundles", "0", "--out", "run", "--resume", "--quiet"]) == 0
+    assert _summary(root / "run" / "summary.json") == expected
+
+
+def test_pre_layout_camera_journal_resumes_to_the_same_summary(tmp_path, monkeypatch):
+    root = _copy(tmp_path, "camera", monkeypatch)
+    expected = _summary(root / "camrun" / "summary.json")
+    (root / "camrun" / "summary.json").unlink()
+    shutil.rmtree(root / "camrun" / "violations")
+    assert _cut(root / "camrun" / "journal.jsonl", 10) > 0
+    assert main(["camera", "fuzz", "--images", "drive", "--model", "dave-orig", "--transforms", "brightness,mirror",
+                 "--out", "camrun", "--quiet", "--lambda", "0.05", "--bundles", "0", "--resume"]) == 0
+    assert _summary(root / "camrun" / "summary.json") == expected
