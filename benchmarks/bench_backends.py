@@ -107,7 +107,7 @@ def write_frames(folder: Path, count: int) -> Path:
 
 
 def run_once(cfg, backend: str, workers: int, out: Path) -> dict:
-    from lidarmt.fuzz.engine import run_campaign
+    from lidarmt.engine.campaign import run_campaign
 
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
@@ -160,14 +160,14 @@ def main() -> None:
     from lidarmt.errors import require
 
     ray = require("ray", extra="ray", purpose="benchmarks/bench_backends.py")
-    from lidarmt.fuzz.campaign import CampaignConfig
-    from lidarmt.fuzz.engine import _cores, environment
-    from lidarmt.fuzz.inject import Region
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.engine.campaign import _cores, environment
+    from lidarmt.lidar.mr1.campaign import CampaignConfig
+    from lidarmt.lidar.mr1.inject import Region
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
     cores = _cores()
     t0 = time.perf_counter()
-    from lidarmt.fuzz.ray_backend import connect
+    from lidarmt.engine.ray_backend import connect
 
     connect(None, num_cpus=max(cores, args.workers))  # a Ray of its own, even with a cluster registered here
     ray_init_s = time.perf_counter() - t0
@@ -182,7 +182,7 @@ def main() -> None:
         results.append(measure("cheap", cheap, args.workers, args.repeats, tmp))
         bag, hdmap = ROOT / "bags" / "demo.bag", ROOT / "hdmaps" / "demo"
         if not args.no_apollo and bag.is_file() and hdmap.exists():
-            from lidarmt.fuzz.plugins import open_source
+            from lidarmt.lidar.specs import open_source
 
             src = open_source(SourceSpec(str(bag)))
             step = max(1, len(src) // args.apollo_frames)

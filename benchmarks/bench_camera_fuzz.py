@@ -43,7 +43,7 @@ from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_re
 from lidarmt.camera.models.registry import available, get_model  # noqa: E402
 from lidarmt.camera.sources.factory import open_images  # noqa: E402
 from lidarmt.camera.transforms.registry import select  # noqa: E402
-from lidarmt.fuzz.engine import environment, run_campaign, select_items  # noqa: E402
+from lidarmt.engine.campaign import environment, run_campaign, select_items  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "camera_fuzz.json"
 UDACITY = ROOT.parent / "shared" / "data" / "udacity"
@@ -159,7 +159,7 @@ def main() -> None:
     import torch
 
     from lidarmt.errors import UserError
-    from lidarmt.perception.apollo.network import resolve_device
+    from lidarmt.lidar.perception.apollo.network import resolve_device
 
     try:
         gpu = resolve_device(args.device, flag="--device")

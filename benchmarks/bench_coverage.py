@@ -31,7 +31,7 @@ from lidarmt.camera.models.registry import get_model  # noqa: E402
 from lidarmt.camera.models.zoo import available  # noqa: E402
 from lidarmt.coverage import CoverageTracker, NeuronProbe, ProfileAccumulator  # noqa: E402
 from lidarmt.coverage.camera import load_profile_for  # noqa: E402
-from lidarmt.fuzz.engine import environment  # noqa: E402
+from lidarmt.engine.campaign import environment  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "coverage.json"
 UDACITY = ROOT.parent / "shared" / "data" / "udacity"

@@ -15,7 +15,7 @@ Measured in one run, on the same frames:
 * **the study's campaign** (1,000 frames x n in {10, 100, 1000}, 1 trial): extrapolated from the measured
   seconds per source frame.
 
-Data: the demo recording (``lidarmt.sim.ensure_demo``) when the simulator is installed, else a synthetic
+Data: the demo recording (``lidarmt.lidar.sim.ensure_demo``) when the simulator is installed, else a synthetic
 HDL-64E-like recording (64 rings x 1,800 azimuths cast on a ground plane and walls, plus cars) written as a
 ROS1 bag with a GeoJSON road map. SUT: ``apollo`` with its trained weights when shipped, else random weights.
 
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lidarmt._machine import with_machine  # noqa: E402
-from lidarmt.fuzz.campaign import CampaignConfig, Evaluator, environment, run_campaign  # noqa: E402
-from lidarmt.fuzz.inject import Bounds, Region  # noqa: E402
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec  # noqa: E402
+from lidarmt.lidar.mr1.campaign import CampaignConfig, Evaluator, environment, run_campaign  # noqa: E402
+from lidarmt.lidar.mr1.inject import Bounds, Region  # noqa: E402
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "fuzz.json"
 
@@ -85,13 +85,13 @@ def make_data(folder: Path, frames: int, bag: str | None = None, hdmap: str | No
     if bag and hdmap:
         return bag, hdmap, f"{bag} with map {hdmap}"
     try:
-        from lidarmt.sim import ensure_demo  # type: ignore[attr-defined]
+        from lidarmt.lidar.sim import ensure_demo  # type: ignore[attr-defined]
     except ImportError:
         ensure_demo = None
     if ensure_demo is not None:
         demo = ensure_demo()
         bag, hdmap = (demo if isinstance(demo, tuple) else (demo.bag, demo.map))[:2]
-        return str(bag), str(hdmap), "demo recording (lidarmt.sim.ensure_demo)"
+        return str(bag), str(hdmap), "demo recording (lidarmt.lidar.sim.ensure_demo)"
     from lidarmt.io import write_ros1_bag
 
     rng = np.random.default_rng(7)
@@ -110,7 +110,7 @@ def sut_spec(bag: str | None = None) -> tuple[SutSpec, str]:
     """Apollo with its shipped weights; else Apollo with a calibrated random network (so that the pipeline
     reports obstacles and the oracle has real work), else with raw random weights."""
     try:
-        from lidarmt.perception.apollo.config import ApolloConfig
+        from lidarmt.lidar.perception.apollo.config import ApolloConfig
 
         if Path(ApolloConfig().weights_path()).is_file():
             return SutSpec("apollo"), "apollo (trained weights)"
@@ -164,8 +164,8 @@ def calibrated_apollo(recording: str, spread: float = 2.0, grid: int = 640):
     from bench_perception import calibrated_random_network
 
     from lidarmt.io import open_recording
-    from lidarmt.perception.apollo.config import ApolloConfig
-    from lidarmt.perception.apollo.pipeline import ApolloLOP
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
 
     with open_recording(recording) as rec:
         frame = rec[0]
@@ -196,7 +196,7 @@ def perception_only(config: CampaignConfig) -> dict:
 
 def campaign(config: CampaignConfig, out: Path) -> dict:
     """Run a campaign; also sum, from its journal, the time its perception calls and their CNN part took."""
-    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
     r = run_campaign(config, out, force=True)
     sut = cnn = cnn_follow = 0.0
@@ -236,7 +236,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--frames", type=int, default=6)
     ap.add_argument("--quick", action="store_true", help="2 frames, no memory runs")
-    ap.add_argument("--bag", help="recording to use (default: the demo, built by lidarmt.sim.ensure_demo)")
+    ap.add_argument("--bag", help="recording to use (default: the demo, built by lidarmt.lidar.sim.ensure_demo)")
     ap.add_argument("--map", dest="hdmap", help="its map (with --bag)")
     ap.add_argument("--child-memory", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()

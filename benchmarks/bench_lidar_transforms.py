@@ -48,7 +48,7 @@ def main() -> None:
 
     if (DATA / "kitti").is_dir():
         from lidarmt.io import open_recording
-        from lidarmt.roi.query import LabelRoi
+        from lidarmt.lidar.roi.query import LabelRoi
 
         with open_recording(str(DATA / "kitti")) as rec:
             frame = rec[args.frame]

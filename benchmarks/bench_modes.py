@@ -1,8 +1,8 @@
 """Do Apollo's ``exact`` (fp32) and ``fast`` (bf16) modes report the same obstacles on a recording?
 
-For every frame of a recording (default: the demo, built by ``lidarmt.sim.ensure_demo``) with its HD-map ROI, the
+For every frame of a recording (default: the demo, built by ``lidarmt.lidar.sim.ensure_demo``) with its HD-map ROI, the
 pipeline runs in both modes; per frame we compare the obstacle counts (overall and per class) and, with the
-fuzzer's own oracle (``lidarmt.fuzz.oracle.judge``: same class and shared-point Jaccard >= 0.5, else BEV IoU),
+fuzzer's own oracle (``lidarmt.lidar.mr1.oracle.judge``: same class and shared-point Jaccard >= 0.5, else BEV IoU),
 how many exact-mode obstacles have no fast-mode counterpart and vice versa. Also the time per frame of each mode,
 so the speed-up is a ratio from one run.
 
@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt._machine import with_machine  # noqa: E402
-from lidarmt.fuzz.oracle import judge
 from lidarmt.io import open_recording
-from lidarmt.perception.registry import get_perception
-from lidarmt.roi import HDMapRoi, load_map
+from lidarmt.lidar.mr1.oracle import judge
+from lidarmt.lidar.perception.registry import get_perception
+from lidarmt.lidar.roi import HDMapRoi, load_map
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "modes.json")
     args = ap.parse_args()
     if args.bag is None:
-        from lidarmt.sim import ensure_demo
+        from lidarmt.lidar.sim import ensure_demo
 
         ensure_demo()
         args.bag, args.map = ROOT / "bags" / "demo.bag", ROOT / "hdmaps" / "demo"

@@ -48,13 +48,13 @@ import torch  # noqa: E402
 
 from lidarmt import _machine  # noqa: E402
 from lidarmt._machine import with_machine  # noqa: E402
-from lidarmt.perception.apollo.config import ApolloConfig  # noqa: E402
-from lidarmt.perception.apollo.network import conv_flops, cpu_bf16_support, resolve_device  # noqa: E402
-from lidarmt.perception.apollo.pipeline import ApolloLOP  # noqa: E402
+from lidarmt.lidar.perception.apollo.config import ApolloConfig  # noqa: E402
+from lidarmt.lidar.perception.apollo.network import conv_flops, cpu_bf16_support, resolve_device  # noqa: E402
+from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP  # noqa: E402
 from lidarmt.types import Frame, make_points  # noqa: E402
 
 KITTI = ROOT.parent / "shared" / "data" / "kitti" / "training"
-ROAD_IDS = (40, 44, 48)  # SemanticKITTI road, parking, sidewalk (as lidarmt.perception.apollo.evaluate)
+ROAD_IDS = (40, 44, 48)  # SemanticKITTI road, parking, sidewalk (as lidarmt.lidar.perception.apollo.evaluate)
 STAGES = ("roi", "features", "cnn", "cluster", "minbox", "total")
 
 
@@ -187,8 +187,8 @@ def calibrated_random_network(grid: int, frame: Frame, spread: float = 2.0):
     and the logits spread over the thresholds, so the fast-vs-exact agreement (flips, counts) and the cost of
     the clustering stages mean something before trained weights exist. (A raw random network's outputs are
     almost constant: every cell would sit at the threshold.)"""
-    from lidarmt.perception.apollo.features import compute_features
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.features import compute_features
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     net = build_network(grid, seed=0).eval()
     feats = compute_features(frame.points, grid=grid)
@@ -209,7 +209,7 @@ def calibrated_random_network(grid: int, frame: Frame, spread: float = 2.0):
 def stress_network(grid: int):
     """A network whose outputs make every non-empty cell an object and its own centre (confident, tall,
     'car'): the most obstacles the non-CNN stages can be given on a frame (an upper bound of their cost)."""
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     net = build_network(grid, seed=0)
     with torch.no_grad():

@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lidarmt._machine import with_machine  # noqa: E402
-from lidarmt.roi import HDMapRoi, RoiMask, load_map  # noqa: E402
-from lidarmt.roi._reference import (  # noqa: E402
+from lidarmt.lidar.roi import HDMapRoi, RoiMask, load_map  # noqa: E402
+from lidarmt.lidar.roi._reference import (  # noqa: E402
     PARALLEL_EDGE_BOUND,
     after_last_scan_line,
     boundary_distance,

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_sim_realism.py [--frames 16] [--kitti ../shared/data/kitti/training]
 
 The simulated frames (16 by default) come from as many towns (seeds 1..N), one sweep each (sweep 10 of a drive), with the
-sensor mounted at KITTI's 1.73 m. Statistics: lidarmt.sim.realism. Prints a table and writes
+sensor mounted at KITTI's 1.73 m. Statistics: lidarmt.lidar.sim.realism. Prints a table and writes
 benchmarks/results/sim_realism.json.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lidarmt._machine import with_machine  # noqa: E402
-from lidarmt.sim import realism  # noqa: E402
+from lidarmt.lidar.sim import realism  # noqa: E402
 
 
 def kitti_frames(path: Path):
@@ -32,7 +32,7 @@ def kitti_frames(path: Path):
 
 
 def sim_frames(n: int, seed0: int):
-    from lidarmt.sim.drive import Drive
+    from lidarmt.lidar.sim.drive import Drive
 
     out = []
     for i in range(n):
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("ring elevation top / bottom (deg)", f"{re[-1]:.2f} / {re[0]:.2f}", f"{se[-1]:.2f} / {se[0]:.2f}"))
     rows.append(("rings recovered per frame", str(real["rings_found"]), str(sim["rings_found"])))
     w = max(len(r[0]) for r in rows)
-    print(f"{'statistic':<{w}}  {'KITTI (7 real)':>22}  {'lidarmt.sim (' + str(args.frames) + ')':>22}")
+    print(f"{'statistic':<{w}}  {'KITTI (7 real)':>22}  {'lidarmt.lidar.sim (' + str(args.frames) + ')':>22}")
     for name, a, c in rows:
         print(f"{name:<{w}}  {a:>22}  {c:>22}")
     result = {"kitti": real, "sim": sim, "sim_frames": args.frames, "sim_seed": args.seed,

@@ -33,10 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "sim_speed.json")
     args = ap.parse_args(argv)
 
-    from lidarmt.sim import drive as drive_mod
-    from lidarmt.sim.drive import Drive
-    from lidarmt.sim.scene import build_scene
-    from lidarmt.sim.town import build_town
+    from lidarmt.lidar.sim import drive as drive_mod
+    from lidarmt.lidar.sim.drive import Drive
+    from lidarmt.lidar.sim.scene import build_scene
+    from lidarmt.lidar.sim.town import build_town
 
     # warm the numba kernels and open3d so that start-up is not counted
     t0 = time.perf_counter()
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         parts = d.timings
         t_cam = None
         if args.camera:
-            from lidarmt.sim.camera import Camera
+            from lidarmt.lidar.sim.camera import Camera
 
             cam = Camera()
             t = time.perf_counter()

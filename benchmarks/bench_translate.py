@@ -121,9 +121,9 @@ def main() -> None:
     from lidarmt._atomic import atomic_write_text
     from lidarmt.camera.models.registry import get_model
     from lidarmt.camera.translate.registry import WEIGHTS_DIR, builtin_names
+    from lidarmt.engine.campaign import environment
     from lidarmt.errors import UserError
-    from lidarmt.fuzz.engine import environment
-    from lidarmt.perception.apollo.network import resolve_device
+    from lidarmt.lidar.perception.apollo.network import resolve_device
 
     try:
         gpu = resolve_device(args.device, flag="--device")

@@ -107,16 +107,10 @@ def describe() -> dict:
 
 
 def clear_cache() -> None:
-    """Forget the detected flags (tests), and the precision choice that depends on them."""
+    """Forget the detected flags (tests); the CNN's precision choice reads them afresh."""
     clear = getattr(cpu_flags, "cache_clear", None)  # a test may have replaced cpu_flags
     if clear is not None:
         clear()
-    try:
-        from lidarmt.perception.apollo.network import cpu_bf16_support
-
-        cpu_bf16_support.cache_clear()
-    except ImportError:  # pragma: no cover - torch missing
-        pass
 
 
 def with_machine(doc: dict) -> dict:

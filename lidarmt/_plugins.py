@@ -1,6 +1,6 @@
 """Resolving ``package.module:attribute`` specs: the one loader every registry uses (SUTs, ROI providers,
 steering models). Only for specs the *user* gave; specs read from files go through the trust gate first
-(:mod:`lidarmt.fuzz.plugins`)."""
+(:mod:`lidarmt.lidar.specs`)."""
 
 from __future__ import annotations
 

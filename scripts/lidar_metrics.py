@@ -1,4 +1,4 @@
-"""The numbers of the LiDAR CNN's model card (lidarmt/perception/apollo/weights/MODEL_CARD.md), one command each.
+"""The numbers of the LiDAR CNN's model card (lidarmt/lidar/perception/apollo/weights/MODEL_CARD.md), one command each.
 
     python scripts/lidar_metrics.py kitti40 GRID WEIGHTS [key=value ...]   # the TEST: 7 KITTI object frames
     python scripts/lidar_metrics.py drive GRID WEIGHTS [key=value ...]     # VALIDATION: drive 0001 sweeps 86-107
@@ -14,7 +14,7 @@
   towns never trained on), first SIM_FRAMES (default 24), with Apollo's HD-map ROI on each town's map, 60 m.
 
 ``weights`` may be a path or a shipped name (``sim``, ``default``). Each run prints a table and appends one
-JSON line to ``$RUNS/metrics.jsonl`` (RUNS default runs). Matching: ``lidarmt.perception.apollo.evaluate``
+JSON line to ``$RUNS/metrics.jsonl`` (RUNS default runs). Matching: ``lidarmt.lidar.perception.apollo.evaluate``
 (IoU >= 0.5 cars, 0.3 others; *found* = any class at IoU >= 0.1; ground truth needs 5 ROI points).
 """
 
@@ -27,9 +27,9 @@ import sys
 import numpy as np
 
 from lidarmt.io import open_recording
-from lidarmt.perception.apollo.config import ApolloConfig
-from lidarmt.perception.apollo.evaluate import GridRoi, SimRoi, evaluate_frames, kitti_roi
-from lidarmt.perception.apollo.pipeline import ApolloLOP
+from lidarmt.lidar.perception.apollo.config import ApolloConfig
+from lidarmt.lidar.perception.apollo.evaluate import GridRoi, SimRoi, evaluate_frames, kitti_roi
+from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
 from lidarmt.types import ObstacleClass
 
 RADIUS = 40.0

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Polygon
 
-    from lidarmt.report.mcap import (
+    from lidarmt.engine.mcap import (
         TOPIC_ADDED_POINTS,
         TOPIC_FOLLOW_OBSTACLES,
         TOPIC_FOLLOW_POINTS,

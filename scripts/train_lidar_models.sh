@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rebuild the shipped LiDAR CNN weights (lidarmt/perception/apollo/weights/) with lidarmt's own commands. Every
+# Rebuild the shipped LiDAR CNN weights (lidarmt/lidar/perception/apollo/weights/) with lidarmt's own commands. Every
 # step is seeded; the model card (weights/MODEL_CARD.md) says what each step did and the numbers it gave.
 #
 # v3 (issue 19, the shipped cnnseg640.pt): the simulated-only v2 640 network (cnnseg640_sim.pt, `weights=sim`)
@@ -30,7 +30,7 @@ LOGS=${LOGS:-runs/logs}
 MINUTES=${MINUTES:-50}
 KITTI=${KITTI:-../shared/data/kitti/training}
 DRIVE=${DRIVE:-../shared/data/kitti_raw/2011_09_26/2011_09_26_drive_0001_sync}
-WEIGHTS=lidarmt/perception/apollo/weights
+WEIGHTS=lidarmt/lidar/perception/apollo/weights
 export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 RUNS KITTI DRIVE
 mkdir -p "$LOGS"
 
@@ -41,7 +41,7 @@ data() {
 }
 
 init() {
-  $PY -c "from lidarmt.perception.apollo.train import write_start_checkpoint as w; \
+  $PY -c "from lidarmt.lidar.perception.apollo.train import write_start_checkpoint as w; \
 w('$WEIGHTS/cnnseg640_sim.pt', '$RUNS/cnnseg640_v3', grid=640, lr=1e-3)"
 }
 
@@ -55,7 +55,7 @@ train1() {
 
 # phase 2: 550 more steps from phase 1's weights, half drive, half the 400 simulated frames of 7 towns
 train2() {
-  [ -f "$RUNS/cnnseg640_v4/last.pt" ] || $PY -c "from lidarmt.perception.apollo.train import \
+  [ -f "$RUNS/cnnseg640_v4/last.pt" ] || $PY -c "from lidarmt.lidar.perception.apollo.train import \
 write_start_checkpoint as w; w('$RUNS/cnnseg640_v3/cnnseg640.pt', '$RUNS/cnnseg640_v4', grid=640, lr=5e-4)"
   nice -n 5 $LIDARMT train --data "$DRIVE@0:86" --data "$DATA/train3" --data-weights 1,1 \
     --out "$RUNS/cnnseg640_v4" --grid 640 --seed 1 --steps 550 --crop 256 --batch 4 --lr 5e-4 --warmup 20 \
@@ -65,7 +65,7 @@ write_start_checkpoint as w; w('$RUNS/cnnseg640_v3/cnnseg640.pt', '$RUNS/cnnseg6
 
 # the 512 network (apollo-512): 350 steps on the 512 grid from the shipped 640 weights (phase 2's; one topology)
 train512() {
-  [ -f "$RUNS/cnnseg512_v3/last.pt" ] || $PY -c "from lidarmt.perception.apollo.train import \
+  [ -f "$RUNS/cnnseg512_v3/last.pt" ] || $PY -c "from lidarmt.lidar.perception.apollo.train import \
 write_start_checkpoint as w; w('$RUNS/cnnseg640_v4/cnnseg640.pt', '$RUNS/cnnseg512_v3', grid=512, lr=3e-4)"
   nice -n 5 $LIDARMT train --data "$DRIVE@0:86" --data "$DATA/train3" --data-weights 1,1 \
     --out "$RUNS/cnnseg512_v3" --grid 512 --seed 3 --steps 350 --crop 256 --batch 4 --lr 3e-4 --warmup 10 \

@@ -12,7 +12,7 @@ from test_camera_campaign import TiltModel, write_udacity
 from test_fuzz_support import GridSut, write_scenes
 
 from lidarmt.cli import main
-from lidarmt.fuzz.journal import read_header
+from lidarmt.engine.journal import read_header
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))

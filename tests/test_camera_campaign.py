@@ -16,8 +16,8 @@ from lidarmt.camera.models.base import InputSpec
 from lidarmt.camera.relations import CameraTally, Criteria
 from lidarmt.camera.transforms.registry import select
 from lidarmt.cli import main
-from lidarmt.fuzz.engine import load_tally, run_campaign
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+from lidarmt.engine.campaign import load_tally, run_campaign
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
@@ -224,7 +224,7 @@ def test_cli_end_to_end_tables_bundles_and_replay(udacity, tmp_path, capsys):
     np.savez_compressed(b / "window.npz", seed=seed, transformed=tr)
     assert main(["replay", str(b), "--trust-code"]) == 1
     assert "MANIFEST" in capsys.readouterr().out
-    from lidarmt.report.manifest import write_manifest
+    from lidarmt.engine.manifest import write_manifest
 
     write_manifest(b, ["seed.png", "transformed.png", "window.npz", "pair.png", "report.md", "bundle.json"])
     assert main(["replay", str(b), "--trust-code"]) == 1  # resealed: the regenerated pixels differ

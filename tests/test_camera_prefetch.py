@@ -13,8 +13,8 @@ import pytest
 from lidarmt.camera import prefetch
 from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
 from lidarmt.camera.transforms.registry import get_transform, select
-from lidarmt.fuzz.engine import run_campaign
-from lidarmt.fuzz.journal import JOURNAL_NAME
+from lidarmt.engine.campaign import run_campaign
+from lidarmt.engine.journal import JOURNAL_NAME
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))

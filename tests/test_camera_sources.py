@@ -341,7 +341,7 @@ def write_sim_like(writer, T, *, ros2: bool, n: int = 5, clouds: bool = False) -
 
 
 def test_default_topics_match_the_simulator():
-    from lidarmt.sim.record import CAMERA_TOPIC, STEERING_TOPIC
+    from lidarmt.lidar.sim.record import CAMERA_TOPIC, STEERING_TOPIC
 
     assert (SIM_CAMERA_TOPIC, SIM_STEERING_TOPIC) == (CAMERA_TOPIC, STEERING_TOPIC)
 

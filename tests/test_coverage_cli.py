@@ -143,7 +143,7 @@ def test_coverage_campaign_equals_the_in_memory_study_and_resumes(images, tmp_pa
     from lidarmt.camera.transforms.registry import select
     from lidarmt.coverage import CoverageConfig
     from lidarmt.coverage.study import analyse, collect, make_evaluator, seeds_for
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     out = tmp_path / "run"
     args = ["camera", "coverage", "--model", "dave2", "--images", str(images), "--transforms", "brightness,rain",
@@ -180,8 +180,8 @@ def test_coverage_campaign_equals_the_in_memory_study_and_resumes(images, tmp_pa
 
 def small_apollo(**kw):
     """Apollo's pipeline with a 64x64 grid over ±30 m and random weights: the real CNN topology, small."""
-    from lidarmt.perception.apollo.config import ApolloConfig
-    from lidarmt.perception.apollo.pipeline import ApolloLOP
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
 
     return ApolloLOP(ApolloConfig(grid=64, range=30.0), weights=None, allow_random=True, seed=1)
 
@@ -194,9 +194,9 @@ def rec(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_lidar_study_sources_vs_follow_ups(rec) -> None:
     from lidarmt.coverage.lidar import run_study
-    from lidarmt.fuzz.campaign import CampaignConfig, Evaluator
-    from lidarmt.fuzz.inject import Region
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.lidar.mr1.campaign import CampaignConfig, Evaluator
+    from lidarmt.lidar.mr1.inject import Region
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
     cfg = CampaignConfig(SourceSpec(str(rec)), RoiSpec("test_fuzz_support:strip_roi"),
                          SutSpec("test_coverage_cli:small_apollo"), (10, 2000), (0, 1, 2), seed=4,

@@ -18,10 +18,15 @@ from test_fuzz_support import make_scene, strip_roi
 
 from lidarmt.cli import main
 from lidarmt.errors import UserError
-from lidarmt.perception.apollo.config import WEIGHTS_DIR, ApolloConfig
-from lidarmt.perception.apollo.network import CnnRunner, build_network, clamp_gpu_workers, resolve_device
-from lidarmt.perception.apollo.pipeline import ApolloLOP
-from lidarmt.perception.registry import get_perception
+from lidarmt.lidar.perception.apollo.config import WEIGHTS_DIR, ApolloConfig
+from lidarmt.lidar.perception.apollo.network import (
+    CnnRunner,
+    build_network,
+    clamp_gpu_workers,
+    resolve_device,
+)
+from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
+from lidarmt.lidar.perception.registry import get_perception
 
 HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU (none on this machine)")

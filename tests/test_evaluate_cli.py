@@ -16,7 +16,7 @@ from lidarmt.io.npz import save_frame_npz  # noqa: E402
 
 @pytest.mark.slow
 def test_evaluate_writes_json_with_per_class_counts(tmp_path, capsys):
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     data = tmp_path / "val"
     save_frame_npz(data / "000000.npz", _frame(0))

@@ -11,7 +11,7 @@ import pytest
 
 from lidarmt.io import open_recording
 from lidarmt.io.semantickitti import fit_box, instance_labels, write_semantickitti_sequence
-from lidarmt.perception.apollo.evaluate import (
+from lidarmt.lidar.perception.apollo.evaluate import (
     LABEL_MATCH_RULE,
     MATCHING_RULE,
     GridRoi,
@@ -234,7 +234,7 @@ def test_lost_obstacles_are_told_apart_by_the_labels():
 @pytest.fixture(scope="module")
 def w64(tmp_path_factory):
     torch = pytest.importorskip("torch")
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     path = tmp_path_factory.mktemp("w") / "w64.pt"
     torch.save(build_network(64, seed=0).state_dict(), path)
@@ -290,7 +290,7 @@ def test_evaluate_a_kitti_raw_drive_with_its_tracklets(tmp_path, capsys, w64):
 
 
 def test_bev_draws_the_labelled_boxes_and_region(tmp_path):
-    from lidarmt.report.bev import draw_bev
+    from lidarmt.lidar.bev import draw_bev
 
     frame = cloud_frame([(15.0, 0.0), (-15.0, 0.0)], region=SECTOR)
     with_labels = draw_bev(frame, [detection(ObstacleClass.CAR, 15.0, 0.0)], out=tmp_path / "a.png", extent=30.0)

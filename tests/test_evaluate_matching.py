@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from lidarmt.perception.apollo.evaluate import (
+from lidarmt.lidar.perception.apollo.evaluate import (
     GroundTruth,
     bev_iou,
     box_polygon,
@@ -143,7 +143,7 @@ def test_evaluate_frames_with_an_oracle():
 
 
 def test_labelled_area_covers_objects_standing_on_the_road():
-    from lidarmt.perception.apollo.evaluate import GridRoi, labelled_area
+    from lidarmt.lidar.perception.apollo.evaluate import GridRoi, labelled_area
 
     rng = np.random.default_rng(0)
     road = np.c_[rng.uniform(0, 30, 20000), rng.uniform(-4, 4, 20000), np.full(20000, -1.7)]

@@ -21,12 +21,12 @@ import pytest
 from test_fuzz_support import GridSut, StripRoi, make_scene, source_size, write_road_geojson, write_scenes
 
 from lidarmt.cli import main
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.engine.manifest import MANIFEST_NAME, write_manifest
 from lidarmt.errors import ArgumentError
-from lidarmt.fuzz.campaign import CampaignConfig, load_tally, run_campaign
-from lidarmt.fuzz.inject import Region
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec, UntrustedCodeError, build_sut, code_in_sut
-from lidarmt.perception.exec_sut import (
+from lidarmt.lidar.mr1.campaign import CampaignConfig, load_tally, run_campaign
+from lidarmt.lidar.mr1.inject import Region
+from lidarmt.lidar.perception.exec_sut import (
     HEADER,
     ExecPerception,
     ExecProtocolError,
@@ -37,9 +37,9 @@ from lidarmt.perception.exec_sut import (
     encode_request,
     parse_command,
 )
-from lidarmt.perception.guard import MalformedOutput, guarded_detect
-from lidarmt.perception.registry import get_perception
-from lidarmt.report.manifest import MANIFEST_NAME, write_manifest
+from lidarmt.lidar.perception.guard import MalformedOutput, guarded_detect
+from lidarmt.lidar.perception.registry import get_perception
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, UntrustedCodeError, build_sut, code_in_sut
 from lidarmt.types import Frame, make_points
 
 TESTS = Path(__file__).resolve().parent

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from test_fuzz_support import write_scenes
 
-from lidarmt.fuzz.campaign import CampaignConfig, load_tally, make_bundles, run_campaign, violating_keys
-from lidarmt.fuzz.inject import Region
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
-from lidarmt.fuzz.replay import replay_bundle
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.lidar.mr1.campaign import CampaignConfig, load_tally, make_bundles, run_campaign, violating_keys
+from lidarmt.lidar.mr1.inject import Region
+from lidarmt.lidar.mr1.replay import replay_bundle
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
 pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
 

@@ -10,7 +10,7 @@ import pytest
 from test_fuzz_support import write_road_geojson, write_scenes
 
 from lidarmt.cli import main
-from lidarmt.fuzz.journal import JOURNAL_NAME
+from lidarmt.engine.journal import JOURNAL_NAME
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_fail_on_violation_exit_code(rec, tmp_path):
 
 @pytest.mark.slow
 def test_full_disk_is_one_clear_line_and_resumable(rec, tmp_path, capsys, monkeypatch):
-    import lidarmt.fuzz.journal as jmod
+    import lidarmt.engine.journal as jmod
 
     out = tmp_path / "o"
     real = jmod.os.fsync

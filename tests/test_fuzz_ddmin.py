@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lidarmt.fuzz.ddmin import ddmin
+from lidarmt.engine.ddmin import ddmin
 
 
 def test_finds_the_two_culprits_and_is_one_minimal():

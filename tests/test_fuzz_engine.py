@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 from test_fuzz_support import write_scenes
 
-from lidarmt.fuzz import engine
-from lidarmt.fuzz.campaign import CampaignConfig
-from lidarmt.fuzz.engine import RunLock, auto_timeout, clamp_workers, config_from_dict, run_campaign
-from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError, FuzzOutputError
-from lidarmt.fuzz.inject import Region
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+from lidarmt.engine import campaign as engine
+from lidarmt.engine import timeouts
+from lidarmt.engine.campaign import RunLock, auto_timeout, clamp_workers, config_from_dict, run_campaign
+from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError, FuzzOutputError
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.lidar.mr1.campaign import CampaignConfig
+from lidarmt.lidar.mr1.inject import Region
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -43,7 +44,7 @@ def test_lock_refuses_a_second_holder_in_another_process(tmp_path):
         with RunLock(out):  # re-entrant in one process
             pass
         code = (f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
-                "from lidarmt.fuzz.engine import RunLock\n"
+                "from lidarmt.engine.campaign import RunLock\n"
                 "from lidarmt.errors import UserError\n"
                 f"try:\n    RunLock({str(out)!r}).__enter__()\nexcept UserError as e:\n    print(e); sys.exit(2)\n")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -80,7 +81,7 @@ def test_resume_of_a_locked_folder_is_refused_in_process(rec, tmp_path):
     out = tmp_path / "run"
     run_campaign(config(rec), out)
     code = (f"import sys, time; sys.path.insert(0, {str(ROOT)!r})\n"
-            "from lidarmt.fuzz.engine import RunLock\n"
+            "from lidarmt.engine.campaign import RunLock\n"
             f"l = RunLock({str(out)!r}).__enter__(); print('locked', flush=True); time.sleep(30)\n")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
@@ -134,8 +135,8 @@ def test_auto_timeout_scales_with_the_first_call():
 
 def test_a_hung_sut_without_timeout_is_stopped(rec, tmp_path, monkeypatch):
     """No --timeout: the automatic limit (scaled from the first call) turns a hang into a finding."""
-    monkeypatch.setattr(engine, "AUTO_TIMEOUT_MIN", 1.0)
-    monkeypatch.setattr(engine, "AUTO_TIMEOUT_FACTOR", 5.0)
+    monkeypatch.setattr(timeouts, "AUTO_TIMEOUT_MIN", 1.0)
+    monkeypatch.setattr(timeouts, "AUTO_TIMEOUT_FACTOR", 5.0)
     cfg = config(rec, "test_fuzz_support:hang_sut", sut_options={"bad_frame": 2, "sleep": 600}, ns=(10,))
     t0 = time.perf_counter()
     r = run_campaign(cfg, tmp_path / "run")
@@ -219,7 +220,7 @@ def test_malformed_or_mutating_sut_is_a_crash_finding(rec, tmp_path, what, needl
     kind = "InputModified" if what == "mutate" else "MalformedOutput"
     assert kind in recs[0]["error"] and needle in recs[0]["error"]
     # the source frames on disk are untouched
-    from lidarmt.fuzz.plugins import open_source
+    from lidarmt.lidar.specs import open_source
 
     src = open_source(SourceSpec(str(rec)))
     assert float(abs(src[0].points["x"][:10]).sum()) > 0

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from test_fuzz_support import StripRoi, make_scene
 
-from lidarmt.fuzz import _kernels
-from lidarmt.fuzz.errors import InjectionError
-from lidarmt.fuzz.inject import Bounds, Region, make_follow_up, rng_for, sample_outside
+from lidarmt.engine.errors import InjectionError
+from lidarmt.lidar.mr1 import _kernels
+from lidarmt.lidar.mr1.inject import Bounds, Region, make_follow_up, rng_for, sample_outside
 from lidarmt.types import Frame, make_points
 
 
@@ -102,7 +102,7 @@ def test_real_roi_mask_of_the_follow_up_is_the_sources(tmp_path):
     are exactly the source's (added points are outside by construction; the filter is point-wise)."""
     from test_fuzz_support import write_road_geojson
 
-    from lidarmt.roi import HDMapRoi, load_map
+    from lidarmt.lidar.roi import HDMapRoi, load_map
 
     frame = make_scene(3)
     roi = HDMapRoi(load_map(write_road_geojson(tmp_path / "road.geojson"))).mask(frame.pose)

@@ -12,11 +12,11 @@ import pytest
 from test_fuzz_support import make_scene
 
 from lidarmt.cli import main
-from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
-from lidarmt.fuzz.inject import NetworkReach, Region, make_follow_up
-from lidarmt.fuzz.plugins import RoiSpec, build_roi_provider
-from lidarmt.fuzz.tally import LostFilter, Tally, distance_band, size_class
+from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError
+from lidarmt.engine.tally import LostFilter, Tally, distance_band, size_class
 from lidarmt.io.npz import save_frame_npz
+from lidarmt.lidar.mr1.inject import NetworkReach, Region, make_follow_up
+from lidarmt.lidar.specs import RoiSpec, build_roi_provider
 from lidarmt.types import Labels, make_points
 
 
@@ -136,7 +136,7 @@ def test_fuzz_with_label_roi_reports_reach_lost_obstacles_and_filters(rec, tmp_p
     assert all(r["subset_relation"]["k"] == 0 for r in f["by_n"])
     assert sum(r["lost_filtered_out"] for r in f["by_n"]) >= viol
     assert (out / "journal.jsonl").read_bytes()[: len(journal)] == journal
-    from lidarmt.fuzz.campaign import violating_keys
+    from lidarmt.lidar.mr1.campaign import violating_keys
 
     assert len(violating_keys(out)) >= 1 and violating_keys(out, lost_filter=LostFilter(min_points=100000)) == []
 

@@ -13,11 +13,11 @@ from test_fuzz_labels_report import labelled_scene
 from test_fuzz_support import make_scene
 
 from lidarmt.cli import main
-from lidarmt.fuzz.oracle import Missing, Verdict, attach_labels, describe_lost, without_labels
-from lidarmt.fuzz.tally import Tally
+from lidarmt.engine.tally import Tally
 from lidarmt.io.npz import save_frame_npz
-from lidarmt.perception.apollo.evaluate import LABEL_MATCH_RULE
-from lidarmt.report.campaign import markdown_tables, summary_dict, text_table
+from lidarmt.lidar.mr1.oracle import Missing, Verdict, attach_labels, describe_lost, without_labels
+from lidarmt.lidar.mr1.report import markdown_tables, summary_dict, text_table
+from lidarmt.lidar.perception.apollo.evaluate import LABEL_MATCH_RULE
 from lidarmt.types import BOX_DTYPE, MetaType, ObstacleClass
 
 
@@ -85,7 +85,7 @@ def test_totals_split_lost_obstacles_by_what_the_labels_say():
     assert row["breakdown_labelled"][">10 m³"]["0–20 m"] == 1
     assert sum(sum(v.values()) for v in row["breakdown_labelled"].values()) == 1
     # the filters apply to the split too: junk under 10 points goes
-    from lidarmt.fuzz.tally import LostFilter
+    from lidarmt.engine.tally import LostFilter
 
     f = Tally([100], lost_filter=LostFilter(min_points=10))
     for r in (record(0, [CAR, JUNK]), record(1, [BEHIND])):

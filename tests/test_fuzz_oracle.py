@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from test_fuzz_support import box_obstacle
 
-from lidarmt.fuzz.oracle import judge
+from lidarmt.lidar.mr1.oracle import judge
 from lidarmt.types import ObstacleClass, Obstacles
 
 CAR, PED, UNK = ObstacleClass.CAR, ObstacleClass.PEDESTRIAN, ObstacleClass.UNKNOWN
@@ -70,7 +70,7 @@ def test_one_to_one_assignment_and_roundtrip():
     v = judge(o, f)
     assert sorted((i, j) for i, j, _ in v.matches) == [(0, 1), (1, 0)]
     assert not v.subset_violation and not v.count_violation
-    from lidarmt.fuzz.oracle import Verdict
+    from lidarmt.lidar.mr1.oracle import Verdict
 
     assert Verdict.from_dict(v.to_dict()).to_dict() == v.to_dict()
 

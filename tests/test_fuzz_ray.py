@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from test_fuzz_support import GridSut, source_size, write_scenes
 
-from lidarmt.fuzz.campaign import CampaignConfig
-from lidarmt.fuzz.engine import clamp_workers, run_campaign
-from lidarmt.fuzz.errors import FuzzArgumentError
-from lidarmt.fuzz.inject import Region
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+from lidarmt.engine.campaign import clamp_workers, run_campaign
+from lidarmt.engine.errors import FuzzArgumentError
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.lidar.mr1.campaign import CampaignConfig
+from lidarmt.lidar.mr1.inject import Region
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
@@ -68,7 +68,7 @@ def ray_session():
 
     if ray.is_initialized():
         ray.shutdown()
-    from lidarmt.fuzz.ray_backend import connect
+    from lidarmt.engine.ray_backend import connect
 
     connect(None, num_cpus=2)  # a Ray of its own, even where a cluster is registered on the machine (RAY_ADDRESS)
     yield ray
@@ -127,7 +127,7 @@ def assert_same(a, b, path: str = "summary") -> None:
 @needs_ray
 @pytest.mark.slow
 def test_lidar_campaign_on_ray_matches_the_local_pool(ray_session, rec, tmp_path):
-    from lidarmt.report.campaign import summary_dict
+    from lidarmt.lidar.mr1.report import summary_dict
 
     cfg = lidar_config(rec)
     local = run_campaign(cfg, tmp_path / "local", workers=2)
@@ -197,7 +197,7 @@ def test_camera_campaign_resumes_on_ray_with_the_local_records(ray_session, tmp_
     from test_camera_campaign import config, write_udacity
 
     from lidarmt.camera.relations import Criteria
-    from lidarmt.fuzz.engine import load_tally
+    from lidarmt.engine.campaign import load_tally
 
     src = write_udacity(tmp_path / "drive")
     cfg = config(src, timeout=600.0)  # an explicit, generous limit: no load-dependent automatic one
@@ -241,7 +241,7 @@ def test_missing_ray_gives_the_install_hint(rec, tmp_path, capsys, monkeypatch):
 
 
 def test_ray_death_message_is_one_line():
-    from lidarmt.fuzz.ray_backend import _death_of
+    from lidarmt.engine.ray_backend import _death_of
 
     text = ("The actor died unexpectedly before finishing this task.\n\tclass_name: _RayWorker\n\tpid: 4242\n"
             "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
@@ -252,7 +252,7 @@ def test_ray_death_message_is_one_line():
 
 
 def test_actors_import_what_this_process_imports():
-    from lidarmt.fuzz.ray_backend import _python_path
+    from lidarmt.engine.ray_backend import _python_path
 
     path = _python_path().split(os.pathsep)
     assert str(TESTS) in path  # so --sut test_fuzz_support:... imports in the actors
@@ -266,8 +266,8 @@ def test_an_address_where_nothing_answers_fails_at_once(monkeypatch):
 
     import ray
 
-    from lidarmt.fuzz.errors import FuzzInputError
-    from lidarmt.fuzz.ray_backend import connect
+    from lidarmt.engine.errors import FuzzInputError
+    from lidarmt.engine.ray_backend import connect
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     with socket.socket() as s:  # a port that was free a moment ago

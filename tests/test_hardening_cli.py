@@ -236,7 +236,7 @@ def _geojson(path, *features) -> None:
 def _roi_area(hd) -> float:
     import numpy as np
 
-    from lidarmt.roi import HDMapRoi
+    from lidarmt.lidar.roi import HDMapRoi
 
     mask = HDMapRoi(hd).mask(np.eye(4))
     g = np.arange(-69.875, 70.0, 0.25)  # cell centres of the 0.25 m grid
@@ -245,7 +245,7 @@ def _roi_area(hd) -> float:
 
 
 def test_self_intersecting_polygon_is_repaired_with_a_warning(tmp_path):
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     p = tmp_path / "bowtie.geojson"
     _geojson(p, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [BOWTIE]}))
@@ -269,7 +269,7 @@ def test_self_intersecting_road_with_lanes_is_refused(tmp_path, small_scene, cap
     q = tmp_path / "spike.geojson"
     _geojson(q, ({"kind": "road", "id": "r"}, {"type": "Polygon", "coordinates": [spike]}),
              ({"kind": "lane", "id": "l", "road": "r"}, {"type": "LineString", "coordinates": [[-20, 0], [20, 0]]}))
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     with pytest.warns(UserWarning, match="1 part"):
         hd = load_map(q)
@@ -279,7 +279,7 @@ def test_self_intersecting_road_with_lanes_is_refused(tmp_path, small_scene, cap
 def test_repaired_junction_and_valid_maps_are_untouched(tmp_path):
     import warnings
 
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     p = tmp_path / "j.geojson"
     _geojson(p, ({"kind": "junction", "id": "j"}, {"type": "Polygon", "coordinates": [BOWTIE]}))
@@ -378,8 +378,8 @@ def sim_bag(tmp_path_factory):
     """A one-sweep simulated bag with its ground truth beside it (demo.labels.npz), and small CNN weights."""
     pytest.importorskip("open3d")
     torch = pytest.importorskip("torch")
-    from lidarmt.perception.apollo.network import build_network
-    from lidarmt.sim.record import simulate_recording
+    from lidarmt.lidar.perception.apollo.network import build_network
+    from lidarmt.lidar.sim.record import simulate_recording
 
     d = tmp_path_factory.mktemp("simbag")
     simulate_recording(d / "demo.bag", None, seed=7, frames=1, camera=False)
@@ -397,7 +397,7 @@ def test_evaluate_reads_the_labels_the_simulator_writes_beside_its_bag(sim_bag, 
 
     import numpy as np
 
-    from lidarmt.sim.record import load_labels
+    from lidarmt.lidar.sim.record import load_labels
 
     out = sim_bag / "eval.json"
     assert main(_evaluate(sim_bag, sim_bag / "demo.bag", "--out", str(out))) == 0
@@ -419,7 +419,7 @@ def test_evaluate_refuses_a_recording_without_ground_truth(sim_bag, tmp_path, ca
     # labels of another recording (a different number of sweeps) are refused, not mismatched
     import numpy as np
 
-    from lidarmt.sim.record import write_npz_deterministic
+    from lidarmt.lidar.sim.record import write_npz_deterministic
 
     write_npz_deterministic(tmp_path / "bare.labels.npz", {"stamps": np.zeros(0)})
     _one_line(capsys, main(_evaluate(sim_bag, bare)), "bare.labels.npz", "0 sweep(s)")

@@ -154,8 +154,8 @@ def test_camera_model_writing_into_its_input_changes_no_other_model(tmp_path):
     from test_camera_campaign import config, write_udacity
 
     from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef
-    from lidarmt.fuzz.engine import run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+    from lidarmt.engine.campaign import run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
     drive = write_udacity(tmp_path / "drive", 4)
     alone = config(drive, transforms="brightness,mirror", frames=(0, 1, 2, 3))
@@ -190,9 +190,9 @@ def _cli(*args: str, timeout: float = 300) -> tuple[int, str]:
 def test_thread_counts_are_checked_against_the_machine(tmp_path, capsys):
     """Item 4: threads=100000 segfaulted torch (exit 139); every way of giving it is one line, exit 2."""
     from lidarmt._limits import cpu_cores
-    from lidarmt.perception.apollo.config import ApolloConfig
-    from lidarmt.perception.apollo.errors import ConfigError
-    from lidarmt.perception.registry import get_perception
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.errors import ConfigError
+    from lidarmt.lidar.perception.registry import get_perception
 
     many = str(cpu_cores() + 1)
     for make in (lambda: ApolloConfig().with_overrides([f"threads={many}"]),  # --set
@@ -215,8 +215,8 @@ def test_thread_counts_are_checked_against_the_machine(tmp_path, capsys):
 
 def test_an_apollo_grid_too_big_for_the_machine_is_one_line():
     """Item 5: a bundle's grid=40000 (+ allow_random) made replay allocate 47.7 GiB."""
-    from lidarmt.perception.apollo.errors import ConfigError
-    from lidarmt.perception.registry import get_perception
+    from lidarmt.lidar.perception.apollo.errors import ConfigError
+    from lidarmt.lidar.perception.registry import get_perception
 
     with pytest.raises(ConfigError, match="grid 40000 would need .* memory"):
         get_perception("apollo", grid=40000, allow_random=True, weights=None)
@@ -284,8 +284,8 @@ def test_a_campaign_larger_than_memory_is_one_line(tmp_path):
     """Item 5: --trials 10**12 grew a list of keys until memory ran out."""
     from test_camera_campaign import config, write_udacity
 
+    from lidarmt.engine.campaign import run_campaign
     from lidarmt.errors import UserError
-    from lidarmt.fuzz.engine import run_campaign
 
     drive = write_udacity(tmp_path / "drive", 2)
     with pytest.raises(UserError, match="memory"):
@@ -320,7 +320,7 @@ def test_minbox_of_identical_points_is_finite(points):
     zero length and width. The kernel now does the same without raising."""
     import numpy as np
 
-    from lidarmt.perception.apollo.minbox import build_box, build_boxes
+    from lidarmt.lidar.perception.apollo.minbox import build_box, build_boxes
 
     xyz = np.array(points, np.float32)
     b = build_box(xyz)
@@ -351,7 +351,7 @@ def test_minbox_kernel_agrees_with_its_interpreted_python():
     clusters += [np.c_[np.linspace(0, 4, 10), np.full(10, 3.0), np.zeros(10)].astype(np.float32)]
     xyz = np.concatenate(clusters)
     offsets = np.cumsum([0] + [len(c) for c in clusters])
-    code = ("import sys, numpy as np; from lidarmt.perception.apollo.minbox import build_boxes_arrays;"
+    code = ("import sys, numpy as np; from lidarmt.lidar.perception.apollo.minbox import build_boxes_arrays;"
             "d = np.load(sys.argv[1]); out = build_boxes_arrays(d['xyz'], d['off']);"
             "np.savez(sys.argv[2], *out)")
     import tempfile
@@ -399,9 +399,9 @@ def test_steering_angles_of_1e308_are_one_line_or_a_finding(tmp_path, capsys):
 
     from test_camera_campaign import write_udacity
 
+    from lidarmt.engine.campaign import load_tally
+    from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.errors import UserError
-    from lidarmt.fuzz.engine import load_tally
-    from lidarmt.fuzz.journal import JOURNAL_NAME
 
     drive = write_udacity(tmp_path / "drive", 3)
     args = ["camera", "fuzz", "--images", str(drive), "--transforms", "brightness", "--quiet", "--bundles", "0"]
@@ -494,10 +494,10 @@ def test_a_journal_on_a_full_disk_is_one_line_and_loses_no_verdict(tmp_path, mon
 
     from test_camera_campaign import config, write_udacity
 
-    import lidarmt.fuzz.journal as journal_mod
+    import lidarmt.engine.journal as journal_mod
+    from lidarmt.engine.campaign import run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.errors import UserError
-    from lidarmt.fuzz.engine import run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
 
     cfg = config(write_udacity(tmp_path / "drive", 3), transforms="brightness", frames=(0, 1, 2))
     whole = run_campaign(cfg, tmp_path / "whole")
@@ -547,7 +547,7 @@ def test_camera_bundles_on_a_full_disk_claim_nothing_they_did_not_write(small_di
     libpng's own lines leaked. Now: one line, exit 2, the journal whole, no half bundle left."""
     from test_camera_campaign import write_udacity
 
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     drive = write_udacity(tmp_path / "drive", 6)
     out = small_disk / "run"
@@ -630,7 +630,7 @@ def test_a_ray_campaign_killed_with_sigterm_stops_its_ray_and_says_how_to_resume
 def test_a_refused_ray_token_says_why_and_how_to_fix_it(monkeypatch):
     """Item 8: `--address` to a head with token authentication failed with InvalidAuthToken and no hint."""
     ray = pytest.importorskip("ray")
-    import lidarmt.fuzz.ray_backend as rb
+    import lidarmt.engine.ray_backend as rb
     from lidarmt.errors import UserError
 
     def refuse(*a, **kw):
@@ -679,8 +679,8 @@ _KILLED_WRITER = r"""
 import os, signal, sys
 sys.path.insert(0, sys.argv[3])
 from test_fuzz_support import write_road_geojson
-import lidarmt.roi.mapio as mapio
-from lidarmt.roi import load_map, write_map
+import lidarmt.lidar.roi.mapio as mapio
+from lidarmt.lidar.roi import load_map, write_map
 
 hdmap = load_map(write_road_geojson(sys.argv[1] + "/world.geojson"))
 def killed(*a, **kw):  # the moment kill -9 arrives: two of the three files written
@@ -697,7 +697,7 @@ def test_a_map_folder_killed_mid_write_is_not_left_half_made(tmp_path):
 
     from test_fuzz_support import write_road_geojson
 
-    from lidarmt.roi import load_map, write_map
+    from lidarmt.lidar.roi import load_map, write_map
 
     folder = tmp_path / "maps" / "town"
     r = subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(tmp_path), str(folder), str(TESTS)],
@@ -737,8 +737,8 @@ def test_a_resumed_camera_campaign_batches_as_the_uninterrupted_one(tmp_path):
     campaign's predictions are those of an uninterrupted one, bit for bit."""
     from test_camera_campaign import config, write_udacity
 
-    from lidarmt.fuzz.engine import run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.campaign import run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     cfg = config(write_udacity(tmp_path / "drive", 3), transforms="brightness,contrast",
                  model="test_hardening_round2:batchy", frames=(0, 1, 2), batch_size=8)
@@ -763,7 +763,7 @@ def test_what_a_baseline_folder_names_as_code_is_listed_for_both_halves(tmp_path
     from lidarmt.bench.folder import code_in_config
     from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs
     from lidarmt.camera.transforms.registry import select
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
     def camera(model: str, **options) -> CameraCampaignConfig:
         return CameraCampaignConfig("x", (ModelRef(model, options),), transform_refs(select("brightness")), (0,))
@@ -772,7 +772,7 @@ def test_what_a_baseline_folder_names_as_code_is_listed_for_both_halves(tmp_path
     assert any("subprocess" in x for x in code_in_config(camera("subprocess:getoutput", cmd="touch x")))
     assert any("os:system" in x for x in code_in_config(camera("dave2", loader="os:system")))
 
-    from lidarmt.fuzz.campaign import CampaignConfig
+    from lidarmt.lidar.mr1.campaign import CampaignConfig
 
     lidar = CampaignConfig(SourceSpec("x"), RoiSpec("m"), SutSpec("exec:rm -rf /"), (10,), (0,))
     assert any("exec:" in x for x in code_in_config(lidar))

@@ -23,7 +23,8 @@ from test_camera_campaign import write_udacity
 from test_fuzz_support import write_road_geojson, write_scenes
 
 from lidarmt.cli import main
-from lidarmt.report.html import campaign_page, check_links
+from lidarmt.engine.html import check_links
+from lidarmt.lidar.mr1.report import campaign_page
 
 pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
 
@@ -34,7 +35,7 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium 
 
 
 def _install_plugin(mp: pytest.MonkeyPatch) -> None:
-    import lidarmt.perception.registry as registry
+    import lidarmt.lidar.perception.registry as registry
 
     mp.setattr(registry, "_plugins", lambda: {PLUGIN.name: PLUGIN})
 
@@ -79,7 +80,7 @@ def bench_run(tmp_path_factory) -> Path:
 
 
 def _violating(run: Path) -> int:
-    from lidarmt.fuzz.campaign import violating_keys
+    from lidarmt.lidar.mr1.campaign import violating_keys
 
     return len(violating_keys(run))
 
@@ -275,8 +276,8 @@ def test_camera_and_bench_pages_in_chromium(camera_run, bench_run):
 
 def test_reports_without_a_page_of_their_own_get_report_md_as_one(tmp_path):
     """Coverage and search reports: write_report_set renders their report.md (escaped, relative links only)."""
-    from lidarmt.report.common import write_report_set
-    from lidarmt.report.html import markdown_page
+    from lidarmt.engine.html import markdown_page
+    from lidarmt.engine.report import write_report_set
 
     def chart(path: Path) -> None:
         import matplotlib
@@ -284,7 +285,7 @@ def test_reports_without_a_page_of_their_own_get_report_md_as_one(tmp_path):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from lidarmt.report.common import savefig
+        from lidarmt.engine.report import savefig
 
         fig, ax = plt.subplots(figsize=(2, 2))
         ax.plot([0, 1], [1, 0])

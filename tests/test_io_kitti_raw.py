@@ -1,7 +1,7 @@
 """KITTI raw drives read as they come: scans, OXTS poses in UTM (checked by hand), extrinsics, errors, `info`.
 
 The hand-computed UTM coordinates use Snyder's Transverse Mercator series ("Map Projections: A Working Manual",
-USGS 1987, eq. 8-9, 8-10, 3-21), a different formula from the Krüger series of lidarmt.roi.utm: they agree to
+USGS 1987, eq. 8-9, 8-10, 3-21), a different formula from the Krüger series of lidarmt.utm: they agree to
 about 0.4 mm in KITTI's zone.
 """
 

@@ -24,7 +24,7 @@ PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group=
 
 @pytest.fixture
 def grid_plugin(monkeypatch):
-    import lidarmt.perception.registry as registry
+    import lidarmt.lidar.perception.registry as registry
 
     monkeypatch.setattr(registry, "_plugins", lambda: {PLUGIN.name: PLUGIN})
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from test_lidar_relations_support import simulated_frames
 
-from lidarmt.fuzz.engine import load_tally, make_bundles, run_campaign
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
-from lidarmt.fuzz.replay import load_bundle, replay_bundle
+from lidarmt.engine.campaign import load_tally, make_bundles, run_campaign
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 from lidarmt.lidar.campaign import LidarCampaignConfig, transform_refs, violating_keys
+from lidarmt.lidar.mr1.replay import load_bundle, replay_bundle
 from lidarmt.lidar.relations import Thresholds
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 
 pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
 
@@ -173,7 +173,7 @@ def test_delta_debugging_shrinks_the_change_to_edits_that_still_lose_the_obstacl
 def test_replay_notices_a_changed_file_and_refuses_code_without_trust(bundles, tmp_path):
     import shutil
 
-    from lidarmt.fuzz.plugins import UntrustedCodeError
+    from lidarmt.lidar.specs import UntrustedCodeError
 
     cfg, out, infos = bundles
     folder = tmp_path / "b"
@@ -189,8 +189,8 @@ def test_replay_notices_a_changed_file_and_refuses_code_without_trust(bundles, t
 
 def test_bundles_carry_an_mcap_of_both_sweeps_and_the_change(bundles):
     """Issue 24: bundle.mcap read back with the mcap reader: topics, schemas, counts, boxes, lost obstacles."""
-    from lidarmt.report import mcap as M
-    from lidarmt.report.manifest import MANIFEST_NAME
+    from lidarmt.engine import mcap as M
+    from lidarmt.engine.manifest import MANIFEST_NAME
 
     cfg, out, infos = bundles
     seen_lost = seen_minimal = 0
@@ -235,7 +235,7 @@ def test_bundles_carry_an_mcap_of_both_sweeps_and_the_change(bundles):
 def test_replay_checks_the_mcap_of_a_transformation_bundle(bundles, tmp_path):
     import shutil
 
-    from lidarmt.report.manifest import MANIFEST_NAME, write_manifest
+    from lidarmt.engine.manifest import MANIFEST_NAME, write_manifest
 
     cfg, out, infos = bundles
     folder = Path(shutil.copytree(out / "violations" / infos["equivariance"]["id"], tmp_path / "b"))

@@ -1,6 +1,6 @@
 """Fixtures for the LiDAR-relation tests (no tests here): a simulated labelled sweep and a flawed SUT.
 
-* :func:`simulated_frames`: ``lidarmt.sim`` drives one (or more) HDL-64E sweeps through the demo town and writes
+* :func:`simulated_frames`: ``lidarmt.lidar.sim`` drives one (or more) HDL-64E sweeps through the demo town and writes
   them with their ground truth (boxes, per-point instances) as a ``.npz`` folder, beside the town's HD map.
 * :class:`RelativeSut`: the grid SUT of :mod:`test_fuzz_support` with a frame-relative classifier (an obstacle
   smaller than the frame's median obstacle is "unknown"): removing an object moves the median and re-classifies
@@ -20,7 +20,7 @@ from lidarmt.types import ObstacleClass, Obstacles
 def simulated_frames(root: Path, *, frames: int = 1, seed: int = 7) -> tuple[Path, Path]:
     """``(frames folder, map folder)`` of a simulated drive under ``root``."""
     from lidarmt.io import open_recording, save_frame_npz
-    from lidarmt.sim.record import load_labels, simulate_recording
+    from lidarmt.lidar.sim.record import load_labels, simulate_recording
 
     root.mkdir(parents=True, exist_ok=True)
     simulate_recording(root / "demo.bag", root / "map", seed=seed, frames=frames, camera=False)

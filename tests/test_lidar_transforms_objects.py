@@ -133,7 +133,7 @@ def test_occlusion_kernels_match_references():
 
 def test_insertion_on_a_real_kitti_frame(kitti_dir):
     from lidarmt.io import open_recording
-    from lidarmt.roi.query import LabelRoi
+    from lidarmt.lidar.roi.query import LabelRoi
 
     root = kitti_dir.parent
     lib = ObjectLibrary.from_recording(str(root), frames=range(1, 7))

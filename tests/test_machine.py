@@ -42,7 +42,7 @@ def test_isa_and_precisions(cpu, flags, isa, bf16, precisions):
 
 
 def test_fast_mode_is_fp32_where_bf16_is_emulated(cpu):
-    from lidarmt.perception.apollo.network import CnnRunner, build_network, cpu_bf16_support
+    from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network, cpu_bf16_support
 
     f = np.random.default_rng(0).random((8, 64, 64), dtype=np.float32)
     cpu(AVX2)

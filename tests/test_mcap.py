@@ -19,9 +19,9 @@ import pytest
 from test_fuzz_support import write_road_geojson, write_scenes
 
 from lidarmt.cli import main
+from lidarmt.engine import mcap as M
+from lidarmt.engine.manifest import MANIFEST_NAME, write_manifest
 from lidarmt.io import load_frame_npz
-from lidarmt.report import mcap as M
-from lidarmt.report.manifest import MANIFEST_NAME, write_manifest
 
 pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
 
@@ -29,7 +29,7 @@ PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group=
 
 
 def _install_plugin(mp: pytest.MonkeyPatch) -> None:
-    import lidarmt.perception.registry as registry
+    import lidarmt.lidar.perception.registry as registry
 
     mp.setattr(registry, "_plugins", lambda: {PLUGIN.name: PLUGIN})
 
@@ -154,7 +154,7 @@ def test_the_same_bundle_gives_the_same_bytes(made, tmp_path):
     """Log times come from the data: writing a bundle's MCAP twice gives the same file (stable checksums)."""
     b = _bundles(made)[0]
     src, fu = load_frame_npz(b / "source.npz"), load_frame_npz(b / "followup.npz")
-    from lidarmt.fuzz.oracle import judge
+    from lidarmt.lidar.mr1.oracle import judge
     from lidarmt.types import Obstacles
 
     so = Obstacles.from_list(json.loads((b / "obstacles_source.json").read_text()))

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lidarmt.errors import UserError
-from lidarmt.report.bev import CLASS_COLORS, box_corners, draw_bev
+from lidarmt.lidar.bev import CLASS_COLORS, box_corners, draw_bev
 from lidarmt.types import Frame, MetaType, Obstacle, ObstacleClass, make_points
 
 

@@ -10,7 +10,7 @@ import torch
 
 from lidarmt.cli import main
 from lidarmt.io.npzdir import write_npz_folder
-from lidarmt.perception.apollo.network import build_network
+from lidarmt.lidar.perception.apollo.network import build_network
 from lidarmt.types import Frame, make_points
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.perception.apollo.cluster2d import cluster2d, cluster2d_reference, type_probs
+from lidarmt.lidar.perception.apollo.cluster2d import cluster2d, cluster2d_reference, type_probs
 from lidarmt.types import MetaType, ObstacleClass
 
 H = 8
@@ -237,7 +237,7 @@ def test_kernels_equal_reference_on_random_grids(seed: int) -> None:
 def test_kernels_equal_reference_on_a_real_frame_at_640(kitti_dir) -> None:
     """A real KITTI frame, full 640 grid: object cells where the cloud has points, random offsets."""
     from lidarmt.io import open_recording
-    from lidarmt.perception.apollo.features import compute_features
+    from lidarmt.lidar.perception.apollo.features import compute_features
 
     frame = open_recording(kitti_dir)[0]
     sem = frame.labels.point_semantic & 0xFFFF

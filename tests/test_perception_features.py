@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.perception.apollo.features import (
+from lidarmt.lidar.perception.apollo.features import (
     FEATURE_NAMES,
     compute_features,
     compute_features_reference,

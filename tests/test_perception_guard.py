@@ -19,7 +19,7 @@ import pytest
 from lidarmt.cli import main
 from lidarmt.errors import LidarmtError, UserError
 from lidarmt.io.npzdir import write_npz_folder
-from lidarmt.perception.guard import (
+from lidarmt.lidar.perception.guard import (
     InputModified,
     MalformedOutput,
     SutFault,
@@ -27,7 +27,7 @@ from lidarmt.perception.guard import (
     readonly_inputs,
     validate_obstacles,
 )
-from lidarmt.roi.bitmap import PointLabelRoi, RoiMask
+from lidarmt.lidar.roi.bitmap import PointLabelRoi, RoiMask
 from lidarmt.types import (
     BOX_DTYPE,
     Frame,
@@ -140,7 +140,7 @@ def test_a_huge_index_is_refused_before_anything_is_sized_by_it() -> None:
 
 
 def test_an_endless_generator_is_cut_off(monkeypatch) -> None:
-    from lidarmt.perception import guard
+    from lidarmt.lidar.perception import guard
 
     monkeypatch.setattr(guard, "MAX_OBSTACLES", 5)
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from lidarmt.perception.apollo import ApolloConfig
-from lidarmt.perception.apollo.low_object import apollo_min_max, low_object_keep, low_object_keep_ref
-from lidarmt.perception.apollo.network import build_network
-from lidarmt.perception.apollo.pipeline import ApolloLOP
-from lidarmt.perception.registry import get_perception
+from lidarmt.lidar.perception.apollo import ApolloConfig
+from lidarmt.lidar.perception.apollo.low_object import apollo_min_max, low_object_keep, low_object_keep_ref
+from lidarmt.lidar.perception.apollo.network import build_network
+from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
+from lidarmt.lidar.perception.registry import get_perception
 from lidarmt.types import Frame, MetaType, make_points
 
 

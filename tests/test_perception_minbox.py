@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lidarmt.perception.apollo.minbox import build_box, build_boxes
+from lidarmt.lidar.perception.apollo.minbox import build_box, build_boxes
 
 
 def _clusters(folder: Path) -> tuple[list[np.ndarray], dict]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lidarmt.errors import UserError
-from lidarmt.perception.apollo.network import (
+from lidarmt.lidar.perception.apollo.network import (
     CnnRunner,
     build_network,
     conv_flops,

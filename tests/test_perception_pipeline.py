@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from lidarmt.errors import UserError
-from lidarmt.perception.apollo import ApolloConfig
-from lidarmt.perception.apollo.network import build_network
-from lidarmt.perception.apollo.pipeline import ApolloLOP
-from lidarmt.perception.base import Perception
+from lidarmt.lidar.perception.apollo import ApolloConfig
+from lidarmt.lidar.perception.apollo.network import build_network
+from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
+from lidarmt.lidar.perception.base import Perception
 from lidarmt.types import Frame, MetaType, ObstacleClass, make_points
 
 GRID, RANGE = 64, 16.0  # 0.5 m cells: small and quick
@@ -163,7 +163,7 @@ def test_weights_are_required_unless_random_is_asked_for(tmp_path) -> None:
 
 
 def test_default_weights_location_message(tmp_path, monkeypatch) -> None:
-    import lidarmt.perception.apollo.config as config_mod
+    import lidarmt.lidar.perception.apollo.config as config_mod
 
     # As on a checkout without the shipped file: the default location holds nothing.
     monkeypatch.setattr(config_mod, "DEFAULT_WEIGHTS", {640: tmp_path / "weights" / "cnnseg640.pt"})

@@ -9,8 +9,8 @@ from importlib import metadata
 import pytest
 
 from lidarmt.errors import UserError
-from lidarmt.perception.base import Perception
-from lidarmt.perception.registry import available, get_perception
+from lidarmt.lidar.perception.base import Perception
+from lidarmt.lidar.perception.registry import available, get_perception
 
 PLUGIN = '''
 from lidarmt.types import Obstacles

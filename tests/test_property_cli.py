@@ -211,7 +211,7 @@ def tiny_inputs(tmp_path_factory) -> tuple[Path, Path]:
     import numpy as np
 
     from lidarmt.io import write_ros1_bag
-    from lidarmt.roi import BoundaryEdge, EdgeType, HDMap, Lane, Road, RoadSection, write_map
+    from lidarmt.lidar.roi import BoundaryEdge, EdgeType, HDMap, Lane, Road, RoadSection, write_map
     from lidarmt.types import Frame, make_points, make_pose
 
     root = tmp_path_factory.mktemp("tiny")
@@ -305,7 +305,7 @@ N_ITEM = st.one_of(st.integers(-5, 10**8).map(str), NUMBERS, st.just(""), st.jus
 @SETTINGS
 @given(items=st.lists(N_ITEM, min_size=1, max_size=5))
 def test_parse_ns_gives_positive_counts_or_one_line_error(items):
-    from lidarmt.fuzz.campaign import MAX_POINTS, parse_ns
+    from lidarmt.lidar.mr1.campaign import MAX_POINTS, parse_ns
 
     text = ",".join(items)
     try:
@@ -350,7 +350,7 @@ def test_sut_options_parse_to_a_dict_or_one_line_error(pairs):
 
 
 def _apollo_keys() -> list[str]:
-    from lidarmt.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
 
     return sorted(ApolloConfig().to_dict()) + ["min_pts", "height", "point_cloud_range", "no_such_key", "", " "]
 
@@ -359,7 +359,7 @@ def _apollo_keys() -> list[str]:
 @given(items=st.lists(st.tuples(st.sampled_from(_apollo_keys()), st.sampled_from(["=", "=", "=", ""]),
                                 NUMBERS | NUMBERS | VALUES), max_size=3))
 def test_apollo_set_overrides_parse_or_one_line_error(items):
-    from lidarmt.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
 
     try:
         cfg = ApolloConfig().with_overrides([k + sep + v for k, sep, v in items])
@@ -373,7 +373,7 @@ def test_apollo_set_overrides_parse_or_one_line_error(items):
 
 
 def _apollo_float_keys() -> list[str]:
-    from lidarmt.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
 
     return sorted(k for k, v in ApolloConfig().to_dict().items() if isinstance(v, float))
 
@@ -383,7 +383,7 @@ def _apollo_float_keys() -> list[str]:
        value=st.sampled_from(["nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-1e309"]))
 def test_apollo_set_refuses_non_finite_numbers(key, value):
     """``--set objectness_thresh=nan`` must be a one-line error, not a run where every comparison is false."""
-    from lidarmt.perception.apollo.config import ApolloConfig
+    from lidarmt.lidar.perception.apollo.config import ApolloConfig
 
     with pytest.raises(UserError) as info:
         ApolloConfig().with_overrides([f"{key}={value}"])
@@ -396,7 +396,7 @@ def test_apollo_set_refuses_non_finite_numbers(key, value):
 def test_frame_selection_is_sorted_distinct_indices_or_one_line_error(available, count, seed):
     """``--frames`` / ``--seed`` of a campaign: any integers give valid frame indices or a one-line UserError
     (``--seed -1`` used to reach NumPy's SeedSequence and end in a ValueError traceback)."""
-    from lidarmt.fuzz.campaign import select_frames
+    from lidarmt.lidar.mr1.campaign import select_frames
 
     try:
         chosen = select_frames(available, count, seed)

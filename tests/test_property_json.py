@@ -55,7 +55,7 @@ def _user_error_or_value(fn):
 @PROPS
 @given(opener=OPENER, depth=DEPTH)
 def test_bundle_json_of_any_depth(opener, depth):
-    from lidarmt.fuzz.replay import load_bundle
+    from lidarmt.lidar.mr1.replay import load_bundle
 
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "bundle.json").write_text(nested(opener, depth))
@@ -83,7 +83,7 @@ def test_bundle_json_of_any_value_through_replay(value, capsys):
 @PROPS
 @given(opener=OPENER, depth=DEPTH)
 def test_manifest_of_any_depth(opener, depth):
-    from lidarmt.report.manifest import MANIFEST_NAME, verify_manifest
+    from lidarmt.engine.manifest import MANIFEST_NAME, verify_manifest
 
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / MANIFEST_NAME).write_text(nested(opener, depth))
@@ -99,7 +99,7 @@ def journal_run(tmp_path_factory):
     """A finished tiny camera campaign: its folder and configuration."""
     from test_camera_campaign import config, write_udacity
 
-    from lidarmt.fuzz.engine import run_campaign
+    from lidarmt.engine.campaign import run_campaign
 
     root = tmp_path_factory.mktemp("journal")
     cfg = config(write_udacity(root / "drive", 2), transforms="brightness", frames=(0, 1))
@@ -108,7 +108,7 @@ def journal_run(tmp_path_factory):
 
 
 def _with_line(run: Path, index: int, line: str) -> Path:
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     lines = (run / JOURNAL_NAME).read_text().splitlines(keepends=True)
     lines[index] = line + "\n"
@@ -120,7 +120,7 @@ def _with_line(run: Path, index: int, line: str) -> Path:
 @PROPS
 @given(opener=OPENER, depth=DEPTH, header=st.booleans())
 def test_journal_lines_of_any_depth(journal_run, opener, depth, header):
-    from lidarmt.fuzz.engine import load_tally
+    from lidarmt.engine.campaign import load_tally
 
     run, _ = journal_run
     folder = _with_line(run, 0 if header else 3, nested(opener, depth))
@@ -137,8 +137,8 @@ def test_journal_records_of_wrong_types_on_resume(journal_run, field, value):
     import shutil
 
     from lidarmt.camera.relations import Criteria
-    from lidarmt.fuzz.engine import load_tally, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.campaign import load_tally, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     run, cfg = journal_run
     lines = (run / JOURNAL_NAME).read_text().splitlines()

@@ -10,7 +10,7 @@ Two families of properties, generated with hypothesis (derandomised, so CI sees 
   never a NumPy RuntimeWarning, never a hang (an alarm), never a huge allocation (``tracemalloc`` peak), and
   the damaged input is not modified.
 
-The same hold for the HD-map loaders of :mod:`lidarmt.roi` (GeoJSON, protobuf text and binary).
+The same hold for the HD-map loaders of :mod:`lidarmt.lidar.roi` (GeoJSON, protobuf text and binary).
 """
 
 from __future__ import annotations
@@ -755,7 +755,7 @@ def test_ros2_metadata_is_data_not_code(tmp_path):
 
 
 def _map_from(polys: list[np.ndarray], lanes: list[np.ndarray]):
-    from lidarmt.roi import BoundaryEdge, EdgeType, HDMap, Junction, Lane, MapHeader, Road, RoadSection
+    from lidarmt.lidar.roi import BoundaryEdge, EdgeType, HDMap, Junction, Lane, MapHeader, Road, RoadSection
 
     roads, lane_objs = [], []
     for k, poly in enumerate(polys):
@@ -794,7 +794,7 @@ def hdmaps(draw):
 @settings(ROUND, max_examples=10)
 @given(hd=hdmaps())
 def test_map_round_trip(fmt, hd):
-    from lidarmt.roi import load_map, maps_equal, write_map
+    from lidarmt.lidar.roi import load_map, maps_equal, write_map
 
     with scratch() as d:
         paths = write_map(hd, d, formats=(fmt,))
@@ -807,7 +807,7 @@ def test_map_round_trip(fmt, hd):
 @settings(ROUND, max_examples=10)
 @given(hd=hdmaps())
 def test_geojson_map_round_trip(hd):
-    from lidarmt.roi import load_map, write_map
+    from lidarmt.lidar.roi import load_map, write_map
 
     with scratch() as d:
         paths = write_map(hd, d, formats=("geojson",))
@@ -824,13 +824,13 @@ def test_geojson_map_round_trip(hd):
 
 @pytest.fixture(scope="module")
 def valid_maps(tmp_path_factory) -> dict[str, Path]:
-    from lidarmt.roi import write_map
+    from lidarmt.lidar.roi import write_map
 
     root = tmp_path_factory.mktemp("maps")
     square = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0], [0.0, 10.0]])
     hd = _map_from([square, square + 20], [np.array([[1.0, 1.0], [9.0, 9.0]])])
     paths = write_map(hd, root, formats=("bin", "txt", "geojson"))
-    from lidarmt.roi.xmlmap import map_to_xml
+    from lidarmt.lidar.roi.xmlmap import map_to_xml
 
     hd.header.proj = "+proj=utm +zone=10 +ellps=WGS84 +datum=WGS84 +units=m +no_defs"
     for poly in (square, square + 20):  # XML maps hold longitude/latitude: place the map in UTM zone 10
@@ -844,7 +844,7 @@ def valid_maps(tmp_path_factory) -> dict[str, Path]:
 @DAMAGE
 @given(data=st.data())
 def test_damaged_map_loads_or_raises_user_error(valid_maps, fmt, data):
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     src = valid_maps[fmt]
     ops = data.draw(damage(src.stat().st_size), label="damage")
@@ -902,7 +902,7 @@ def geojson_docs(draw):
 @settings(CHEAP, max_examples=150)
 @given(doc=geojson_docs())
 def test_malformed_geojson_is_user_error(doc):
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     with scratch() as d:
         (d / "m.geojson").write_text(json.dumps(doc))
@@ -932,7 +932,7 @@ def _road(props=None, geometry=None):
         "road-type-list", "deep-json", "deep-features"])
 def test_known_malformed_geojson_is_user_error(tmp_path, text):
     """GeoJSON maps that once escaped as AttributeError/TypeError/ValueError/RecursionError."""
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     (tmp_path / "m.geojson").write_text(text)
     user_error_or_reads(tmp_path, lambda: load_map(tmp_path / "m.geojson"))
@@ -946,7 +946,7 @@ def test_known_malformed_geojson_is_user_error(tmp_path, text):
     st.text(max_size=40)))
 def test_map_projection_zone_parses_to_a_utm_zone_or_none(proj):
     """The ``proj`` string of a map header (text from a file): a UTM zone 1..60 or None, never an exception."""
-    from lidarmt.roi.utm import parse_proj_zone
+    from lidarmt.utm import parse_proj_zone
 
     got = parse_proj_zone(proj)
     assert got is None or (1 <= got[0] <= 60 and isinstance(got[1], bool)), got
@@ -954,7 +954,7 @@ def test_map_projection_zone_parses_to_a_utm_zone_or_none(proj):
 
 def test_xml_map_entity_expansion_is_refused_or_bounded(tmp_path):
     """A 'billion laughs' XML map (entities expanding to gigabytes) is an error or tiny: never a memory blow-up."""
-    from lidarmt.roi import load_map
+    from lidarmt.lidar.roi import load_map
 
     ents = "".join(f'<!ENTITY e{k} "{f"&e{k - 1};" * 10 if k else "lol" * 10}">' for k in range(9))
     (tmp_path / "base_map.xml").write_text(f'<?xml version="1.0"?><!DOCTYPE OpenDRIVE [{ents}]>'

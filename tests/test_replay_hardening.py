@@ -18,7 +18,10 @@ import pytest
 from test_fuzz_support import write_road_geojson, write_scenes
 
 from lidarmt.cli import main
-from lidarmt.fuzz.plugins import (
+from lidarmt.engine.manifest import MANIFEST_NAME, check_name, verify_manifest, write_manifest
+from lidarmt.lidar.mr1.bundle import BUNDLE_VERSION
+from lidarmt.lidar.mr1.replay import CHECK_FILES, SUPPORTED_VERSION, replay_bundle
+from lidarmt.lidar.specs import (
     RoiSpec,
     SutSpec,
     UntrustedCodeError,
@@ -28,15 +31,12 @@ from lidarmt.fuzz.plugins import (
     code_in_sut,
     names_code,
 )
-from lidarmt.fuzz.replay import CHECK_FILES, SUPPORTED_VERSION, replay_bundle
-from lidarmt.report.bundle import BUNDLE_VERSION
-from lidarmt.report.manifest import MANIFEST_NAME, check_name, verify_manifest, write_manifest
 
 PLUGIN = EntryPoint(name="grid-test", value="test_fuzz_support:grid_sut", group="lidarmt.perception")
 
 
 def _install_plugin(mp: pytest.MonkeyPatch) -> None:
-    import lidarmt.perception.registry as registry
+    import lidarmt.lidar.perception.registry as registry
 
     mp.setattr(registry, "_plugins", lambda: {PLUGIN.name: PLUGIN})
 
@@ -193,8 +193,8 @@ def test_gate_in_plugins(tmp_path):
 
 def test_journal_header_naming_code_is_never_built(tmp_path, capsys):
     """``fuzz --resume`` and ``load_tally`` read the journal header: nothing in it may run."""
-    from lidarmt.fuzz.campaign import load_tally
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.lidar.mr1.campaign import load_tally
 
     rec = write_scenes(tmp_path / "frames", 2)
     out = tmp_path / "run"

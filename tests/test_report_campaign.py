@@ -7,9 +7,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from lidarmt.fuzz.tally import Tally
-from lidarmt.report.campaign import markdown_report, summary_dict, text_table, write_reports
-from lidarmt.report.stats import fmt_rate, wilson
+from lidarmt.engine.stats import fmt_rate, wilson
+from lidarmt.engine.tally import Tally
+from lidarmt.lidar.mr1.report import markdown_report, summary_dict, text_table, write_reports
 
 
 def test_wilson_known_values():

@@ -9,9 +9,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lidarmt.report.bev import draw_bev, roi_outline  # noqa: E402
-from lidarmt.report.bundle import _place_labels  # noqa: E402
-from lidarmt.roi.bitmap import RoiMask  # noqa: E402
+from lidarmt.lidar.bev import draw_bev, roi_outline  # noqa: E402
+from lidarmt.lidar.mr1.bundle import _place_labels  # noqa: E402
+from lidarmt.lidar.roi.bitmap import RoiMask  # noqa: E402
 from lidarmt.types import Frame, make_points  # noqa: E402
 
 

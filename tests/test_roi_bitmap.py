@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.roi import PointLabelRoi, RoiMask
-from lidarmt.roi._reference import (
+from lidarmt.lidar.roi import PointLabelRoi, RoiMask
+from lidarmt.lidar.roi._reference import (
     PARALLEL_EDGE_BOUND,
     after_last_scan_line,
     boundary_distance,
@@ -17,8 +17,8 @@ from lidarmt.roi._reference import (
     reference_grid,
     reference_major,
 )
-from lidarmt.roi.bitmap import XMAJOR, YMAJOR, major_direction
-from lidarmt.roi.errors import RoiArgumentError
+from lidarmt.lidar.roi.bitmap import XMAJOR, YMAJOR, major_direction
+from lidarmt.lidar.roi.errors import RoiArgumentError
 from lidarmt.types import Frame, Roi, make_points, make_pose
 
 

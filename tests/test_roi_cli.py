@@ -9,7 +9,7 @@ import pytest
 
 from lidarmt.cli import main
 from lidarmt.io.npz import save_frame_npz
-from lidarmt.roi import HDMapRoi, load_map
+from lidarmt.lidar.roi import HDMapRoi, load_map
 from lidarmt.types import Frame, Provenance, make_points, make_pose
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.roi.bitmap import RoiMask
-from lidarmt.roi.errors import RoiArgumentError
-from lidarmt.roi.query import GROUND_LABELS, LabelRoi, label_roi
+from lidarmt.lidar.roi.bitmap import RoiMask
+from lidarmt.lidar.roi.errors import RoiArgumentError
+from lidarmt.lidar.roi.query import GROUND_LABELS, LabelRoi, label_roi
 from lidarmt.types import Frame, Labels, make_points
 
 
@@ -87,7 +87,7 @@ def test_a_frame_without_labels_is_refused_in_one_line():
 
 
 def test_evaluate_uses_the_same_roi():
-    from lidarmt.perception.apollo.evaluate import kitti_roi, labelled_area
+    from lidarmt.lidar.perception.apollo.evaluate import kitti_roi, labelled_area
 
     frame, _ = street()
     assert np.array_equal(kitti_roi(frame).bitmap, LabelRoi().mask(frame).bitmap)
@@ -97,8 +97,8 @@ def test_evaluate_uses_the_same_roi():
 def test_the_shipped_example_geojson_roi_is_a_sensor_frame_map():
     from pathlib import Path
 
-    from lidarmt.roi import load_map
-    from lidarmt.roi.query import SensorPolygonRoi
+    from lidarmt.lidar.roi import load_map
+    from lidarmt.lidar.roi.query import SensorPolygonRoi
 
     path = Path(__file__).resolve().parents[1] / "examples" / "roi-sensor.geojson"
     hd = load_map(path)

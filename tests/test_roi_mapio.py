@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lidarmt.errors import InputError, OutputError, UserError
-from lidarmt.roi import (
+from lidarmt.lidar.roi import (
     BoundaryEdge,
     EdgeType,
     HDMap,
@@ -25,7 +25,7 @@ from lidarmt.roi import (
     maps_equal,
     write_map,
 )
-from lidarmt.roi.mapio import sniff_format
+from lidarmt.lidar.roi.mapio import sniff_format
 
 
 def small_map() -> HDMap:
@@ -125,7 +125,7 @@ def test_geojson_without_lanes_is_queried_by_polygon(tmp_path: Path):
 
 
 def test_geojson_in_sensor_frame_needs_no_pose(tmp_path: Path):
-    from lidarmt.roi import SensorPolygonRoi
+    from lidarmt.lidar.roi import SensorPolygonRoi
 
     doc = {
         "type": "FeatureCollection",
@@ -212,7 +212,7 @@ def test_sniffing_a_file_without_suffix(tmp_path: Path):
 
 
 def test_utm_known_values():
-    from lidarmt.roi.utm import utm_to_wgs84, wgs84_to_utm, zone_of
+    from lidarmt.utm import utm_to_wgs84, wgs84_to_utm, zone_of
 
     # central meridian at 45°N: northing = 0.9996 x the WGS84 meridian arc to 45° (4,984,944.378 m)
     e, n = wgs84_to_utm(3.0, 45.0, 31)
@@ -226,7 +226,7 @@ def test_utm_known_values():
 
 
 def test_xml_map_round_trip_matches_the_model(apollo_maps: Path, tmp_path: Path):
-    from lidarmt.roi.xmlmap import map_to_xml
+    from lidarmt.lidar.roi.xmlmap import map_to_xml
 
     hd = load_map(apollo_maps / "borregas_ave")
     p = tmp_path / "base_map.xml"

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lidarmt.lidar.roi import EdgeType, load_map, maps_equal, write_map
 from lidarmt.proto import hdmap as pb
-from lidarmt.roi import EdgeType, load_map, maps_equal, write_map
 
 # (lanes, roads, sections, sections with outer polygon, edges UNKNOWN/NORMAL/LEFT/RIGHT, junctions,
 #  crosswalks, roads with junction_id, zone)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lidarmt.roi import HDMapRoi, load_map
-from lidarmt.roi._reference import (
+from lidarmt.lidar.roi import HDMapRoi, load_map
+from lidarmt.lidar.roi._reference import (
     PARALLEL_EDGE_BOUND,
     after_last_scan_line,
     boundary_distance,
@@ -18,8 +18,8 @@ from lidarmt.roi._reference import (
     reference_contains,
     reference_grid,
 )
-from lidarmt.roi.errors import MapProjectionError, MapProjectionWarning, RoiArgumentError
-from lidarmt.roi.query import downsample_boundary, section_polygon
+from lidarmt.lidar.roi.errors import MapProjectionError, MapProjectionWarning, RoiArgumentError
+from lidarmt.lidar.roi.query import downsample_boundary, section_polygon
 from lidarmt.types import Frame, make_points, make_pose
 
 
@@ -93,7 +93,7 @@ def test_query_finds_roads_then_junctions(borregas):
 
 
 def test_query_matches_a_brute_force_lane_scan(shalun):
-    from lidarmt.roi.query import _segments_distance
+    from lidarmt.lidar.roi.query import _segments_distance
 
     roi = HDMapRoi(shalun)
     for p in lane_positions(shalun, 20, seed=3) + [37.0, -21.0]:
@@ -228,7 +228,7 @@ def test_masks_are_cached_by_pose(borregas):
 
 
 def test_map_without_geometry_is_a_map_error():
-    from lidarmt.roi import HDMap, MapError
+    from lidarmt.lidar.roi import HDMap, MapError
 
     with pytest.raises(MapError, match="no geometry"):
         HDMapRoi(HDMap())

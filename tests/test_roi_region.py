@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from test_io_tracklets import write_tiny_drive
 
-from lidarmt.fuzz.inject import Region, make_follow_up
-from lidarmt.fuzz.plugins import RoiSpec, SutSpec, build_roi_provider, build_sut
 from lidarmt.io import open_recording
-from lidarmt.roi.query import region_roi
+from lidarmt.lidar.mr1.inject import Region, make_follow_up
+from lidarmt.lidar.roi.query import region_roi
+from lidarmt.lidar.specs import RoiSpec, SutSpec, build_roi_provider, build_sut
 from lidarmt.types import LabelledRegion
 
 
@@ -40,7 +40,7 @@ def test_label_roi_of_a_tracklet_drive_is_its_labelled_region(tmp_path):
 @pytest.fixture(scope="module")
 def w64(tmp_path_factory):
     torch = pytest.importorskip("torch")
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     path = tmp_path_factory.mktemp("w") / "w64.pt"
     torch.save(build_network(64, seed=0).state_dict(), path)

@@ -13,10 +13,10 @@ import pytest
 
 from lidarmt.camera.campaign import ModelRef
 from lidarmt.cli import main
-from lidarmt.fuzz.engine import config_from_dict, run_campaign
-from lidarmt.fuzz.errors import InjectionError
-from lidarmt.fuzz.inject import Bounds, NoiseCondition, make_conditioned_follow_up, ring_sector_points
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+from lidarmt.engine.campaign import config_from_dict, run_campaign
+from lidarmt.engine.errors import InjectionError
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.lidar.mr1.inject import Bounds, NoiseCondition, make_conditioned_follow_up, ring_sector_points
 from lidarmt.search.es import (
     MAX_STEPS,
     PATIENCE,
@@ -278,9 +278,9 @@ def scenes(tmp_path_factory) -> Path:
 
 
 def test_lidar_search_records_validation_and_resume(scenes, tmp_path):
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
-    from lidarmt.report.search import lidar_summary
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
     from lidarmt.search.lidar import LidarSearchConfig, condition_of, lidar_space, uniform_start
+    from lidarmt.search.report import lidar_summary
 
     out = tmp_path / "ls"
     cfg = LidarSearchConfig(SourceSpec(str(scenes)), RoiSpec("test_fuzz_support:strip_roi"),
@@ -331,8 +331,8 @@ def test_lidar_search_cli_and_condition_bundle(scenes, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
-    from lidarmt.fuzz.engine import make_bundles
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.engine.campaign import make_bundles
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
     from lidarmt.search.lidar import ConditionConfig
 
     cond = NoiseCondition(3000, 0.0, 20.0)  # next to the road: GridSut merges or drops obstacles
@@ -350,7 +350,7 @@ def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
     again = cc.follow_up_of(frame, roi, info["seed_tuple"]).extra
     assert added.tobytes() == again.tobytes()
     # lidarmt replay rebuilds the condition from bundle.json (a plug-in SUT: only with trust) and reproduces it
-    from lidarmt.fuzz.replay import replay_bundle
+    from lidarmt.lidar.mr1.replay import replay_bundle
 
     res = replay_bundle(folder, trust_code=True)
     assert res.same, res.details
@@ -359,10 +359,10 @@ def test_condition_bundle_holds_the_conditioned_points(scenes, tmp_path):
 
 
 def test_random_strategies_run_the_random_arm_alone(udacity, scenes, tmp_path):
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
-    from lidarmt.report.search import camera_summary
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
     from lidarmt.search.camera import CameraSearchConfig
     from lidarmt.search.lidar import LidarSearchConfig
+    from lidarmt.search.report import camera_summary
 
     cfg = CameraSearchConfig(str(udacity), ModelRef("dave-orig"), "random", (0, 3), budget=3, space="rain",
                              run_dir=str(tmp_path / "r"))

@@ -16,9 +16,9 @@ pytest.importorskip("open3d")
 import lidarmt  # noqa: E402
 from lidarmt.io import open_recording  # noqa: E402
 from lidarmt.io.npz import load_frame_npz  # noqa: E402
-from lidarmt.perception.apollo.evaluate import SimRoi, save_dataset_maps  # noqa: E402
-from lidarmt.roi import HDMapRoi, load_map  # noqa: E402
-from lidarmt.sim.dataset import generate_dataset, git_state, simulator_fingerprint  # noqa: E402
+from lidarmt.lidar.perception.apollo.evaluate import SimRoi, save_dataset_maps  # noqa: E402
+from lidarmt.lidar.roi import HDMapRoi, load_map  # noqa: E402
+from lidarmt.lidar.sim.dataset import generate_dataset, git_state, simulator_fingerprint  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them
 
@@ -53,7 +53,7 @@ def test_provenance_block(dataset: Path) -> None:
     git = shutil.which("git")
     if git is not None and (root / ".git").exists():
         head = subprocess.run([git, "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-        dirty = subprocess.run([git, "-C", str(root), "status", "--porcelain", "--", "lidarmt/sim"],
+        dirty = subprocess.run([git, "-C", str(root), "status", "--porcelain", "--", "lidarmt/lidar/sim"],
                                capture_output=True, text=True).stdout
         assert prov["git"] == {"commit": head.strip(), "dirty": bool(dirty.strip())}
     else:
@@ -112,12 +112,12 @@ def test_evaluate_uses_the_saved_maps(dataset: Path, monkeypatch) -> None:
     assert "saved with the dataset)" in roi.describe()
     assert save_dataset_maps(str(dataset)) == []  # the stopgap leaves the dataset's own maps alone
 
-    import lidarmt.sim.town
+    import lidarmt.lidar.sim.town
 
     def no_rebuild(seed):  # the ROI must come from the saved maps, not from the current simulator
         raise AssertionError(f"town {seed} rebuilt")
 
-    monkeypatch.setattr(lidarmt.sim.town, "build_town", no_rebuild)
+    monkeypatch.setattr(lidarmt.lidar.sim.town, "build_town", no_rebuild)
     with open_recording(dataset) as rec:
         f = rec[2]
     mask = roi(f)

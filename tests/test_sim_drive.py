@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("open3d")
 
-from lidarmt.sim.drive import Drive  # noqa: E402
-from lidarmt.sim.lidar import KITTI_ELEVATIONS_DEG, Hdl64e, hdl64e_elevations  # noqa: E402
-from lidarmt.sim.scene import build_scene  # noqa: E402
-from lidarmt.sim.town import build_town  # noqa: E402
+from lidarmt.lidar.sim.drive import Drive  # noqa: E402
+from lidarmt.lidar.sim.lidar import KITTI_ELEVATIONS_DEG, Hdl64e, hdl64e_elevations  # noqa: E402
+from lidarmt.lidar.sim.scene import build_scene  # noqa: E402
+from lidarmt.lidar.sim.town import build_town  # noqa: E402
 from lidarmt.types import BOX_DTYPE, MetaType  # noqa: E402
 
 
@@ -109,8 +109,8 @@ def test_things_move(drive) -> None:
 
 
 def test_camera_sees_sky_and_road(drive) -> None:
-    from lidarmt.sim.camera import Camera
-    from lidarmt.sim.objects import GROUND_RGB, Mat
+    from lidarmt.lidar.sim.camera import Camera
+    from lidarmt.lidar.sim.objects import GROUND_RGB, Mat
 
     img = Camera(width=160, height=120, focal=130.0).render(drive, 1)
     assert img.shape == (120, 160, 3) and img.dtype == np.uint8

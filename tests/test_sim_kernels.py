@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.sim import _kernels
+from lidarmt.lidar.sim import _kernels
 
 
 @pytest.mark.parametrize("seed", range(6))

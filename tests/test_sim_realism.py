@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("open3d")
 
 from lidarmt.io import open_recording  # noqa: E402
-from lidarmt.sim import realism  # noqa: E402
-from lidarmt.sim.drive import Drive  # noqa: E402
+from lidarmt.lidar.sim import realism  # noqa: E402
+from lidarmt.lidar.sim.drive import Drive  # noqa: E402
 from lidarmt.types import Frame, Labels, make_points  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole campaigns end to end: make test-slow (CI) runs them

@@ -12,10 +12,10 @@ pytest.importorskip("open3d")
 from lidarmt.cli import main  # noqa: E402
 from lidarmt.io import open_recording  # noqa: E402
 from lidarmt.io.npz import load_frame_npz  # noqa: E402
-from lidarmt.roi import HDMapRoi, load_map  # noqa: E402
-from lidarmt.sim.dataset import drive_plan, generate_dataset  # noqa: E402
-from lidarmt.sim.errors import SimOutputError  # noqa: E402
-from lidarmt.sim.record import (  # noqa: E402
+from lidarmt.lidar.roi import HDMapRoi, load_map  # noqa: E402
+from lidarmt.lidar.sim.dataset import drive_plan, generate_dataset  # noqa: E402
+from lidarmt.lidar.sim.errors import SimOutputError  # noqa: E402
+from lidarmt.lidar.sim.record import (  # noqa: E402
     CAMERA_TOPIC,
     STEERING_TOPIC,
     ensure_demo,

@@ -7,10 +7,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from lidarmt.roi import EdgeType, HDMapRoi, load_map
-from lidarmt.sim import geom
-from lidarmt.sim.objects import Mat
-from lidarmt.sim.town import build_town
+from lidarmt.lidar.roi import EdgeType, HDMapRoi, load_map
+from lidarmt.lidar.sim import geom
+from lidarmt.lidar.sim.objects import Mat
+from lidarmt.lidar.sim.town import build_town
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_hdmap_model(town) -> None:
 
 
 def test_written_map_feeds_the_roi_filter(town, tmp_path) -> None:
-    from lidarmt.sim.record import write_town_map
+    from lidarmt.lidar.sim.record import write_town_map
 
     paths = write_town_map(town, tmp_path / "map")
     assert {p.name for p in paths.values()} == {"base_map.bin", "base_map.txt", "base_map.geojson"}

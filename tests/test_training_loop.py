@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from test_training_targets import GRID, R, _frame  # noqa: E402
 
 from lidarmt.io.npz import save_frame_npz  # noqa: E402
-from lidarmt.perception.apollo.train import (  # noqa: E402
+from lidarmt.lidar.perception.apollo.train import (  # noqa: E402
     TrainConfig,
     apollo_losses,
     collate,
@@ -55,7 +55,7 @@ def test_losses_are_zero_signal_on_empty_cells_and_finite():
 
 @pytest.mark.slow
 def test_overfitting_a_tiny_grid_reduces_the_loss():
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     torch.manual_seed(0)
     net = build_network(GRID, seed=0)
@@ -85,7 +85,7 @@ def test_lr_schedule():
 
 
 def test_train_writes_loadable_weights_and_resumes(tmp_path):
-    from lidarmt.perception.apollo.network import load_network
+    from lidarmt.lidar.perception.apollo.network import load_network
 
     data = tmp_path / "data"
     for k in range(2):
@@ -110,8 +110,8 @@ def test_train_writes_loadable_weights_and_resumes(tmp_path):
 def test_fine_tuning_starts_from_given_weights(tmp_path):
     import hashlib
 
-    from lidarmt.perception.apollo.network import build_network, load_network
-    from lidarmt.perception.apollo.train import TrainingOutputError, export_weights
+    from lidarmt.lidar.perception.apollo.network import build_network, load_network
+    from lidarmt.lidar.perception.apollo.train import TrainingOutputError, export_weights
 
     data = tmp_path / "data"
     save_frame_npz(data / "0000.npz", _frame(0))
@@ -146,8 +146,8 @@ def test_missing_data_is_a_user_error(tmp_path):
 
 @pytest.mark.parametrize("grid", [640, 512])
 def test_shipped_weights_load_with_weights_only(grid):
-    from lidarmt.perception.apollo.config import DEFAULT_WEIGHTS
-    from lidarmt.perception.apollo.network import build_network
+    from lidarmt.lidar.perception.apollo.config import DEFAULT_WEIGHTS
+    from lidarmt.lidar.perception.apollo.network import build_network
 
     path = DEFAULT_WEIGHTS[grid]  # where apollo / apollo-512 look for them
     if not path.is_file():

@@ -13,7 +13,7 @@ from test_io_tracklets import write_tiny_drive
 from test_training_targets import GRID, R, _frame
 
 from lidarmt.io.tracklets import points_in_boxes
-from lidarmt.perception.apollo.augment import (
+from lidarmt.lidar.perception.apollo.augment import (
     AugmentConfig,
     augment_frame,
     beam_of,
@@ -23,7 +23,7 @@ from lidarmt.perception.apollo.augment import (
     rotation_range,
     scale_xyz,
 )
-from lidarmt.perception.apollo.targets import build_targets, point_cells
+from lidarmt.lidar.perception.apollo.targets import build_targets, point_cells
 from lidarmt.types import Frame, LabelledRegion, Labels, make_points
 
 VIEW = LabelledRegion(math.radians(-40.5), math.radians(39.8), None, "camera 2")
@@ -117,7 +117,7 @@ def test_dropped_beams_remove_whole_rings():
 
 def test_a_kitti_raw_drive_with_a_frame_range_is_a_training_source(tmp_path):
     from lidarmt.errors import UserError
-    from lidarmt.perception.apollo.train import TrainConfig, open_sources, train
+    from lidarmt.lidar.perception.apollo.train import TrainConfig, open_sources, train
 
     drive = write_tiny_drive(tmp_path)
     (src,) = open_sources([f"{drive}@1:3"])
@@ -141,7 +141,7 @@ def test_training_mixes_sources_by_weight(tmp_path):
     pytest.importorskip("torch")
     from lidarmt.errors import ArgumentError
     from lidarmt.io.npz import save_frame_npz
-    from lidarmt.perception.apollo.train import TrainConfig, train
+    from lidarmt.lidar.perception.apollo.train import TrainConfig, train
 
     drive = write_tiny_drive(tmp_path)
     data = tmp_path / "sim"
@@ -157,8 +157,8 @@ def test_training_mixes_sources_by_weight(tmp_path):
 
 
 def test_shipped_weights_by_name():
-    from lidarmt.perception.apollo.config import NAMED_WEIGHTS, WEIGHTS_DIR, ApolloConfig
-    from lidarmt.perception.apollo.errors import ConfigError
+    from lidarmt.lidar.perception.apollo.config import NAMED_WEIGHTS, WEIGHTS_DIR, ApolloConfig
+    from lidarmt.lidar.perception.apollo.errors import ConfigError
 
     assert ApolloConfig(weights="sim").weights_path() == WEIGHTS_DIR / "cnnseg640_sim.pt"
     assert ApolloConfig(weights="default").weights_path() == WEIGHTS_DIR / "cnnseg640.pt"

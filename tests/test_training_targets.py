@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lidarmt.perception.apollo.augment import AugmentConfig, augment_frame, flip_y, rotate_z, warp_z
-from lidarmt.perception.apollo.targets import build_targets, decode_centers, point_cells
+from lidarmt.lidar.perception.apollo.augment import AugmentConfig, augment_frame, flip_y, rotate_z, warp_z
+from lidarmt.lidar.perception.apollo.targets import build_targets, decode_centers, point_cells
 from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, make_points
 
 GRID, R = 64, 6.0  # 0.1875 m cells, like Apollo's 640 grid over +-60 m
@@ -96,7 +96,7 @@ def test_class_height_and_background():
 
 
 def test_nonempty_matches_feature_generator():
-    from lidarmt.perception.apollo.features import compute_features
+    from lidarmt.lidar.perception.apollo.features import compute_features
 
     frame = _frame()
     t = build_targets(frame, grid=GRID, range_=R)
@@ -166,7 +166,7 @@ def test_terrain_warp_moves_points_with_their_boxes_and_bends_the_ground():
 
 def test_perfect_heads_cluster_into_one_obstacle_per_object():
     """Feeding the targets as CNN outputs through the project's Cluster2D recovers every object's points."""
-    cluster = pytest.importorskip("lidarmt.perception.apollo.cluster2d")
+    cluster = pytest.importorskip("lidarmt.lidar.perception.apollo.cluster2d")
     frame = _frame()
     t = build_targets(frame, grid=GRID, range_=R)
     onehot = np.zeros((5, GRID, GRID), dtype=np.float32)

@@ -21,8 +21,8 @@ from test_camera_campaign import write_udacity  # noqa: E402
 import lidarmt.camera.translate.registry as treg  # noqa: E402
 from lidarmt.camera.campaign import ModelRef  # noqa: E402
 from lidarmt.cli import main  # noqa: E402
-from lidarmt.fuzz.engine import config_from_dict, run_campaign  # noqa: E402
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records  # noqa: E402
+from lidarmt.engine.campaign import config_from_dict, run_campaign  # noqa: E402
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records  # noqa: E402
 from lidarmt.search.camera import BASELINE_ARM, CameraSearchConfig, arm_comparison, camera_space  # noqa: E402
 from lidarmt.search.errors import SearchArgumentError  # noqa: E402
 

@@ -27,8 +27,8 @@ from lidarmt.camera.translate.model import LearnedTranslator  # noqa: E402
 from lidarmt.camera.translate.registry import UntrustedTranslatorError  # noqa: E402
 from lidarmt.camera.translate.transform import prior_style  # noqa: E402
 from lidarmt.cli import main  # noqa: E402
-from lidarmt.fuzz.engine import config_from_dict, run_campaign  # noqa: E402
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records  # noqa: E402
+from lidarmt.engine.campaign import config_from_dict, run_campaign  # noqa: E402
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records  # noqa: E402
 
 _PLUGIN: dict[str, Path] = {}
 
@@ -217,7 +217,7 @@ def test_code_translator_bundle_needs_trust(weights, plain, tmp_path, capsys):
     b = sorted((out / "violations").iterdir())[0]
     info = json.loads((b / "bundle.json").read_text())
     assert info["translators"][0]["kind"] == "code" and info["translators"][0]["sha256"] is None
-    from lidarmt.camera.bundle import replay_camera_bundle
+    from lidarmt.camera.replay import replay_camera_bundle
 
     with pytest.raises(UntrustedTranslatorError, match="--trust-code"):  # the model alone would be allowed
         replay_camera_bundle(b, info, trust_code=False, model="dave-orig")

@@ -32,8 +32,13 @@ import traceback
 
 import numpy as np
 
-from lidarmt.perception.exec_sut import PROTOCOL_VERSION, decode_request, obstacles_to_reply, read_request
-from lidarmt.perception.registry import get_perception
+from lidarmt.lidar.perception.exec_sut import (
+    PROTOCOL_VERSION,
+    decode_request,
+    obstacles_to_reply,
+    read_request,
+)
+from lidarmt.lidar.perception.registry import get_perception
 from lidarmt.types import Frame, Provenance
 
 

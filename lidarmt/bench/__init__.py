@@ -6,7 +6,7 @@ one bench folder (:mod:`lidarmt.bench.folder`); then they pair the journals key 
 difference with an exact McNemar test (:mod:`lidarmt.bench.stats`, :mod:`lidarmt.bench.compare`). The
 relation-specific parts are :mod:`lidarmt.bench.lidar` (MR1 relations per n and class, detection
 precision/recall on labelled frames, speed) and :mod:`lidarmt.bench.camera`. Reports:
-:mod:`lidarmt.report.bench`.
+:mod:`lidarmt.bench.report`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import numpy as np
 from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.bench.stats import sign_test
-from lidarmt.report.stats import rate
+from lidarmt.engine.stats import rate
 
 ALL = "all"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lidarmt.bench.stats import adjust, mcnemar_counts
-from lidarmt.report.stats import rate
+from lidarmt.engine.stats import rate
 
 FINDINGS = "crash/timeout"
 

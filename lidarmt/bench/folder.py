@@ -170,7 +170,7 @@ def code_in_config(config: Any) -> list[str]:
     """What running or rebuilding a campaign configuration read from a file would import or run (a
     ``module:callable`` or ``exec:`` SUT, a code ROI, a code steering model or translator, option values
     naming code), one line each; empty when it names only built-ins and installed plug-ins."""
-    from lidarmt.fuzz.plugins import code_in_options, code_in_roi, code_in_sut
+    from lidarmt.lidar.specs import code_in_options, code_in_roi, code_in_sut
 
     found: list[str] = []
     if getattr(config, "sut", None) is not None:
@@ -202,12 +202,12 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str, *, trust_code: bool 
     header.
 
     A baseline folder is a file from someone else, like a bundle: a configuration naming code (a
-    ``module:callable`` or ``exec:`` SUT, a code model) is refused (:class:`~lidarmt.fuzz.plugins.
+    ``module:callable`` or ``exec:`` SUT, a code model) is refused (:class:`~lidarmt.lidar.specs.
     UntrustedCodeError`) unless ``trust_code``, before anything is built; its module name must be a plain
     folder name (:func:`check_module_name`)."""
-    from lidarmt.fuzz.engine import config_from_dict
-    from lidarmt.fuzz.journal import JOURNAL_NAME, read_header
-    from lidarmt.fuzz.plugins import check_trust
+    from lidarmt.engine.campaign import config_from_dict
+    from lidarmt.engine.journal import JOURNAL_NAME, read_header
+    from lidarmt.lidar.specs import check_trust
 
     folder = Path(path)
     if not folder.is_dir():
@@ -283,7 +283,7 @@ def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | N
     if resume and force:
         raise BenchArgumentError("--resume and --force contradict each other: resume keeps the journals, "
                                  "force discards them")
-    from lidarmt.fuzz.engine import LOCK_NAME
+    from lidarmt.engine.campaign import LOCK_NAME
 
     have = (out / BENCH_FILE).is_file()
     if resume:
@@ -342,13 +342,13 @@ def run_modules(plan: BenchPlan, *, workers: int = 1, header_extra: Mapping[str,
                 on_module: Callable[[Module, bool], Any] | None = None,
                 engine_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run (or resume) every module's campaign in its folder, one after the other; returns the engine's
-    :class:`~lidarmt.fuzz.engine.CampaignResult` by module name (None for a reused baseline).
+    :class:`~lidarmt.engine.campaign.CampaignResult` by module name (None for a reused baseline).
 
     ``on_module(module, resuming)`` is called before each campaign and may return ``(on_start, on_pair)``
     callbacks for the engine (progress bars), or None. ``engine_options`` go to every
-    :func:`~lidarmt.fuzz.engine.run_campaign` call as they are (e.g. where the workers run)."""
-    from lidarmt.fuzz.engine import LOCK_NAME, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    :func:`~lidarmt.engine.campaign.run_campaign` call as they are (e.g. where the workers run)."""
+    from lidarmt.engine.campaign import LOCK_NAME, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     results: dict[str, Any] = {}
     for i, m in enumerate(plan.modules):
@@ -370,7 +370,7 @@ def run_modules(plan: BenchPlan, *, workers: int = 1, header_extra: Mapping[str,
 
 def module_records(folder: str | os.PathLike[str], config: Any) -> dict[tuple[int, ...], dict[str, Any]]:
     """A module's journal records by key (the first record of a key wins, as the tallies count them)."""
-    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
     path = Path(folder) / JOURNAL_NAME
     if not path.is_file():

@@ -4,7 +4,7 @@ Relations compared per n (each a McNemar row, :mod:`lidarmt.bench.compare`): the
 |O| > |O′|, the strict subset relation O ⊄ O′, the count relation per class |O_c| > |O′_c|, and crashes or
 timeouts. Where the source frames carry ground truth (a simulated bag's ``<name>.labels.npz``, labelled
 ``.npz`` frames, KITTI folders), each module's detections on the source frames are matched to it with
-:mod:`lidarmt.perception.apollo.evaluate` (per-class precision, recall and class-agnostic "found"), and the
+:mod:`lidarmt.lidar.perception.apollo.evaluate` (per-class precision, recall and class-agnostic "found"), and the
 recall of each class is compared frame by frame with the sign test on the true positives. Speed is the median
 perception call (source frames and follow-ups) from each journal's timings.
 """
@@ -20,7 +20,7 @@ from lidarmt._atomic import atomic_write_text
 from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.bench.stats import sign_test
-from lidarmt.report.stats import rate
+from lidarmt.engine.stats import rate
 from lidarmt.types import CLASS_ORDER, Frame
 
 DETECTION_FILE = "detection.json"
@@ -45,18 +45,18 @@ def relations() -> list[Relation]:
 def labelled_frames(source: Any) -> tuple[Callable[[int], Frame] | None, str]:
     """``(frame_at, note)``: random access to the recording's frames *with* their ground truth, or
     ``(None, why not)`` when the recording has none. ``source`` is a
-    :class:`~lidarmt.fuzz.plugins.SourceSpec`.
+    :class:`~lidarmt.lidar.specs.SourceSpec`.
 
     A simulated bag keeps its ground truth beside it (``x.labels.npz``, aligned point for point); labelled
     ``.npz`` frames and KITTI folders carry it in the frames."""
     import dataclasses
 
-    from lidarmt.fuzz.plugins import open_source
+    from lidarmt.lidar.specs import open_source
 
     rec = open_source(source)
     path = Path(source.path)
     if path.is_file():
-        from lidarmt.sim.record import labels_path, load_labels
+        from lidarmt.lidar.sim.record import labels_path, load_labels
 
         lab = labels_path(path)
         if lab.is_file():
@@ -81,9 +81,9 @@ def evaluate_module(config: Any, folder: Path, frame_at: Callable[[int], Frame],
                     name: str = "") -> dict[str, Any]:
     """Per-class detection counts of one module on the bench's source frames (and per frame, for the paired
     recall test), cached in ``folder/detection.json`` for the same module, frames, ROI and ``min_points``."""
-    from lidarmt.fuzz.plugins import build_roi_provider, build_sut
-    from lidarmt.perception.apollo.evaluate import evaluate_frames
-    from lidarmt.perception.guard import guarded_detect
+    from lidarmt.lidar.perception.apollo.evaluate import evaluate_frames
+    from lidarmt.lidar.perception.guard import guarded_detect
+    from lidarmt.lidar.specs import build_roi_provider, build_sut
 
     want = {"source": config.source.to_dict(), "roi": config.roi.to_dict(), "sut": config.sut.to_dict(),
             "frames": list(config.frames), "min_points": min_points}

@@ -16,8 +16,8 @@ from typing import Any
 
 from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
+from lidarmt.engine.stats import rate
 from lidarmt.lidar.relations import Thresholds, judge_facts
-from lidarmt.report.stats import rate
 
 ALL = "all"
 RELATION = "relation"

@@ -10,11 +10,11 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<model>-<transformat
 * ``report.md`` (ready to paste into an issue tracker) and ``bundle.json`` (model and transformation specs,
   parameters, the seed tuple, the label, both predictions, the relation with its thresholds and MSE_orig);
 * ``bundle.mcap`` and ``foxglove-layout.json``: both images with the angles as annotations, for Foxglove
-  (:mod:`lidarmt.report.mcap`);
-* ``MANIFEST.json``: the SHA-256 of every file (:mod:`lidarmt.report.manifest`), checked first by replay.
+  (:mod:`lidarmt.engine.mcap`);
+* ``MANIFEST.json``: the SHA-256 of every file (:mod:`lidarmt.engine.manifest`), checked first by replay.
 
 The folder is built beside its final place and renamed into it, so a bundle is either complete or absent.
-Replay rebuilds the model from the bundle's spec (a ``module:callable`` only with ``--trust-code``), re-derives
+Replay (:mod:`lidarmt.camera.replay`) rebuilds the model from the bundle's spec (a ``module:callable`` only with ``--trust-code``), re-derives
 the transformed window from the seed tuple and compares it byte for byte, predicts both windows again and
 compares the angles bit for bit, and checks that the relation is still violated.
 
@@ -30,13 +30,12 @@ import math
 import os
 import shlex
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lidarmt.camera.errors import CameraOutputError, ImageSourceError
+from lidarmt.camera.errors import CameraOutputError
 from lidarmt.camera.relations import deeproad_violation, deeptest_violation
 
 BUNDLE_VERSION = 2  # the same family as the LiDAR bundles (format 2: MANIFEST.json); "kind" tells them apart
@@ -153,8 +152,8 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
     ``judge_steps(frame, steps)`` recomputes it and ``ev.config.model`` is the model. bundle.json then holds
     ``steps`` (replay applies them in order) instead of the campaign's seed tuple; the format is otherwise the
     same."""
-    from lidarmt.fuzz.engine import environment
-    from lidarmt.report.manifest import write_manifest
+    from lidarmt.engine.campaign import environment
+    from lidarmt.engine.manifest import write_manifest
 
     cfg = ev.config
     if steps is not None:
@@ -171,7 +170,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
                 "resolved_params": [t.resolve(dict(s["params"]), int(s["seed"])) for t, s in zip(ts, steps,
                                                                                                   strict=True)]}
     else:
-        from lidarmt.camera.campaign import transform_seed
+        from lidarmt.camera.transforms.base import transform_seed
 
         f, m, t, p, r = key
         got = ev.judge_key(key)
@@ -212,7 +211,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
                                             pred=got["pred"], pred_t=got["pred_t"], title=title,
                                             expect=info["expect"]))
-        from lidarmt.report.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
+        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
 
         write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=got["window"][-1], transformed=got["transformed"][-1],
                                  label=cur.label, pred=got["pred"], pred_t=got["pred_t"], expect=info["expect"],
@@ -282,100 +281,6 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- replay
-
-
-@dataclass(slots=True)
-class CameraReplay:
-    bundle: Path
-    same: bool
-    checks: dict[str, bool] = field(default_factory=dict)
-    details: list[str] = field(default_factory=list)
-    imports: list[str] = field(default_factory=list)
-
-
-def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool = False,
-                         model: str | None = None) -> CameraReplay:
-    """Re-run a camera bundle (``info`` is its bundle.json, already read); see the module docstring."""
-    from lidarmt.camera.campaign import CameraEvaluator, ModelRef, build_model, transform_seed
-    from lidarmt.camera.transforms.base import apply_window
-    from lidarmt.camera.transforms.registry import build
-    from lidarmt.report.manifest import verify_manifest
-
-    res = CameraReplay(folder, True)
-
-    def check(name: str, ok: bool, detail: str = "") -> None:
-        res.checks[name] = bool(ok)
-        if not ok:
-            res.same = False
-            res.details.append(f"{name}: {detail}" if detail else name)
-
-    problems = verify_manifest(folder)
-    check("files match MANIFEST.json", not problems, "; ".join(str(p) for p in problems))
-    if problems:
-        return res
-    if (folder / "bundle.mcap").exists():  # what Foxglove opens: it must hold what the bundle shows
-        from lidarmt.report.mcap import CAMERA_BUNDLE_TOPICS, mcap_problems
-
-        bad = mcap_problems(folder / "bundle.mcap", CAMERA_BUNDLE_TOPICS)
-        check("bundle.mcap opens with its topics", not bad, "; ".join(bad))
-    try:
-        with np.load(folder / "window.npz", allow_pickle=False) as z:
-            seed_w, stored_t = z["seed"], z["transformed"]
-    except (OSError, ValueError, KeyError) as err:
-        raise ImageSourceError(f"{folder / 'window.npz'}: not a camera bundle's window ({err})") from err
-    mref = ModelRef(model, {}) if model else ModelRef.from_dict(info["model"])
-    if model:
-        res.imports.append(model)
-    if info.get("torch_threads"):  # the same thread count as when the bundle was made
-        import torch
-
-        torch.set_num_threads(max(1, min(int(info["torch_threads"]), os.cpu_count() or 1)))
-    translators = {str(p.get("spec")): p for p in info.get("translators") or [] if isinstance(p, dict)}
-
-    def transform(name: str) -> Any:  # a translator on the device it ran on; code only with --trust-code
-        prov = translators.get(name) or {}
-        return build(name, {"device": str(prov["device"])} if prov.get("device") else {}, trust_code=trust_code)
-
-    net = build_model(mref, trust_code=trust_code)  # a model file must be the one recorded (SHA-256)
-    external = info.get("family") == "external"  # a pairs campaign: the follow-up was made elsewhere
-    if "steps" in info:  # a search's mutant: its transformations in turn, each with its own seed
-        steps = [(transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
-        used = [t for t, _, _ in steps]
-    elif not external:
-        used = [transform(info["transform"])]
-    for prov in translators.values():  # the same weights, before anything is run with them
-        if prov.get("sha256"):
-            from lidarmt.camera.translate.transform import sha256_of, weights_path
-
-            w = weights_path(str(prov["spec"]))
-            now = sha256_of(w) if w is not None and w.is_file() else None
-            check(f"translator {prov['spec']} weights (SHA-256)", now == prov["sha256"],
-                  f"{now or 'no weights file'} now, {prov['sha256']} stored")
-    if external:  # nothing to regenerate: both images are the bundle's (MANIFEST.json checked them)
-        again, what = stored_t, ""
-    elif "steps" in info:
-        again = seed_w
-        for tr, params, seed in steps:
-            again = apply_window(tr, again, params, seed)
-        what = "transformed image regenerated from the steps"
-    else:
-        tr = used[0]
-        seed = transform_seed(*info["seed_tuple"])
-        check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
-        again = apply_window(tr, seed_w, info["params"], seed)
-        what = "transformed image regenerated from the seed tuple"
-    if what:
-        check(what, again.shape == stored_t.shape and np.array_equal(again, stored_t),
-              "the transformation produced other pixels than window.npz")
-    h = int(net.input_spec.history)
-    pred = float(net.predict(CameraEvaluator.model_input(seed_w, h)[None])[0])
-    pred_t = float(net.predict(CameraEvaluator.model_input(stored_t, h)[None])[0])
-    check("prediction on the seed image", pred == info["pred"], f"{pred!r} now, {info['pred']!r} stored")
-    check("prediction on the transformed image", pred_t == info["pred_t"],
-          f"{pred_t!r} now, {info['pred_t']!r} stored")
-    check("relation still violated", violated(info, pred, pred_t) == bool(info["reproduced"]),
-          "the relation's verdict differs from bundle.json")
-    return res
 
 
 def write_sheet(path: Path, pictures: list[np.ndarray], *, columns: int = 2) -> None:

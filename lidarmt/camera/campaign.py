@@ -1,4 +1,4 @@
-"""Camera campaigns: the camera relations as a plug-in of the shared campaign engine (:mod:`lidarmt.fuzz.engine`).
+"""Camera campaigns: the camera relations as a plug-in of the shared campaign engine (:mod:`lidarmt.engine.campaign`).
 
 Source image ─► transformation ─► steering model ─► relation ─► verdict ─► journal ─► reports and bundles.
 
@@ -33,22 +33,14 @@ import numpy as np
 
 from lidarmt.camera.errors import CameraArgumentError
 from lidarmt.camera.relations import CameraTally, Criteria
+from lidarmt.camera.transforms.base import transform_seed  # noqa: F401  (the campaign's seeds)
 from lidarmt.camera.types import MAX_ANGLE_RAD
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure, pair_record
+from lidarmt.engine.journal import JOURNAL_NAME
 from lidarmt.errors import LidarmtError
-from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure, pair_record
-from lidarmt.fuzz.journal import JOURNAL_NAME
 
 OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "worst.png",
          "mse.png", "violations")
-
-
-def transform_seed(seed: int, frame: int, transform: str, param: int, trial: int) -> int:
-    """The seed a transformation gets for one pair: a 63-bit hash of the campaign seed and the pair's identity
-    (by the transformation's *name*, so adding transformations to a campaign does not change the others)."""
-    name = int.from_bytes(transform.encode("utf-8")[:16].ljust(16, b"\0"), "little")
-    ss = np.random.SeedSequence([int(seed), int(frame), name & 0xFFFFFFFFFFFFFFFF, name >> 64, int(param),
-                                 int(trial), 0x63616D])  # "cam"
-    return int(ss.generate_state(2, dtype=np.uint64)[0] >> np.uint64(1))
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,7 +61,7 @@ def default_threads() -> int:
 def make_one(make: Callable[..., np.ndarray], window: np.ndarray, index: int, tpr: TPR) -> Made:
     """One transformed window: ``(images, None, seconds)``, or ``(None, failure fields, seconds)`` when the
     transformation raised (its failure is recorded, not the model's)."""
-    from lidarmt.fuzz.engine import failure
+    from lidarmt.engine.campaign import failure
 
     t0 = time.perf_counter()
     try:

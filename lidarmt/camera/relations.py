@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt.camera.types import MAX_ANGLE_RAD
-from lidarmt.fuzz.tally import KeyedTally
+from lidarmt.engine.tally import KeyedTally
 
 
 def angle_value(v: Any, what: str, *, allow_none: bool = False) -> float:

@@ -131,11 +131,11 @@ def bench(
         module_label,
         reuse_baseline,
     )
-    from lidarmt.fuzz.campaign import CampaignConfig, parse_ns, select_frames
-    from lidarmt.fuzz.engine import RunLock
-    from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
-    from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
-    from lidarmt.fuzz.plugins import (
+    from lidarmt.engine.campaign import RunLock
+    from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError
+    from lidarmt.lidar.mr1.campaign import CampaignConfig, parse_ns, select_frames
+    from lidarmt.lidar.mr1.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
+    from lidarmt.lidar.specs import (
         RoiSpec,
         SourceSpec,
         SutSpec,
@@ -145,7 +145,7 @@ def bench(
     )
 
     check_stats_options(alpha, correction, BenchArgumentError)
-    from lidarmt.fuzz.engine import check_backend
+    from lidarmt.engine.campaign import check_backend
 
     check_backend(backend, address)
     if not sut:
@@ -220,7 +220,7 @@ def with_device(options: list[dict[str, Any]], device: str | None,
     if device is None:
         return options
     from lidarmt.bench.errors import BenchArgumentError
-    from lidarmt.perception.apollo.network import resolve_device
+    from lidarmt.lidar.perception.apollo.network import resolve_device
 
     resolved = resolve_device(device, flag="--device", error=BenchArgumentError)
     for i, o in enumerate(options):
@@ -233,8 +233,8 @@ def with_device(options: list[dict[str, Any]], device: str | None,
 def _check_suts(plan) -> None:
     """Build every module that still has pairs to judge once, before any campaign starts: a typo in the last
     --sut is reported at once, not after the first modules ran."""
-    from lidarmt.fuzz.journal import JOURNAL_NAME
-    from lidarmt.fuzz.plugins import build_sut
+    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.lidar.specs import build_sut
 
     for m in plan.modules:
         if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
@@ -249,8 +249,8 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     most the workers the GPU's memory holds."""
     from lidarmt.bench.folder import prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
-    from lidarmt.fuzz.engine import clamp_workers, environment
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.campaign import clamp_workers, environment
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     command = command_line()
     prepare(plan, resume=resume, force=force, reused_from=reused_from)
@@ -260,7 +260,7 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     devices = sorted({str(_device_of(m.config)) for m in plan.modules if m.origin is None} - {"None"})
     cuda = [d for d in devices if d.startswith("cuda")]
     if backend == "local" and cuda and used > 1:  # W workers share one GPU
-        from lidarmt.perception.apollo.network import clamp_gpu_workers
+        from lidarmt.lidar.perception.apollo.network import clamp_gpu_workers
 
         for d in cuda:
             used, gpu_note = clamp_gpu_workers(used, d)
@@ -334,8 +334,8 @@ def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, al
 
 def report(out: Path, summary: dict, run: dict) -> None:
     """Write the bench's reports and print its tables and verdict."""
+    from lidarmt.bench.report import rich_tables, verdict_line, write_reports
     from lidarmt.cli._common import console, wide_console
-    from lidarmt.report.bench import rich_tables, verdict_line, write_reports
 
     paths = write_reports(out, summary, run=run)
     wide = wide_console()

@@ -23,7 +23,7 @@ def _labelled(data: Path, rec):
     holds none.
 
     A simulated bag (``lidarmt simulate --out x.bag``) keeps its ground truth beside it in ``x.labels.npz``
-    (:func:`lidarmt.sim.record.load_labels`), aligned point for point with its clouds; labelled .npz frames and
+    (:func:`lidarmt.lidar.sim.record.load_labels`), aligned point for point with its clouds; labelled .npz frames and
     KITTI folders carry theirs in the frames.
     """
     import dataclasses
@@ -31,7 +31,7 @@ def _labelled(data: Path, rec):
     from lidarmt.errors import InputError
 
     if data.is_file():
-        from lidarmt.sim.record import labels_path, load_labels
+        from lidarmt.lidar.sim.record import labels_path, load_labels
 
         lab = labels_path(data)
         if lab.is_file():
@@ -62,8 +62,8 @@ def _labelled(data: Path, rec):
 def _variants(roi: str, frame, *, data: Path, roi_range: float, map_frame: str, sim_roi=None):
     """``[(label, roi_of, note)]``: the ROIs to evaluate a source's frames in (``--roi``; ``frame`` is its first)."""
     from lidarmt.errors import ArgumentError
-    from lidarmt.perception.apollo.evaluate import GridRoi, label_area_roi
-    from lidarmt.roi.query import LabelRoi
+    from lidarmt.lidar.perception.apollo.evaluate import GridRoi, label_area_roi
+    from lidarmt.lidar.roi.query import LabelRoi
 
     grid = ("whole-grid ROI", lambda _f: GridRoi(),
             "ROI: every point within the CNN grid (no road restriction), so off-road labelled objects count")
@@ -95,7 +95,7 @@ def _variants(roi: str, frame, *, data: Path, roi_range: float, map_frame: str, 
                                 "SemanticKITTI labels/); use --roi grid (the labelled view without a ROI) or "
                                 "--roi MAP (an HD map, or a GeoJSON drawn in the sensor frame)")
         return [road]
-    from lidarmt.fuzz.plugins import RoiSpec, build_roi_provider
+    from lidarmt.lidar.specs import RoiSpec, build_roi_provider
 
     if not Path(roi).exists():
         from lidarmt.errors import InputError
@@ -161,8 +161,8 @@ def evaluate(
 
     from lidarmt._atomic import atomic_write_text
     from lidarmt.errors import ArgumentError
-    from lidarmt.perception.apollo.evaluate import IOU_THRESHOLD, MATCHING_RULE, SimRoi, evaluate_frames
-    from lidarmt.perception.registry import get_perception
+    from lidarmt.lidar.perception.apollo.evaluate import IOU_THRESHOLD, MATCHING_RULE, SimRoi, evaluate_frames
+    from lidarmt.lidar.perception.registry import get_perception
     from lidarmt.types import CLASS_ORDER
 
     if data is None and kitti is None:

@@ -54,7 +54,7 @@ def _roi_maker(map_path: str | None, recording: Path, *, roi_range: float, map_f
         return lambda frame: _label_roi(frame, recording, roi_range=roi_range)
     import numpy as np
 
-    from lidarmt.roi import HDMapRoi, load_map
+    from lidarmt.lidar.roi import HDMapRoi, load_map
 
     first: dict[str, object] = {}
 
@@ -98,7 +98,7 @@ def export(
 ) -> None:
     """Write frames of a recording with the obstacles a perception module finds in them as MCAP (Foxglove's
     schemas): per frame the cloud (/lidarmt/points), the obstacles as boxes coloured by class
-    (/lidarmt/obstacles), the ROI's polygons (/lidarmt/roi) and the sensor pose (/tf).
+    (/lidarmt/obstacles), the ROI's polygons (/lidarmt/lidar/roi) and the sensor pose (/tf).
 
     Examples:
 
@@ -107,11 +107,11 @@ def export(
     `lidarmt export sequences/08 --roi labels --frames 0,10,20 --perception apollo-3.0 --out seq08.mcap`
     """
     from lidarmt.cli._common import console, track
+    from lidarmt.engine.mcap import RecordingMcapWriter, write_layout
     from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
-    from lidarmt.perception.guard import SutFault, guarded_detect
-    from lidarmt.perception.registry import BUILTINS, get_perception
-    from lidarmt.report.mcap import RecordingMcapWriter, write_layout
+    from lidarmt.lidar.perception.guard import SutFault, guarded_detect
+    from lidarmt.lidar.perception.registry import BUILTINS, get_perception
 
     if out.suffix.lower() != ".mcap":
         raise ArgumentError(f"--out {out}: give a file name ending in .mcap")

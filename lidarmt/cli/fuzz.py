@@ -85,7 +85,7 @@ STUDY_PRESET = {"sut": "apollo-512", "roi_range": 120.0, "region": "grid", "n": 
 
 def _parse_options(items: list[str]) -> dict:
     from lidarmt.cli._common import parse_key_values
-    from lidarmt.fuzz.errors import FuzzArgumentError
+    from lidarmt.engine.errors import FuzzArgumentError
 
     return parse_key_values(items, flag="--sut-option", error=FuzzArgumentError)
 
@@ -135,15 +135,16 @@ def fuzz(
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="--transforms: require only obstacles that overlap a labelled object (KITTI boxes, tracklets); with --min-size, count real objects, not junk (reports only).")] = False,
 ) -> None:
     from lidarmt.cli._common import err_console
-    from lidarmt.fuzz.campaign import (
+    from lidarmt.engine.campaign import RunLock, clamp_workers
+    from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError
+    from lidarmt.engine.tally import LostFilter
+    from lidarmt.lidar.mr1.campaign import (
         CampaignConfig,
         parse_ns,
         select_frames,
     )
-    from lidarmt.fuzz.engine import RunLock, clamp_workers
-    from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
-    from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
-    from lidarmt.fuzz.plugins import (
+    from lidarmt.lidar.mr1.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
+    from lidarmt.lidar.specs import (
         RoiSpec,
         SourceSpec,
         SutSpec,
@@ -151,7 +152,6 @@ def fuzz(
         is_callable_spec,
         open_source,
     )
-    from lidarmt.fuzz.tally import LostFilter
 
     if preset not in (None, "study"):
         raise FuzzArgumentError(f"--preset {preset!r}: the only preset is 'study'")
@@ -187,7 +187,7 @@ def fuzz(
         raise FuzzArgumentError(f"--workers {workers}: use at least 1")
     if roi_range <= 0:
         raise FuzzArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
-    from lidarmt.fuzz.plugins import LABELS
+    from lidarmt.lidar.specs import LABELS
 
     if map != LABELS and not is_callable_spec(map) and not Path(map).exists():
         raise FuzzInputError(f"--map {map}: no such file or folder")
@@ -195,7 +195,7 @@ def fuzz(
     if mode is not None:
         options["mode"] = mode
     if device is not None:
-        from lidarmt.perception.apollo.network import resolve_device
+        from lidarmt.lidar.perception.apollo.network import resolve_device
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
     if relation == "mr1" and transforms is not None:
@@ -258,7 +258,7 @@ def fuzz(
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
     if backend == "local" and str(options.get("device", "")).startswith("cuda"):  # W workers share one GPU
-        from lidarmt.perception.apollo.network import clamp_gpu_workers
+        from lidarmt.lidar.perception.apollo.network import clamp_gpu_workers
 
         used, gpu_note = clamp_gpu_workers(used, str(options["device"]))
         note = gpu_note or note
@@ -273,7 +273,7 @@ def fuzz(
 
 def _interrupted(out: Path) -> None:
     from lidarmt.cli._common import err_console
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
                       "command plus --resume")
@@ -283,10 +283,10 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
          backend: str = "local", address: str | None = None,
          ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, bar) -> None:
     from lidarmt.cli._common import progress, wide_console
-    from lidarmt.fuzz.campaign import bundle_id, select_bundles, violating_keys
-    from lidarmt.fuzz.engine import environment, make_bundles, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-    from lidarmt.report.campaign import rich_tables, summary_dict, write_reports
+    from lidarmt.engine.campaign import environment, make_bundles, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+    from lidarmt.lidar.mr1.campaign import bundle_id, select_bundles, violating_keys
+    from lidarmt.lidar.mr1.report import rich_tables, summary_dict, write_reports
 
     try:
         result = run_campaign(config, out, workers=workers, backend=backend, address=address, resume=resume,
@@ -330,7 +330,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     summary = summary_dict(config.to_dict(), result.tally)
     findings = [r for r in iter_records(out / JOURNAL_NAME) if r["status"] != "ok"]
     findings.sort(key=lambda r: (r["n"], r["frame"], r["trial"]))
-    from lidarmt.fuzz.engine import describe_timeout
+    from lidarmt.engine.campaign import describe_timeout
 
     run_info = {"workers": workers, "backend": backend, "timeout": describe_timeout(config.timeout), "ran": result.ran,
                 "resumed_from": result.resumed,

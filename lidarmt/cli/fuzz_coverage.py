@@ -75,12 +75,12 @@ def fuzz_coverage(
     from lidarmt.cli._common import progress, wide_console
     from lidarmt.coverage import CoverageConfig
     from lidarmt.coverage.lidar import build_profile, run_study
+    from lidarmt.coverage.report import lidar_rich_tables, write_lidar_reports
+    from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError
     from lidarmt.errors import OutputError
-    from lidarmt.fuzz.campaign import CampaignConfig, Evaluator, parse_ns, select_frames
-    from lidarmt.fuzz.errors import FuzzArgumentError, FuzzInputError
-    from lidarmt.fuzz.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
-    from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
-    from lidarmt.report.coverage import lidar_rich_tables, write_lidar_reports
+    from lidarmt.lidar.mr1.campaign import CampaignConfig, Evaluator, parse_ns, select_frames
+    from lidarmt.lidar.mr1.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise OutputError(f"{out}: exists and is not empty; pass --force to overwrite its reports or choose "

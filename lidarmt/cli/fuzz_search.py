@@ -18,13 +18,13 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
                force: bool, bundles: int | None, ddmin_budget: int, quiet: bool) -> None:
     """Run (or resume) a noise-condition search, then bundle the validation's violations and write reports."""
     from lidarmt.cli._common import CampaignProgress, console, err_console
-    from lidarmt.fuzz.campaign import select_frames
-    from lidarmt.fuzz.engine import RunLock, environment, make_bundles, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
-    from lidarmt.fuzz.plugins import SourceSpec, build_roi_provider, open_source
-    from lidarmt.report.search import lidar_summary, lidar_table, write_lidar_reports
+    from lidarmt.engine.campaign import RunLock, environment, make_bundles, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.lidar.mr1.campaign import select_frames
+    from lidarmt.lidar.specs import SourceSpec, build_roi_provider, open_source
     from lidarmt.search.errors import SearchArgumentError
     from lidarmt.search.lidar import LidarSearchConfig
+    from lidarmt.search.report import lidar_summary, lidar_table, write_lidar_reports
 
     source = SourceSpec(bag, topic)
     rec = open_source(source)
@@ -75,7 +75,7 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
 def _bundles(config, tally, out: Path, *, per_condition: int | None, ddmin_budget: int, command: str,
              make_bundles) -> list[dict]:
     """A bundle per held-back frame on which a validated condition broke O ⊆ O′ (up to ``per_condition``)."""
-    from lidarmt.fuzz.inject import NoiseCondition
+    from lidarmt.lidar.mr1.inject import NoiseCondition
     from lidarmt.search.lidar import ARMS, ConditionConfig
 
     frames_of: dict[tuple[int, int], list[int]] = {}

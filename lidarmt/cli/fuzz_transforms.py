@@ -15,7 +15,7 @@ from typing import Any
 
 def parse_levels(text: str | None) -> tuple[str, ...]:
     """``--levels light,heavy`` (or settings ``name=value;...`` separated by ``/``)."""
-    from lidarmt.fuzz.errors import FuzzArgumentError
+    from lidarmt.engine.errors import FuzzArgumentError
 
     if text is None:
         return ("light", "moderate", "heavy")
@@ -36,8 +36,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     import typer
 
     from lidarmt.cli._common import CampaignProgress, err_console, progress, wide_console
-    from lidarmt.fuzz.campaign import select_frames
-    from lidarmt.fuzz.engine import (
+    from lidarmt.engine.campaign import (
         RunLock,
         clamp_workers,
         describe_timeout,
@@ -45,12 +44,13 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         make_bundles,
         run_campaign,
     )
-    from lidarmt.fuzz.journal import JOURNAL_NAME
-    from lidarmt.fuzz.plugins import SourceSpec, build_roi_provider, open_source
+    from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.lidar.campaign import LidarCampaignConfig, select_bundles, transform_refs, violating_keys
+    from lidarmt.lidar.mr1.campaign import select_frames
     from lidarmt.lidar.relations import judge_facts
+    from lidarmt.lidar.report import rich_tables, summary_dict, write_reports
+    from lidarmt.lidar.specs import SourceSpec, build_roi_provider, open_source
     from lidarmt.lidar.transforms.registry import select
-    from lidarmt.report.lidar_transforms import rich_tables, summary_dict, write_reports
 
     chosen_t = [t.name for t in select(names)]
     refs = transform_refs(chosen_t, levels=parse_levels(levels), relation=relation)
@@ -178,11 +178,11 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
     )
     from lidarmt.bench.lidar_transforms import summarize
     from lidarmt.cli.bench import _check_suts, report, run_plan
-    from lidarmt.fuzz.campaign import select_frames
-    from lidarmt.fuzz.engine import RunLock
-    from lidarmt.fuzz.plugins import SourceSpec, SutSpec, build_roi_provider, open_source
+    from lidarmt.engine.campaign import RunLock
     from lidarmt.lidar.campaign import KIND, LidarCampaignConfig, transform_refs
+    from lidarmt.lidar.mr1.campaign import select_frames
     from lidarmt.lidar.relations import judge_facts
+    from lidarmt.lidar.specs import SourceSpec, SutSpec, build_roi_provider, open_source
     from lidarmt.lidar.transforms.registry import select
 
     refs = transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)
@@ -226,11 +226,11 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
     """``lidarmt fuzz --transforms NAME --search es|random``: the transformation's critical settings
     (:mod:`lidarmt.search.lidar_transforms`), on the engine, in this process (the ES is sequential)."""
     from lidarmt.cli._common import CampaignProgress, err_console, wide_console
-    from lidarmt.fuzz.campaign import select_frames
-    from lidarmt.fuzz.engine import RunLock, environment, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
-    from lidarmt.fuzz.plugins import SourceSpec, build_roi_provider, open_source
+    from lidarmt.engine.campaign import RunLock, environment, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.lidar.campaign import transform_refs
+    from lidarmt.lidar.mr1.campaign import select_frames
+    from lidarmt.lidar.specs import SourceSpec, build_roi_provider, open_source
     from lidarmt.lidar.transforms.registry import select
     from lidarmt.search.errors import SearchArgumentError
     from lidarmt.search.lidar_transforms import TransformSearchConfig, summary_dict, write_reports

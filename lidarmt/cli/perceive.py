@@ -27,7 +27,7 @@ def _roi_for(map_path: Path, frame, *, roi_range: float, map_frame: str):
         raise ArgumentError(f"--map-frame must be auto, world or sensor, got {map_frame!r}")
     import numpy as np
 
-    from lidarmt.roi import HDMapRoi, load_map
+    from lidarmt.lidar.roi import HDMapRoi, load_map
 
     hdmap = load_map(map_path)
     sensor = map_frame == "sensor" or (map_frame == "auto" and getattr(hdmap, "frame", "world") == "sensor")
@@ -74,15 +74,15 @@ def _drop_stdout() -> None:
 
 
 def _label_roi(frame, recording: Path, *, roi_range: float):
-    """The label ROI (:class:`lidarmt.roi.query.LabelRoi`): the area the frame's ground labels cover, and every
+    """The label ROI (:class:`lidarmt.lidar.roi.query.LabelRoi`): the area the frame's ground labels cover, and every
     point above it, as ``roi``, ``evaluate`` and ``fuzz --roi labels`` build it."""
     from lidarmt.errors import ArgumentError
-    from lidarmt.roi.query import LabelRoi
+    from lidarmt.lidar.roi.query import LabelRoi
 
     if not LabelRoi.has_labels(frame):
         region = frame.labels.region if frame.labels is not None else None
         if region is not None:  # box labels of a part of the sweep (KITTI raw tracklets): that part, as fuzz does
-            from lidarmt.roi.query import region_roi
+            from lidarmt.lidar.roi.query import region_roi
 
             return region_roi(region, range=roi_range)
         raise ArgumentError(
@@ -181,7 +181,7 @@ def perceive(
 
     from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
-    from lidarmt.perception.registry import get_perception
+    from lidarmt.lidar.perception.registry import get_perception
 
     with open_recording(recording, topic=topic) as rec:
         n = len(rec)
@@ -192,7 +192,7 @@ def perceive(
         roi = _roi_for(Path(map_path), frame, roi_range=roi_range, map_frame=map_frame)
     else:
         roi = _label_roi(frame, recording, roi_range=roi_range)
-    from lidarmt.perception.registry import BUILTINS
+    from lidarmt.lidar.perception.registry import BUILTINS
 
     name = perception or ("apollo-512" if grid == 512 else "apollo")
     if name in BUILTINS:  # the registry's preset (apollo-3.0: noise filter and LowObjectFilter), as fuzz builds it
@@ -211,7 +211,7 @@ def perceive(
     timings: dict[str, float] = {}
     import time
 
-    from lidarmt.perception.guard import SutFault, guarded_detect
+    from lidarmt.lidar.perception.guard import SutFault, guarded_detect
 
     cold: dict[str, float] = {}
     try:
@@ -232,7 +232,7 @@ def perceive(
     roi_idx = roi.indices(frame)
     counts = {c.value: k for c, k in obstacles.counts().items()}
     if out is not None:
-        from lidarmt.report.bev import draw_bev
+        from lidarmt.lidar.bev import draw_bev
 
         title = (
             f"{recording.name} frame {frame_index}: {len(obstacles)} obstacles ({getattr(sut, 'name', '?')})"

@@ -40,8 +40,8 @@ def replay(
 
     from lidarmt.cli._common import console
     from lidarmt.errors import InputError
-    from lidarmt.fuzz.replay import load_bundle, replay_bundle
-    from lidarmt.perception.guard import SutFault
+    from lidarmt.lidar.mr1.replay import load_bundle, replay_bundle
+    from lidarmt.lidar.perception.guard import SutFault
 
     def on_code(line: str) -> None:
         console.print(f"--trust-code: importing and running {escape(line)}", highlight=False, soft_wrap=True)
@@ -114,7 +114,7 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
 
     from rich.markup import escape
 
-    from lidarmt.camera.bundle import replay_camera_bundle
+    from lidarmt.camera.replay import replay_camera_bundle
     from lidarmt.cli._common import console
     from lidarmt.errors import ArgumentError
 

@@ -52,9 +52,9 @@ def roi(
 
     from lidarmt.errors import ArgumentError, OutputError
     from lidarmt.io import open_recording
-    from lidarmt.roi import HDMapRoi, load_map
-    from lidarmt.roi.errors import MapProjectionWarning
-    from lidarmt.roi.plot import draw_roi_png
+    from lidarmt.lidar.roi import HDMapRoi, load_map
+    from lidarmt.lidar.roi.errors import MapProjectionWarning
+    from lidarmt.lidar.roi.plot import draw_roi_png
 
     if out.exists() and not force:
         raise OutputError(f"{out}: already exists; pass --force to overwrite it")
@@ -99,10 +99,10 @@ def roi(
 
 def _label_roi_png(recording: Path, frame, frame_index: int, out: Path, *, range_: float, cell: float,
                    explicit: bool) -> None:
-    """``lidarmt roi --roi labels``: the label ROI (:class:`lidarmt.roi.query.LabelRoi`) of one frame."""
+    """``lidarmt roi --roi labels``: the label ROI (:class:`lidarmt.lidar.roi.query.LabelRoi`) of one frame."""
     from lidarmt.errors import ArgumentError
-    from lidarmt.roi.plot import draw_roi_png
-    from lidarmt.roi.query import LabelRoi
+    from lidarmt.lidar.roi.plot import draw_roi_png
+    from lidarmt.lidar.roi.query import LabelRoi
 
     if not LabelRoi.has_labels(frame):
         raise ArgumentError(

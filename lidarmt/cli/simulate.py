@@ -49,7 +49,7 @@ def simulate(
 
       lidarmt simulate --dataset data/train --frames 500 --seed 1
     """
-    from lidarmt.sim.errors import SimArgumentError
+    from lidarmt.lidar.sim.errors import SimArgumentError
 
     if (out is None) == (dataset is None):
         raise SimArgumentError("give either --out BAG (a recording) or --dataset FOLDER (training frames)")
@@ -64,7 +64,7 @@ def simulate(
             bar.update(task, completed=done)
 
         if dataset is not None:
-            from lidarmt.sim.dataset import generate_dataset
+            from lidarmt.lidar.sim.dataset import generate_dataset
 
             s = generate_dataset(dataset, frames=frames, seed=seed, overwrite=overwrite, density=density,
                                  frames_per_drive=frames_per_drive, drives_per_town=drives_per_town, stride=stride,
@@ -73,7 +73,7 @@ def simulate(
                    f"in {s.seconds:.1f} s")
             removed = s.removed
         else:
-            from lidarmt.sim.record import simulate_recording
+            from lidarmt.lidar.sim.record import simulate_recording
 
             assert out is not None
             r = simulate_recording(out, map_out, seed=seed, frames=frames, overwrite=overwrite, camera=camera,

@@ -42,7 +42,7 @@ def train(
     force: Annotated[bool, typer.Option("--force", help="Discard the training run in --out (last.pt, "
                                         "cnnseg<grid>.pt, log.jsonl) and start over.")] = False,
     ship: Annotated[bool, typer.Option("--ship", help="Copy the final weights into the package "
-                                       "(lidarmt/perception/apollo/weights/cnnseg<grid>.pt).")] = False,
+                                       "(lidarmt/lidar/perception/apollo/weights/cnnseg<grid>.pt).")] = False,
 ) -> None:
     """Train Apollo's CNN-seg network (random crops, bf16 autocast on AMX CPUs, AdamW, cosine schedule).
 
@@ -57,8 +57,8 @@ def train(
     import shutil
 
     from lidarmt.errors import ArgumentError
-    from lidarmt.perception.apollo.config import DEFAULT_WEIGHTS
-    from lidarmt.perception.apollo.train import LossWeights, TrainConfig
+    from lidarmt.lidar.perception.apollo.config import DEFAULT_WEIGHTS
+    from lidarmt.lidar.perception.apollo.train import LossWeights, TrainConfig
 
     try:
         cw = tuple(float(v) for v in class_weights.split(","))
@@ -66,7 +66,7 @@ def train(
         raise ArgumentError(f"--class-weights must be 5 comma-separated numbers, got {class_weights!r}") from err
     if len(cw) != 5 or min(cw) < 0:
         raise ArgumentError(f"--class-weights must be 5 non-negative numbers, got {class_weights!r}")
-    from lidarmt.perception.apollo.train import train as run_training
+    from lidarmt.lidar.perception.apollo.train import train as run_training
 
     dw = None
     if data_weights is not None:

@@ -111,7 +111,7 @@ def _frame_and_context(bag, index, library, seed, chosen):
         lib = ObjectLibrary.from_recording(library)
     roi = None
     if frame.labels is not None and frame.labels.point_semantic is not None:
-        from lidarmt.roi.query import LabelRoi
+        from lidarmt.lidar.roi.query import LabelRoi
 
         roi = LabelRoi().mask(frame)
     return frame, TransformContext(roi=roi, library=lib), f"frame {index} of {bag}"

@@ -1,4 +1,4 @@
-"""``lidarmt camera coverage`` as a campaign of the shared engine (:mod:`lidarmt.fuzz.engine`): journal, resume,
+"""``lidarmt camera coverage`` as a campaign of the shared engine (:mod:`lidarmt.engine.campaign`): journal, resume,
 run-folder lock.
 
 An item is a seed frame; its keys are ``(frame, -1, -1)`` (the seed image itself) and ``(frame, t, p)`` for every
@@ -25,9 +25,9 @@ import numpy as np
 
 from lidarmt.camera.campaign import ModelRef, TransformRef
 from lidarmt.camera.errors import CameraArgumentError
-from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, pair_record
-from lidarmt.fuzz.journal import JOURNAL_NAME
-from lidarmt.fuzz.tally import KeyedTally
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, pair_record
+from lidarmt.engine.journal import JOURNAL_NAME
+from lidarmt.engine.tally import KeyedTally
 
 OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "jaccard.png",
          "params.png", "cumulative.png")

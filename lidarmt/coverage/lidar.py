@@ -3,7 +3,7 @@
 The question: does adding ``n`` points outside the ROI drive the CNN into states that the source frames never
 reach? :func:`run_study` answers it per ``n`` with every criterion:
 
-1. every source frame goes through the SUT (the campaign's own :class:`~lidarmt.fuzz.campaign.Evaluator`: the
+1. every source frame goes through the SUT (the campaign's own :class:`~lidarmt.lidar.mr1.campaign.Evaluator`: the
    same recording, ROI, perception and guard as ``lidarmt fuzz``), with the coverage hooks on the network;
    the neurons are the 29 convolutions' channel means *after* their ReLU (cnnseg applies ``torch.relu_``
    functionally, so the probe is told which layers have one: all but ``deconv0``, whose 12 raw output channels
@@ -99,7 +99,7 @@ def run_study(evaluator: Any, *, profile: Profile | None = None, profile_frames:
               config: CoverageConfig | None = None, widen_levels: Sequence[float] = (0.5, 1.0),
               progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """The study over the evaluator's campaign (its frames, ``ns``, trials, seed and region); JSON-ready."""
-    from lidarmt.fuzz.oracle import judge
+    from lidarmt.lidar.mr1.oracle import judge
 
     cfg = evaluator.config
     probe = apollo_probe(network_of(evaluator.sut))

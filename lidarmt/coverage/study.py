@@ -271,7 +271,7 @@ def _rq1(stats: Any, nc: np.ndarray, angle: np.ndarray) -> dict[str, Any]:
 
 def seeds_for(n_frames: int, count: int | None, seed: int) -> tuple[int, ...]:
     """The seed frames a camera campaign with the same ``--frames`` and ``--seed`` samples."""
-    from lidarmt.fuzz.engine import select_items
+    from lidarmt.engine.campaign import select_items
 
     return tuple(int(i) for i in select_items(n_frames, count, seed, what="images"))
 

@@ -6,7 +6,7 @@ velmode orimode``. Latitude and longitude in degrees (WGS84), altitude in metres
 side up), pitch (0 = level, positive = front down) and yaw (heading, 0 = east, positive = counter-clockwise) in
 radians. The IMU's axes are KITTI's vehicle axes: x forward, y left, z up.
 
-**The pose of a packet**, world <- imu, in UTM metres (:mod:`lidarmt.roi.utm`, the projection Apollo's maps use):
+**The pose of a packet**, world <- imu, in UTM metres (:mod:`lidarmt.utm`, the projection Apollo's maps use):
 translation (easting, northing, altitude); rotation Rz(yaw + γ) · Ry(pitch) · Rx(roll), the rotation of KITTI's
 devkit (``convertOxtsToPose.m``: R = Rz(yaw) Ry(pitch) Rx(roll) in the local east-north-up frame) turned by γ, the
 angle from true north to UTM grid north at that point (the meridian convergence; 0 on the zone's central meridian,
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lidarmt import utm
 from lidarmt.io.errors import FormatError, RecordingError
-from lidarmt.roi import utm
 
 OXTS_FIELDS: tuple[str, ...] = (
     "lat", "lon", "alt", "roll", "pitch", "yaw",

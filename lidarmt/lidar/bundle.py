@@ -11,10 +11,10 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<transformation>-<le
 * ``obstacles_source.json``, ``obstacles_followup.json`` (and ``obstacles_minimal.json``);
 * ``bev_source.png``, ``bev_followup.png``: both sweeps from above with their obstacles;
 * ``bundle.mcap`` and ``foxglove-layout.json``: the same violation for Foxglove
-  (:func:`lidarmt.report.mcap.write_lidar_bundle_mcap`): both clouds, the added points, the points the minimal
+  (:func:`lidarmt.engine.mcap.write_lidar_bundle_mcap`): both clouds, the added points, the points the minimal
   edits touch, the obstacles of both sweeps (the lost ones red), the inserted/removed boxes and the ROI;
 * ``report.md`` and ``bundle.json`` (configuration, key, seed, parameters, thresholds, facts and findings);
-* ``MANIFEST.json`` (:mod:`lidarmt.report.manifest`): the SHA-256 of every other file, checked first by replay.
+* ``MANIFEST.json`` (:mod:`lidarmt.engine.manifest`): the SHA-256 of every other file, checked first by replay.
 
 Delta debugging minimises only losses of source obstacles in a sweep whose points stay where they were (a
 rotation or mirror is one rigid move, not a set of independent edits; a missed insertion cannot be made more
@@ -61,8 +61,8 @@ def findings_text(lost: list[dict[str, Any]], limit: int = 3) -> str:
 def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: int = 200, command: str = "",
                           thresholds: dict[str, Any] | None = None) -> dict[str, Any]:
     """Recompute pair ``key`` with evaluator ``ev``, minimise its change and write its bundle to ``out_dir``."""
-    from lidarmt.fuzz.ddmin import ddmin
-    from lidarmt.fuzz.engine import environment
+    from lidarmt.engine.campaign import environment
+    from lidarmt.engine.ddmin import ddmin
     from lidarmt.lidar.campaign import edits_origin, follow_roi
     from lidarmt.lidar.transforms.base import apply_edits, n_edits
 
@@ -158,9 +158,9 @@ def _json_safe(obj: Any) -> Any:
 
 def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, minimal_frame, minimal_obs) -> None:
     from lidarmt._atomic import staging_folder
+    from lidarmt.engine.manifest import write_manifest
     from lidarmt.io import save_frame_npz, write_pcd
-    from lidarmt.report.bev import draw_bev
-    from lidarmt.report.manifest import write_manifest
+    from lidarmt.lidar.bev import draw_bev
 
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
@@ -220,7 +220,7 @@ def minimal_points(source, change, minimal: np.ndarray) -> np.ndarray:
 
 
 def _write_mcap(tmp: Path, info: dict[str, Any], j, change, minimal: np.ndarray, roi_idx: np.ndarray) -> None:
-    from lidarmt.report.mcap import (
+    from lidarmt.engine.mcap import (
         BUNDLE_MCAP,
         LAYOUT_NAME,
         TOPIC_CHANGE_BOXES,
@@ -316,12 +316,12 @@ def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
 def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str | None = None,
                             sut: str | None = None, trust_code: bool = False, on_code=None):
     """Re-run a LiDAR-transformation bundle (``info``: its bundle.json); returns a
-    :class:`lidarmt.fuzz.replay.ReplayResult`."""
-    from lidarmt.fuzz.errors import FuzzInputError
-    from lidarmt.fuzz.plugins import check_trust, code_in_roi, code_in_sut
-    from lidarmt.fuzz.replay import ReplayResult, _resolve, check_mcap, shown_unlisted
+    :class:`lidarmt.lidar.mr1.replay.ReplayResult`."""
+    from lidarmt.engine.errors import FuzzInputError
     from lidarmt.io.npz import load_frame_npz
     from lidarmt.lidar.campaign import LidarCampaignConfig, LidarEvaluator, edits_origin, follow_roi
+    from lidarmt.lidar.mr1.replay import ReplayResult, _resolve, check_mcap, shown_unlisted
+    from lidarmt.lidar.specs import check_trust, code_in_roi, code_in_sut
     from lidarmt.lidar.transforms.base import apply_edits
 
     json_path = folder / "bundle.json"
@@ -355,7 +355,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
             res.details.append(f"{name}: {detail}" if detail else name)
         return bool(ok)
 
-    from lidarmt.report.manifest import ManifestProblem, read_manifest, verify_manifest
+    from lidarmt.engine.manifest import ManifestProblem, read_manifest, verify_manifest
 
     problems = verify_manifest(folder)
     listed, _ = read_manifest(folder)
@@ -364,7 +364,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
                      for n in REPLAY_INPUTS if n not in listed]
         problems += shown_unlisted(folder, listed)
     check("file checksums (MANIFEST.json)", not problems, "; ".join(str(p) for p in problems))
-    from lidarmt.report.mcap import LIDAR_TRANSFORM_BUNDLE_TOPICS
+    from lidarmt.engine.mcap import LIDAR_TRANSFORM_BUNDLE_TOPICS
 
     check_mcap(folder, check, LIDAR_TRANSFORM_BUNDLE_TOPICS)
     if problems:
@@ -409,7 +409,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     mframe = apply_edits(frame, change, keep)
     check("minimal frame rebuilt from the minimal edits", ok_idx and _bits_equal(mframe.points, stored_min.points),
           "source + change.npz's minimal_edits differ from minimal.npz")
-    from lidarmt.perception.guard import guarded_detect
+    from lidarmt.lidar.perception.guard import guarded_detect
 
     source = guarded_detect(ev.sut, frame, roi)
     fro = follow_roi(roi, change)

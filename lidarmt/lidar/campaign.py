@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure, pair_record
-from lidarmt.fuzz.errors import FuzzArgumentError
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec, build_roi_provider, build_sut, open_source
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure, pair_record
+from lidarmt.engine.errors import FuzzArgumentError
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 from lidarmt.lidar.relations import RELATIONS, LidarTally, Thresholds, judge_facts, map_xy, pair_facts
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, build_roi_provider, build_sut, open_source
 from lidarmt.types import Frame, Obstacles, Roi
 
 KIND = "lidar-transform"
@@ -308,7 +308,7 @@ class LidarEvaluator(EvaluatorBase):
         return frame, self.rois.roi_for(frame)
 
     def detect(self, frame: Frame, roi: Roi, *, key: Any = None, stage: str = "bundle") -> Obstacles:
-        from lidarmt.perception.guard import guarded_detect
+        from lidarmt.lidar.perception.guard import guarded_detect
 
         return self.call(guarded_detect, self.sut, frame, roi, keys=key, stage=stage)
 

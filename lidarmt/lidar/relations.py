@@ -35,7 +35,7 @@ sensor, default 30 m, that keep at least k points, default 10):
 Each lost obstacle is recorded with its class, size and distance to the sensor (Speth et al. rank findings by
 it); a missed insertion with the inserted object's. Where the source's labels say which objects it holds (KITTI
 boxes, tracklets), each source obstacle also records whether it is a labelled object, junk (unlabelled) or
-outside the labelled view (:func:`lidarmt.perception.apollo.evaluate.label_lost`); the fold can require only
+outside the labelled view (:func:`lidarmt.lidar.perception.apollo.evaluate.label_lost`); the fold can require only
 labelled objects (``labelled_only``) or obstacles of some volume (``min_volume``, MR1's ``--min-size``). A
 crash or timeout of the system is a finding, apart.
 """
@@ -49,8 +49,8 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt.fuzz.errors import FuzzArgumentError
-from lidarmt.fuzz.tally import KeyedTally
+from lidarmt.engine.errors import FuzzArgumentError
+from lidarmt.engine.tally import KeyedTally
 from lidarmt.types import CLASS_ORDER, ObstacleClass, Obstacles
 
 #: The relations of this module, and the transformation families each one applies to by default.
@@ -137,14 +137,14 @@ def _footprint(o, inv: np.ndarray | None):
 
     p = np.asarray(o.polygon, dtype=np.float64)[:, :2] if o.polygon is not None and len(o.polygon) >= 3 else None
     if p is None:
-        from lidarmt.report.bev import box_corners
+        from lidarmt.lidar.bev import box_corners
 
         p = box_corners(o)
     g = Polygon(map_xy(p, inv))
     if not g.is_valid:
         g = g.buffer(0)
     if g.area <= 0:  # a degenerate hull (points on a line): its box, at least 10 cm wide
-        from lidarmt.report.bev import box_corners
+        from lidarmt.lidar.bev import box_corners
 
         g = Polygon(map_xy(box_corners(o), inv)).buffer(0.05)
     return g
@@ -269,7 +269,7 @@ def pair_facts(source_frame, source: Obstacles, follow_frame, follow: Obstacles,
                 taken = [ii for ii in range(m) if ii != i and partner_s[ii] == j]
                 row["best_taken"] = _r(assigned_f[j], 4) if taken else 0.0
         src_rows.append(row)
-    from lidarmt.perception.apollo.evaluate import label_lost
+    from lidarmt.lidar.perception.apollo.evaluate import label_lost
 
     labels = label_lost(source_frame, source, range(m)) if m else None
     if labels is not None:  # what the source's labels say of each obstacle (labelled object, junk, outside)

@@ -2,10 +2,10 @@
 
 * ``ring``: taken from the frame's ``ring`` field when it has one; otherwise computed from each point's elevation
   angle atan2(z, hypot(x, y)) as the nearest of the 64 elevations of the KITTI car's HDL-64E
-  (:data:`lidarmt.sim.lidar.KITTI_ELEVATIONS_DEG`, ring 0 the lowest laser, the ROS driver's order).
+  (:data:`lidarmt.lidar.sim.lidar.KITTI_ELEVATIONS_DEG`, ring 0 the lowest laser, the ROS driver's order).
 * firing time: the HDL-64E turns clockwise (seen from above) at 10 Hz starting behind the vehicle, so a point's
   firing time within the sweep is ``(pi - azimuth) / (2 pi)`` of the 100 ms period (the simulator's convention,
-  :mod:`lidarmt.sim.lidar`); the sweep's reference time (where a motion-compensated sweep is expressed) is its end.
+  :mod:`lidarmt.lidar.sim.lidar`); the sweep's reference time (where a motion-compensated sweep is expressed) is its end.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ HDL64E_RINGS = 64
 
 def kitti_elevations_deg() -> np.ndarray:
     """The 64 elevations of the KITTI car's HDL-64E, ascending (index = ring)."""
-    from lidarmt.sim.lidar import KITTI_ELEVATIONS_DEG
+    from lidarmt.lidar.sim.lidar import KITTI_ELEVATIONS_DEG
 
     return np.asarray(KITTI_ELEVATIONS_DEG, dtype=np.float64)
 

@@ -1,6 +1,6 @@
 """A small analytic HDL-64E sweep: a street cast without open3d, for tests, examples and picture sheets.
 
-The KITTI HDL-64E's 64 rings (:data:`lidarmt.sim.lidar.KITTI_ELEVATIONS_DEG`) x ``n_azimuth`` firings, 1.73 m
+The KITTI HDL-64E's 64 rings (:data:`lidarmt.lidar.sim.lidar.KITTI_ELEVATIONS_DEG`) x ``n_azimuth`` firings, 1.73 m
 above a flat road; two building fronts along the street (y = +-14 m, 8 m tall, x in [-70, 70]); parked and
 driving cars (4.2 x 1.8 x 1.5 m) and pedestrians (0.6 x 0.6 x 1.75 m) as boxes, labelled with their boxes and
 per-point instance and meta type. Ranges beyond 100 m give no return. Deterministic in ``seed`` (the intensities'

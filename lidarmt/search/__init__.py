@@ -6,7 +6,7 @@
   transformations) and TACTIC's ES over a transformation's continuous space, for steering models (campaign kind
   ``camera-search``; ``lidarmt camera search``);
 * :mod:`lidarmt.search.lidar` — critical noise conditions for MR1: the ES and random search over the injector's
-  parameters (:class:`~lidarmt.fuzz.inject.NoiseCondition`), validated on held-back frames against the study's
+  parameters (:class:`~lidarmt.lidar.mr1.inject.NoiseCondition`), validated on held-back frames against the study's
   uniform noise (campaign kind ``lidar-search``; ``lidarmt fuzz --search es``).
 
 Every search is a campaign: its items are search steps (or seeds), its journal records every evaluated

@@ -44,9 +44,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lidarmt.camera.campaign import ModelRef, TransformRef, transform_seed
-from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.tally import KeyedTally
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.engine.tally import KeyedTally
 from lidarmt.search.errors import SearchArgumentError
 from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, step_rng
 

@@ -2,7 +2,7 @@
 
 The study added n points uniform in a disk outside the ROI. Here the noise itself is searched: n, the ring
 (inner/outer radius) and sector where the points lie, their z band and intensity band (fractions of the source
-frame's ranges), and clustering (k clumps of radius r, or uniform) — :class:`~lidarmt.fuzz.inject.NoiseCondition`.
+frame's ranges), and clustering (k clumps of radius r, or uniform) — :class:`~lidarmt.lidar.mr1.inject.NoiseCondition`.
 A candidate condition is judged on a fixed *batch* of source frames: its fitness is the share of frames whose
 obstacles are not all kept (MR1's O ⊄ O′), plus 0.1 × the mean *disturbance* of the source obstacles (1 − their
 matching score in O′, 1 for a lost one: :func:`_disturbance`). The second term is a tie-breaker that lets the
@@ -16,7 +16,7 @@ The search runs on the shared campaign engine as the campaign kind ``lidar-searc
   without improvement, the random arm stops with it); ``--search random`` runs arm 1 alone;
 * items ``budget + j`` validate on held-back frame j (frames the search never saw): keys ``(item, rank,
   variant)``, the ``top`` best conditions of each arm (rank ``arm·top + r``), variant 0 the condition, variant 1
-  the study's uniform noise with the same n (:func:`~lidarmt.fuzz.inject.make_follow_up`, the MR1 campaign's own
+  the study's uniform noise with the same n (:func:`~lidarmt.lidar.mr1.inject.make_follow_up`, the MR1 campaign's own
   injector and seed tuple ``(seed, frame, n, 0)``).
 
 Every evaluated candidate is a journal record; a step's random choices come from (seed, step, arm) and a
@@ -34,9 +34,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure
-from lidarmt.fuzz.errors import InjectionError
-from lidarmt.fuzz.inject import (
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure
+from lidarmt.engine.errors import InjectionError
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.engine.tally import KeyedTally
+from lidarmt.lidar.mr1.inject import (
     HDL64E_RANGE_M,
     Bounds,
     NoiseCondition,
@@ -44,9 +46,7 @@ from lidarmt.fuzz.inject import (
     make_conditioned_follow_up,
     make_follow_up,
 )
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
-from lidarmt.fuzz.tally import KeyedTally
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 from lidarmt.search.errors import SearchArgumentError
 from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, step_rng
 
@@ -246,7 +246,7 @@ class LidarSearchEvaluator(EvaluatorBase):
     what = "perception"
 
     def __init__(self, config: LidarSearchConfig, *, enforce_timeout: bool = True) -> None:
-        from lidarmt.fuzz.campaign import CampaignConfig, Evaluator
+        from lidarmt.lidar.mr1.campaign import CampaignConfig, Evaluator
 
         super().__init__(config.timeout, enforce_timeout=enforce_timeout)
         self.config = config
@@ -375,7 +375,7 @@ class LidarSearchEvaluator(EvaluatorBase):
 
 
 def _verdict_fields(frame: int, source: Any, follow: Any) -> dict[str, Any]:
-    from lidarmt.fuzz.oracle import judge
+    from lidarmt.lidar.mr1.oracle import judge
 
     v = judge(source, follow)
     return {"frame": frame, "subset_violation": v.subset_violation, "count_violation": v.count_violation,
@@ -410,7 +410,7 @@ class ConditionConfig:
         return f"{ARMS[self.arm]}-s{self.step:03d}-n{key[1]}-f{key[0]:06d}"
 
     def evaluator(self, *, enforce_timeout: bool = True) -> Any:
-        from lidarmt.fuzz.campaign import CampaignConfig, Evaluator
+        from lidarmt.lidar.mr1.campaign import CampaignConfig, Evaluator
 
         cfg = self
 

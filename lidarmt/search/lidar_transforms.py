@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lidarmt.fuzz.engine import Emit, EvaluatorBase, Key, failure
-from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-from lidarmt.fuzz.plugins import RoiSpec, SourceSpec, SutSpec
-from lidarmt.fuzz.tally import KeyedTally
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure
+from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+from lidarmt.engine.tally import KeyedTally
 from lidarmt.lidar.relations import Thresholds, judge_facts, required
+from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 from lidarmt.search.errors import SearchArgumentError
 from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, ranked, step_rng
 
@@ -225,7 +225,7 @@ class TransformSearchEvaluator(EvaluatorBase):
                 self.tally.add(rec)
 
     def detect(self, frame: Any, roi: Any, *, key: Any = None, stage: str = "bundle") -> Any:
-        from lidarmt.perception.guard import guarded_detect
+        from lidarmt.lidar.perception.guard import guarded_detect
 
         return self.call(guarded_detect, self.sut, frame, roi, keys=key, stage=stage)
 
@@ -314,7 +314,7 @@ def _rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def write_reports(out: str | Path, summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> dict[str, Path]:
-    from lidarmt.report.common import failure_body, junit_xml, markdown_table, savefig, write_report_set
+    from lidarmt.engine.report import failure_body, junit_xml, markdown_table, savefig, write_report_set
 
     cfg = summary["config"]
     head, rows = _rows(summary)

@@ -47,12 +47,15 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt.camera.errors import CameraArgumentError, CameraOutputError, ImageSourceError, ModelError
+from lidarmt.camera.errors import CameraArgumentError, CameraOutputError, ImageSourceError
 from lidarmt.camera.models.archs import Arch, count_parameters, get_arch
-
-WEIGHTS_FORMAT = "lidarmt-steering-weights"
-WEIGHTS_VERSION = 1
-
+from lidarmt.camera.models.weightsfile import (  # noqa: F401  (kept importable from here)
+    WEIGHTS_FORMAT,
+    WEIGHTS_VERSION,
+    export_weights,
+    load_module,
+    read_weights,
+)
 
 #: The augmentations training knows, in their canonical order (see the module docstring).
 AUGMENTATIONS: tuple[str, ...] = ("flip", "shift", "brightness", "shadow")
@@ -255,52 +258,6 @@ def window_indices(indices: np.ndarray, history: int, start: int) -> np.ndarray:
     """``(len(indices), history + 1)`` frame indices, oldest first, clamped to ``start`` (the split's first)."""
     offsets = np.arange(-history, 1)
     return np.maximum(np.asarray(indices)[:, None] + offsets[None, :], start)
-
-
-# --------------------------------------------------------------------------------------------- weights files
-
-
-def export_weights(module: Any, path: str | os.PathLike[str], *, arch: str, meta: dict[str, Any]) -> None:
-    """Write the module's weights as fp16 (floating tensors) in the shipped format, atomically."""
-    import torch
-
-    from lidarmt._atomic import atomic_path
-
-    state = {k: (v.detach().to(torch.float16) if v.is_floating_point() else v.detach()).clone()
-             for k, v in module.state_dict().items()}
-    blob = {"format": WEIGHTS_FORMAT, "version": WEIGHTS_VERSION, "arch": arch, "dtype": "float16",
-            "state_dict": state, "meta": json.dumps(meta, sort_keys=True)}
-    with atomic_path(path) as tmp:
-        torch.save(blob, tmp)
-
-
-def read_weights(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """``(arch, fp32 state dict, meta)`` of a weights file written by :func:`export_weights`.
-
-    The file is read with ``torch.load(weights_only=True)``: tensors and plain containers only, never code.
-    """
-    from lidarmt._torchfile import read_tensor_blob
-
-    p = Path(path)
-    blob, state = read_tensor_blob(p, fmt=WEIGHTS_FORMAT, version=WEIGHTS_VERSION, what="lidarmt steering weights file",
-                                   short="weights file", hint="pass a .pt written by 'lidarmt camera train'",
-                                   error=ModelError, on_old_version="; retrain with this version")
-    try:
-        meta = json.loads(blob.get("meta") or "{}")
-    except json.JSONDecodeError as err:
-        raise ModelError(f"{p}: corrupt weights file (meta is not JSON)") from err
-    return str(blob.get("arch")), state, meta
-
-
-def load_module(arch: Arch, state: dict[str, Any], *, path: str = "") -> Any:
-    """Build ``arch`` and load ``state`` into it (eval mode)."""
-    module = arch.build()
-    try:
-        module.load_state_dict(state, strict=True)
-    except RuntimeError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else "mismatch"
-        raise ModelError(f"{path or 'weights'}: do not fit architecture {arch.name} ({first})") from err
-    return module.eval()
 
 
 # --------------------------------------------------------------------------------------------- metrics

@@ -113,7 +113,7 @@ def spec_history(spec: str) -> tuple[str, int]:
         return spec, int(ARCHS[spec].input_spec.history)
     if str(spec).endswith(".pt") and Path(spec).is_file():
         try:
-            from lidarmt.camera.models.train import read_weights
+            from lidarmt.camera.models.weightsfile import read_weights
 
             arch = read_weights(spec)[0]
         except ModelError:
@@ -217,7 +217,7 @@ def model_from_file(path: str | os.PathLike[str], *, name: str | None = None, de
     must be the file's architecture. ``batch_size`` (frames per forward pass) defaults to 64 frames' worth:
     64 single frames, or 64 // (history + 1) windows."""
     from lidarmt.camera.models.torchmodel import TorchSteeringModel
-    from lidarmt.camera.models.train import load_module, read_weights
+    from lidarmt.camera.models.weightsfile import load_module, read_weights
 
     arch_name, state, _meta = read_weights(path)
     if arch_name not in ARCHS:

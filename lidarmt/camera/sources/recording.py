@@ -43,7 +43,7 @@ from lidarmt.io.base import TopicInfo
 from lidarmt.io.errors import RecordingError
 
 SIM_CAMERA_TOPIC = "/apollo/sensor/camera/front_6mm/image"
-"""The camera topic ``lidarmt simulate`` writes (lidarmt/sim/record.py), the default among several."""
+"""The camera topic ``lidarmt simulate`` writes (lidarmt/lidar/sim/record.py), the default among several."""
 SIM_STEERING_TOPIC = "/lidarmt/steering_angle"
 """The steering topic ``lidarmt simulate`` writes (``std_msgs/Float64``, radians, positive = left)."""
 

@@ -62,3 +62,12 @@ def apply_window(transform: Any, window: np.ndarray, params: Mapping[str, Any], 
     if callable(batch):
         return np.asarray(batch(window, params, seed))
     return np.stack([transform.apply(img, params, seed) for img in window])
+
+
+def transform_seed(seed: int, frame: int, transform: str, param: int, trial: int) -> int:
+    """The seed a transformation gets for one pair: a 63-bit hash of the campaign seed and the pair's identity
+    (by the transformation's *name*, so adding transformations to a campaign does not change the others)."""
+    name = int.from_bytes(transform.encode("utf-8")[:16].ljust(16, b"\0"), "little")
+    ss = np.random.SeedSequence([int(seed), int(frame), name & 0xFFFFFFFFFFFFFFFF, name >> 64, int(param),
+                                 int(trial), 0x63616D])  # "cam"
+    return int(ss.generate_state(2, dtype=np.uint64)[0] >> np.uint64(1))

@@ -372,7 +372,7 @@ class Evaluation:
         atomic_write_text(p, json.dumps(self.to_dict(), indent=2) + "\n")
         return p
 
-    # -- tables: (head, rows) pairs for lidarmt.report.common.markdown_table / rich_table
+    # -- tables: (head, rows) pairs for lidarmt.engine.report.markdown_table / rich_table
     def quality_rows(self) -> tuple[list[str], list[list[str]]]:
         head = ["translator", "weather", "SSIM(t,x)", "SSIM(p,x)", "SSIM(p↓,x)", "d(t,p)", "d(x,p)", "d(p,p′)",
                 "d(blur p,p)", "moved",
@@ -400,7 +400,7 @@ class Evaluation:
         return head, rows
 
     def markdown(self) -> str:
-        from lidarmt.report.common import markdown_table
+        from lidarmt.engine.report import markdown_table
 
         fr = self.frame_indices
         where = f"frames {fr[0]}..{fr[-1]}" if fr == list(range(fr[0], fr[-1] + 1)) else f"{len(fr)} frames"
@@ -411,7 +411,7 @@ class Evaluation:
         return "\n\n".join([intro, markdown_table(*self.quality_rows()), markdown_table(*self.steering_rows())])
 
     def rich_tables(self) -> list[Any]:
-        from lidarmt.report.common import rich_table
+        from lidarmt.engine.report import rich_table
 
         return [rich_table("Translators against procedural weather", *self.quality_rows()),
                 rich_table("Steering models: |θ(t) − θ(x)| and DeepRoad counts (translated/procedural)",

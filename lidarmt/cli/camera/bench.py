@@ -78,10 +78,10 @@ def bench(
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
     from lidarmt.cli.bench import check_stats_options
-    from lidarmt.fuzz.engine import RunLock, select_items
+    from lidarmt.engine.campaign import RunLock, select_items
 
     check_stats_options(alpha, correction, BenchArgumentError)
-    from lidarmt.fuzz.engine import check_backend
+    from lidarmt.engine.campaign import check_backend
 
     check_backend(backend, address)
     for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
@@ -136,7 +136,7 @@ def _check_models(plan) -> None:
     """Build every model that still has pairs to judge once, before any campaign starts (a typo in the last
     --model is reported at once)."""
     from lidarmt.camera.campaign import build_model
-    from lidarmt.fuzz.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME
 
     for m in plan.modules:
         if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():

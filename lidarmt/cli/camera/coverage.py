@@ -76,9 +76,9 @@ def coverage(
     from lidarmt.cli._common import err_console, progress, wide_console
     from lidarmt.coverage.camera import load_profile_for, profile_path_for
     from lidarmt.coverage.campaign import CoverageCampaignConfig
+    from lidarmt.coverage.report import rich_tables, write_reports
     from lidarmt.coverage.study import analyse, seeds_for
-    from lidarmt.fuzz.engine import LOCK_NAME, RunLock, run_campaign
-    from lidarmt.report.coverage import rich_tables, write_reports
+    from lidarmt.engine.campaign import LOCK_NAME, RunLock, run_campaign
 
     if (out.exists() and (not out.is_dir() or any(p.name != LOCK_NAME for p in out.iterdir())) and not force
             and not resume):

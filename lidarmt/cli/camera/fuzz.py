@@ -103,7 +103,7 @@ def fuzz(
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
     from lidarmt.cli._common import err_console
-    from lidarmt.fuzz.engine import RunLock, clamp_workers, select_items
+    from lidarmt.engine.campaign import RunLock, clamp_workers, select_items
 
     for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
         _positive(name, value)
@@ -124,7 +124,7 @@ def fuzz(
     per_model = model_options(names, model_option, recipe=None if recipe is None else str(recipe))
     resolved = None
     if device is not None:
-        from lidarmt.perception.apollo.network import resolve_device
+        from lidarmt.lidar.perception.apollo.network import resolve_device
 
         resolved = resolve_device(device, flag="--device", error=CameraArgumentError)
         for n, o in zip(names, per_model, strict=True):
@@ -186,10 +186,10 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
          quiet: bool, fail_on_violation: bool, backend: str = "local", address: str | None = None,
          extra_run: dict | None = None) -> None:
     from lidarmt.camera.bundle import write_sheet
+    from lidarmt.camera.report import rich_tables, write_reports
     from lidarmt.cli._common import CampaignProgress, console, err_console, progress, wide_console
-    from lidarmt.fuzz.engine import describe_timeout, environment, make_bundles, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME, iter_records
-    from lidarmt.report.camera import rich_tables, write_reports
+    from lidarmt.engine.campaign import describe_timeout, environment, make_bundles, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
     def interrupted() -> None:
         err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "

@@ -47,7 +47,7 @@ def _weights_detail(spec: str) -> dict[str, Any]:
     """A weights file from ``lidarmt camera train``: its architecture (from the project's table), input and
     training numbers; read as data, like any use of the file."""
     from lidarmt.camera.models import registry, zoo
-    from lidarmt.camera.models.train import read_weights
+    from lidarmt.camera.models.weightsfile import read_weights
 
     model = registry.get_model(spec)  # refuses unknown architectures and anything but tensors, in one line
     arch, _state, meta = read_weights(spec)

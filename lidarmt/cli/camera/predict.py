@@ -388,7 +388,7 @@ def predict(
         check_picture_path(out)
     from lidarmt.camera.errors import CameraArgumentError
     from lidarmt.camera.models.registry import training_mean
-    from lidarmt.perception.apollo.network import resolve_device
+    from lidarmt.lidar.perception.apollo.network import resolve_device
 
     options = model_options([model_spec], model_option, json_values=False,
                             recipe=None if recipe is None else str(recipe))[0]

@@ -88,7 +88,7 @@ def search(
     from lidarmt.camera.campaign import model_ref
     from lidarmt.camera.models.registry import resolve_options
     from lidarmt.camera.sources.factory import open_images
-    from lidarmt.fuzz.engine import RunLock
+    from lidarmt.engine.campaign import RunLock
     from lidarmt.search.camera import CameraSearchConfig, camera_space
     from lidarmt.search.errors import SearchArgumentError
 
@@ -104,7 +104,7 @@ def search(
     baseline = _baseline(strategy, space, baseline)
     options = {}
     if device is not None:
-        from lidarmt.perception.apollo.network import resolve_device
+        from lidarmt.lidar.perception.apollo.network import resolve_device
 
         options["device"] = resolve_device(device, flag="--device", error=SearchArgumentError)
     with open_images(images, topic=topic) as src:
@@ -157,10 +157,10 @@ def _baseline(strategy: str, space: str | None, given: str | None) -> str | None
 def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, lam: float, tolerance: float,
          command: str, quiet: bool) -> None:
     from lidarmt.cli._common import CampaignProgress, console, err_console
-    from lidarmt.fuzz.engine import environment, make_bundles, run_campaign
-    from lidarmt.fuzz.journal import JOURNAL_NAME
-    from lidarmt.report.search import camera_summary, camera_table, write_camera_reports
+    from lidarmt.engine.campaign import environment, make_bundles, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.search.camera import arm_comparison, comparison_table
+    from lidarmt.search.report import camera_summary, camera_table, write_camera_reports
 
     bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="search", unit="candidates")
     try:

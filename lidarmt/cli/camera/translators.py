@@ -108,7 +108,7 @@ def train_translator(
     )
     from lidarmt.camera.translate.train import train_translator as run_training
     from lidarmt.cli._common import parse_key_values, progress
-    from lidarmt.perception.apollo.network import resolve_device
+    from lidarmt.lidar.perception.apollo.network import resolve_device
 
     settings = parse_key_values(set_, flag="--set", error=CameraArgumentError)
     dev = resolve_device(device, flag="--device", error=CameraArgumentError)
@@ -391,7 +391,7 @@ def translate(
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.translate.registry import get_translator
     from lidarmt.cli._common import progress
-    from lidarmt.perception.apollo.network import resolve_device
+    from lidarmt.lidar.perception.apollo.network import resolve_device
 
     if style is not None and style_from is not None:
         raise CameraArgumentError("--style and --style-from: give one of them")

@@ -1,0 +1,112 @@
+"""Replay of a camera bug bundle (:mod:`lidarmt.camera.bundle`): rebuild the model from the bundle's spec (a
+``module:callable`` only with ``--trust-code``), re-derive the transformed window from the seed tuple and compare it
+byte for byte, predict both windows again and compare the angles bit for bit, and check that the relation is still
+violated; a learned translator is rebuilt on the device it ran on after its weights' SHA-256 is checked."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt.camera.bundle import (
+    violated,
+)
+from lidarmt.camera.errors import ImageSourceError
+
+
+@dataclass(slots=True)
+class CameraReplay:
+    bundle: Path
+    same: bool
+    checks: dict[str, bool] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
+    imports: list[str] = field(default_factory=list)
+
+
+def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool = False,
+                         model: str | None = None) -> CameraReplay:
+    """Re-run a camera bundle (``info`` is its bundle.json, already read); see the module docstring."""
+    from lidarmt.camera.campaign import CameraEvaluator, ModelRef, build_model
+    from lidarmt.camera.transforms.base import apply_window, transform_seed
+    from lidarmt.camera.transforms.registry import build
+    from lidarmt.engine.manifest import verify_manifest
+
+    res = CameraReplay(folder, True)
+
+    def check(name: str, ok: bool, detail: str = "") -> None:
+        res.checks[name] = bool(ok)
+        if not ok:
+            res.same = False
+            res.details.append(f"{name}: {detail}" if detail else name)
+
+    problems = verify_manifest(folder)
+    check("files match MANIFEST.json", not problems, "; ".join(str(p) for p in problems))
+    if problems:
+        return res
+    if (folder / "bundle.mcap").exists():  # what Foxglove opens: it must hold what the bundle shows
+        from lidarmt.engine.mcap import CAMERA_BUNDLE_TOPICS, mcap_problems
+
+        bad = mcap_problems(folder / "bundle.mcap", CAMERA_BUNDLE_TOPICS)
+        check("bundle.mcap opens with its topics", not bad, "; ".join(bad))
+    try:
+        with np.load(folder / "window.npz", allow_pickle=False) as z:
+            seed_w, stored_t = z["seed"], z["transformed"]
+    except (OSError, ValueError, KeyError) as err:
+        raise ImageSourceError(f"{folder / 'window.npz'}: not a camera bundle's window ({err})") from err
+    mref = ModelRef(model, {}) if model else ModelRef.from_dict(info["model"])
+    if model:
+        res.imports.append(model)
+    if info.get("torch_threads"):  # the same thread count as when the bundle was made
+        import torch
+
+        torch.set_num_threads(max(1, min(int(info["torch_threads"]), os.cpu_count() or 1)))
+    translators = {str(p.get("spec")): p for p in info.get("translators") or [] if isinstance(p, dict)}
+
+    def transform(name: str) -> Any:  # a translator on the device it ran on; code only with --trust-code
+        prov = translators.get(name) or {}
+        return build(name, {"device": str(prov["device"])} if prov.get("device") else {}, trust_code=trust_code)
+
+    net = build_model(mref, trust_code=trust_code)  # a model file must be the one recorded (SHA-256)
+    external = info.get("family") == "external"  # a pairs campaign: the follow-up was made elsewhere
+    if "steps" in info:  # a search's mutant: its transformations in turn, each with its own seed
+        steps = [(transform(st["transform"]), st["params"], int(st["seed"])) for st in info["steps"]]
+        used = [t for t, _, _ in steps]
+    elif not external:
+        used = [transform(info["transform"])]
+    for prov in translators.values():  # the same weights, before anything is run with them
+        if prov.get("sha256"):
+            from lidarmt.camera.translate.transform import sha256_of, weights_path
+
+            w = weights_path(str(prov["spec"]))
+            now = sha256_of(w) if w is not None and w.is_file() else None
+            check(f"translator {prov['spec']} weights (SHA-256)", now == prov["sha256"],
+                  f"{now or 'no weights file'} now, {prov['sha256']} stored")
+    if external:  # nothing to regenerate: both images are the bundle's (MANIFEST.json checked them)
+        again, what = stored_t, ""
+    elif "steps" in info:
+        again = seed_w
+        for tr, params, seed in steps:
+            again = apply_window(tr, again, params, seed)
+        what = "transformed image regenerated from the steps"
+    else:
+        tr = used[0]
+        seed = transform_seed(*info["seed_tuple"])
+        check("transformation seed", seed == int(info["transform_seed"]), "the seed tuple gives another seed")
+        again = apply_window(tr, seed_w, info["params"], seed)
+        what = "transformed image regenerated from the seed tuple"
+    if what:
+        check(what, again.shape == stored_t.shape and np.array_equal(again, stored_t),
+              "the transformation produced other pixels than window.npz")
+    h = int(net.input_spec.history)
+    pred = float(net.predict(CameraEvaluator.model_input(seed_w, h)[None])[0])
+    pred_t = float(net.predict(CameraEvaluator.model_input(stored_t, h)[None])[0])
+    check("prediction on the seed image", pred == info["pred"], f"{pred!r} now, {info['pred']!r} stored")
+    check("prediction on the transformed image", pred_t == info["pred_t"],
+          f"{pred_t!r} now, {info['pred_t']!r} stored")
+    check("relation still violated", violated(info, pred, pred_t) == bool(info["reproduced"]),
+          "the relation's verdict differs from bundle.json")
+    return res
