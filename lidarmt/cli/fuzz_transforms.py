@@ -158,67 +158,6 @@ def _complete(out: Path, infos: list[dict]) -> list[dict]:
     return full
 
 
-def bench_transforms(names: str, *, levels: str | None, relation: str | None, library: str | None, bag: str,
-                     topic: str | None, roi: Any, suts: list[str], options: list[dict], baseline: Path | None,
-                     trust_code: bool, frames: int | None, seed: int, trials: int, timeout: float | None,
-                     workers: int, alpha: float, correction: str, thresholds: Any, out: Path | None, resume: bool,
-                     force: bool, quiet: bool, fail_on_regression: bool, backend: str = "local",
-                     address: str | None = None) -> None:
-    """``lidarmt bench --transforms``: one LiDAR-transformation campaign per module on the same follow-ups, the
-    journals paired key by key (McNemar per transformation, :mod:`lidarmt.bench.lidar_transforms`)."""
-    import typer
-
-    from lidarmt.bench.folder import (
-        BenchPlan,
-        Module,
-        check_baseline,
-        folder_names,
-        module_label,
-        reuse_baseline,
-    )
-    from lidarmt.bench.lidar_transforms import summarize
-    from lidarmt.cli.bench import _check_suts, report, run_plan
-    from lidarmt.engine.campaign import RunLock
-    from lidarmt.lidar.campaign import KIND, LidarCampaignConfig, transform_refs
-    from lidarmt.lidar.mr1.campaign import select_frames
-    from lidarmt.lidar.relations import judge_facts
-    from lidarmt.lidar.specs import SourceSpec, SutSpec, build_roi_provider, open_source
-    from lidarmt.lidar.transforms.registry import select
-
-    refs = transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)
-    source = SourceSpec(bag, topic)
-    rec = open_source(source)
-    chosen = select_frames(len(rec), frames, seed)
-    build_roi_provider(roi).roi_for(rec[chosen[0]])
-    close = getattr(rec, "close", None)
-    if callable(close):
-        close()
-    configs = [LidarCampaignConfig(source, roi, SutSpec(s, o), refs, chosen, seed=seed, trials=trials,
-                                   library=library, timeout=timeout, thresholds=thresholds)
-               for s, o in zip(suts, options, strict=True)]
-    modules: list[Module] = []
-    reused_from = None
-    if baseline is not None:
-        base, reused_from = reuse_baseline(baseline, KIND, trust_code=trust_code)
-        modules.append(base)
-    labels = [m.name for m in modules] + [module_label(c.sut.name, c.sut.options) for c in configs]
-    names_ = folder_names(labels)
-    modules += [Module(nm, c) for nm, c in zip(names_[len(modules):], configs, strict=True)]
-    if baseline is not None:
-        check_baseline(modules, KIND, baseline)
-    out = out or Path("runs") / ("bench-transforms-" + Path(bag.rstrip("/")).name.split(".")[0])
-    plan = BenchPlan(out, KIND, modules)
-    _check_suts(plan)
-    with RunLock(out) as lock:
-        run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                       quiet=quiet, backend=backend, address=address, is_violation=lambda r: bool(judge_facts(
-                           r["facts"], refs[int(r["key"][1])].relation, thresholds)))
-        summary = summarize(plan, thresholds=thresholds, alpha=alpha, correction=correction)
-        report(plan.out, summary, run)
-    if fail_on_regression and summary["verdict"] == "regression":
-        raise typer.Exit(1)
-
-
 def run_transform_search(strategy: str, name: str, *, relation: str | None, bag: str, topic: str | None, roi: Any,
                          sut: Any, frames: int | None, seed: int, budget: int, timeout: float | None,
                          library: str | None, thresholds: Any, out: Path | None, resume: bool, force: bool,

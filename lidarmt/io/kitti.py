@@ -30,6 +30,7 @@ import numpy as np
 
 from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, RecordingError
+from lidarmt.io.kitti_region import read_calib
 from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, finite_mask, make_points
 
 KITTI_META: dict[str, MetaType | None] = {
@@ -43,25 +44,6 @@ KITTI_META: dict[str, MetaType | None] = {
     "Misc": MetaType.UNKNOWN,
     "DontCare": None,
 }
-
-
-def read_calib(path: Path) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable calibration ({getattr(err, 'strerror', None) or err})") from err
-    for line in text.splitlines():
-        if ":" not in line:
-            continue
-        key, _, rest = line.partition(":")
-        if key.strip() == "calib_time":  # KITTI raw calibration files: "calib_time: 25-May-2012 16:30:16"
-            continue
-        try:
-            out[key.strip()] = np.array([float(v) for v in rest.split()], dtype=np.float64)
-        except ValueError as err:
-            raise FormatError(f"{path}: bad number in {key.strip()}") from err
-    return out
 
 
 def velo_to_rect(calib: dict[str, np.ndarray], where: str) -> np.ndarray:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lidarmt.io.errors import FormatError
+from lidarmt.io.errors import FormatError, RecordingError
 from lidarmt.types import LabelledRegion
 
 DEFAULT_IMAGE_WIDTH = 1242.0
@@ -76,8 +76,6 @@ def object_region(calib: Mapping[str, np.ndarray], *, width: float = DEFAULT_IMA
 
 def raw_region(date_folder: str | Path, *, where: str | None = None) -> LabelledRegion:
     """Camera 2's view for a KITTI raw date folder (``calib_velo_to_cam.txt`` and ``calib_cam_to_cam.txt``)."""
-    from lidarmt.io.kitti import read_calib
-
     folder = Path(date_folder)
     v2c = read_calib(folder / "calib_velo_to_cam.txt")
     c2c = read_calib(folder / "calib_cam_to_cam.txt")
@@ -95,3 +93,23 @@ def raw_region(date_folder: str | Path, *, where: str | None = None) -> Labelled
                           "R_rect_00 and P_rect_02") from err
     return region_from_projection(p2 @ rect @ velo, width=width,
                                   source=f"camera 2 view from {where or folder.name}/calib_*_to_cam.txt")
+
+
+def read_calib(path: Path) -> dict[str, np.ndarray]:
+    """A KITTI calibration file (object ``calib/*.txt`` or raw ``calib_*.txt``) as key -> numbers."""
+    out: dict[str, np.ndarray] = {}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise RecordingError(f"{path}: unreadable calibration ({getattr(err, 'strerror', None) or err})") from err
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        key, _, rest = line.partition(":")
+        if key.strip() == "calib_time":  # KITTI raw calibration files: "calib_time: 25-May-2012 16:30:16"
+            continue
+        try:
+            out[key.strip()] = np.array([float(v) for v in rest.split()], dtype=np.float64)
+        except ValueError as err:
+            raise FormatError(f"{path}: bad number in {key.strip()}") from err
+    return out

@@ -29,7 +29,8 @@ import numpy as np
 from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure, pair_record
 from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.engine.journal import JOURNAL_NAME, iter_records
-from lidarmt.lidar.relations import RELATIONS, LidarTally, Thresholds, judge_facts, map_xy, pair_facts
+from lidarmt.lidar.changes import MovedRoi, edits_origin, follow_roi, jsonable  # noqa: F401  (campaign API)
+from lidarmt.lidar.relations import RELATIONS, LidarTally, Thresholds, judge_facts, pair_facts
 from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, build_roi_provider, build_sut, open_source
 from lidarmt.types import Frame, Obstacles, Roi
 
@@ -117,45 +118,6 @@ def transform_refs(names: Sequence[str], *, levels: Sequence[str] = LEVEL_NAMES,
     if len({r.name for r in refs}) != len(refs):
         raise FuzzArgumentError("--transforms: a transformation is named twice")
     return tuple(refs)
-
-
-class MovedRoi:
-    """The source's ROI carried along by a sweep's rigid 2-D map (rotation, mirror): a follow-up point is in
-    it when the map's inverse brings it into the source's ROI."""
-
-    def __init__(self, roi: Roi, geometry: np.ndarray) -> None:
-        self.base = roi
-        self.geometry = np.asarray(geometry, dtype=np.float64)
-        self._inv = np.linalg.inv(self.geometry)
-
-    @property
-    def empty(self) -> bool:
-        return bool(getattr(self.base, "empty", False))
-
-    def contains(self, xy: np.ndarray) -> np.ndarray:
-        xy = np.asarray(xy, dtype=np.float64)
-        return np.asarray(self.base.contains(map_xy(xy[:, :2], self._inv)), dtype=bool)
-
-    def indices(self, frame: Frame) -> np.ndarray:
-        xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
-        return np.flatnonzero(self.contains(xy)).astype(np.int64)
-
-
-def follow_roi(roi: Roi, change: Any) -> Roi:
-    return roi if change.geometry is None else MovedRoi(roi, change.geometry)
-
-
-def edits_origin(change: Any, keep_edit: np.ndarray) -> np.ndarray:
-    """The ``origin`` of :func:`lidarmt.lidar.transforms.base.apply_edits`' frame for ``keep_edit``."""
-    keep_edit = np.asarray(keep_edit, dtype=bool)
-    dropped = change.dropped
-    add_j = np.flatnonzero(change.origin < 0)
-    n_mod = change.n_modified
-    present = np.ones(change.n_source, dtype=bool)
-    present[dropped[keep_edit[: len(dropped)]]] = False
-    n_add = int(np.count_nonzero(keep_edit[len(dropped) + n_mod:]))
-    assert n_add <= len(add_j)
-    return np.concatenate([np.flatnonzero(present).astype(np.int64), np.full(n_add, -1, dtype=np.int64)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +324,7 @@ class LidarEvaluator(EvaluatorBase):
             facts = self.facts(frame, source, change, follow)
             emit("pair", pair_record(cfg, key, "ok", "follow", facts=facts, points=len(frame),
                                      follow_points=len(change.frame), edits=int(n_edits(change)),
-                                     info=_jsonable(change.info), sut_s=round(dt, 6), source_s=round(t_source, 6),
+                                     info=jsonable(change.info), sut_s=round(dt, 6), source_s=round(t_source, 6),
                                      transform_s=round(t_transform, 6)))
 
     def judge_key(self, key: Key) -> Judged:
@@ -396,28 +358,6 @@ def open_library(path: str) -> Any:
         close()
     frames = sorted({int(i) for i in np.linspace(0, n - 1, min(n, LIBRARY_FRAMES)).round()}) if n else []
     return ObjectLibrary.from_recording(path, frames=frames)
-
-
-def _jsonable(info: Mapping[str, Any]) -> dict[str, Any]:
-    """A change's info as plain JSON values (numbers rounded; arrays to lists)."""
-    import json
-
-    def conv(v: Any) -> Any:
-        if isinstance(v, np.generic):
-            v = v.item()
-        if isinstance(v, float):
-            return round(v, 6) if math.isfinite(v) else None
-        if isinstance(v, np.ndarray):
-            return [conv(x) for x in v.tolist()] if v.size <= 64 else f"array{list(v.shape)}"
-        if isinstance(v, Mapping):
-            return {str(k): conv(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [conv(x) for x in v]
-        return v
-
-    out = conv(dict(info))
-    json.dumps(out)
-    return out
 
 
 # ----------------------------------------------------------------------------------------------- violations

@@ -93,7 +93,7 @@ def lost_details(verdict: Verdict, *, limit: int = 3) -> str:
 
 def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 200, command: str = "") -> dict:
     """Recompute pair ``key`` with evaluator ``ev``, minimise it and write its bundle to ``out_dir``."""
-    from lidarmt.lidar.mr1.campaign import environment
+    from lidarmt.engine.campaign import environment
 
     frame, roi, fu, source, follow, verdict = ev.judge_key(key)
     relation = relation_of(verdict)

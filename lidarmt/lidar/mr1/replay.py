@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,14 @@ import numpy as np
 
 from lidarmt._limits import loads_json
 from lidarmt.engine.errors import FuzzInputError
+from lidarmt.engine.replay import (  # noqa: F401  (kept importable from here)
+    CHECK_FILES,
+    CHECK_MCAP,
+    ReplayResult,
+    check_mcap,
+    resolve_path,
+    shown_unlisted,
+)
 from lidarmt.lidar.mr1.inject import make_follow_up
 from lidarmt.lidar.mr1.oracle import judge
 from lidarmt.lidar.perception.guard import guarded_detect
@@ -59,22 +67,6 @@ SUPPORTED_VERSION = 2
 REPLAY_INPUTS = ("bundle.json", "source.npz", "followup.npz", "added.npy", "minimal.npy",
                  "obstacles_source.json", "obstacles_followup.json")
 MAX_BUNDLE_JSON_BYTES = 64 << 20
-CHECK_FILES = "file checksums (MANIFEST.json)"
-CHECK_MCAP = "bundle.mcap opens with its topics"
-#: Files a bundle shows but replay does not read (Foxglove's): when present, the manifest must list them too.
-_SHOWN = ("bundle.mcap", "foxglove-layout.json")
-
-
-@dataclass(slots=True)
-class ReplayResult:
-    """What a replay found: ``same`` is True only when every check in ``checks`` passed."""
-
-    bundle: Path
-    same: bool
-    checks: dict[str, bool] = field(default_factory=dict)
-    details: list[str] = field(default_factory=list)  # one line per thing that differs
-    verdict: dict[str, Any] | None = None
-    imports: list[str] = field(default_factory=list)  # code named by the bundle and imported (--trust-code)
 
 
 def load_bundle(path: str | Path) -> dict[str, Any]:
@@ -129,7 +121,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
     info = load_bundle(folder)
     if info.get("kind") == "lidar-transform":  # a relation beyond MR1 (lidarmt.lidar): its own checks
-        from lidarmt.lidar.bundle import replay_transform_bundle
+        from lidarmt.lidar.replay import replay_transform_bundle
 
         if from_recording:
             raise FuzzInputError(f"{folder}: --from-recording is for MR1 bundles; this bundle's source.npz is checked "
@@ -269,8 +261,8 @@ def _specs(folder: Path, info: dict, *, map_path: str | None, sut: str | None):
         if map_path:
             cfg["roi"]["map"] = map_path
         else:  # paths were stored as given: resolve a relative one against the campaign's folder
-            cfg["roi"]["map"] = _resolve(str(cfg["roi"]["map"]), info.get("cwd"))
-        cfg["source"]["path"] = _resolve(str(cfg["source"]["path"]), info.get("cwd"))
+            cfg["roi"]["map"] = resolve_path(str(cfg["roi"]["map"]), info.get("cwd"))
+        cfg["source"]["path"] = resolve_path(str(cfg["source"]["path"]), info.get("cwd"))
         if sut:
             cfg["sut"]["name"] = sut
         if cfg.get("kind", "lidar-mr1") not in ("lidar-mr1", "lidar-condition"):
@@ -304,24 +296,6 @@ def _check_files(folder: Path, info: dict, check: Callable[..., bool]) -> None:
     check_mcap(folder, check)
 
 
-def shown_unlisted(folder: Path, listed: Any) -> list[Any]:
-    """The files a bundle shows (:data:`_SHOWN`) that it holds but its manifest does not list."""
-    from lidarmt.engine.manifest import ManifestProblem
-
-    return [ManifestProblem("unlisted", n, "the bundle holds it but MANIFEST.json does not list it")
-            for n in _SHOWN if n not in listed and (folder / n).exists()]
-
-
-def check_mcap(folder: Path, check: Callable[..., bool], expected: Any = None) -> None:
-    """Check ``bundle.mcap``, when the bundle has one, for its topics (``expected``: topic -> schema; default the
-    MR1 bundles' :data:`lidarmt.engine.mcap.LIDAR_BUNDLE_TOPICS`)."""
-    if (folder / "bundle.mcap").exists():  # what Foxglove opens: it must hold what the bundle shows
-        from lidarmt.engine.mcap import LIDAR_BUNDLE_TOPICS, mcap_problems
-
-        bad = mcap_problems(folder / "bundle.mcap", LIDAR_BUNDLE_TOPICS if expected is None else expected)
-        check(CHECK_MCAP, not bad, "; ".join(bad))
-
-
 def _load(folder: Path, name: str, loader: Callable[[Path], Any], check: Callable[..., bool]) -> Any:
     """``loader(folder / name)``, or None after failing the check "read NAME" when it cannot be read."""
     path = folder / name
@@ -347,15 +321,6 @@ def _load_json(path: Path) -> Any:
 
 def _len(obj: Any) -> int | str:
     return len(obj) if isinstance(obj, list) else "?"
-
-
-def _resolve(path: str, cwd: str | None) -> str:
-    from lidarmt.lidar.specs import is_callable_spec
-
-    if is_callable_spec(path) or Path(path).is_absolute() or Path(path).exists() or not cwd:
-        return path
-    cand = Path(cwd) / path
-    return str(cand) if cand.exists() else path
 
 
 def _same_points(a: np.ndarray, b: np.ndarray) -> bool:

@@ -1,0 +1,151 @@
+"""Replay of a LiDAR transformation bundle (:mod:`lidarmt.lidar.bundle`): the manifest, the follow-up re-derived from
+the seed and compared bit for bit, the system under test run again on both frames, and the relation's verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lidarmt.lidar.bundle import REPLAY_INPUTS, _lost_source
+from lidarmt.lidar.relations import Thresholds, judge_facts
+
+
+def _norm(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+def _bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str | None = None,
+                            sut: str | None = None, trust_code: bool = False, on_code=None):
+    """Re-run a LiDAR-transformation bundle (``info``: its bundle.json); returns a
+    :class:`lidarmt.lidar.mr1.replay.ReplayResult`."""
+    from lidarmt.engine.errors import FuzzInputError
+    from lidarmt.engine.replay import ReplayResult, check_mcap, resolve_path, shown_unlisted
+    from lidarmt.io.npz import load_frame_npz
+    from lidarmt.lidar.campaign import LidarCampaignConfig, LidarEvaluator
+    from lidarmt.lidar.changes import edits_origin, follow_roi
+    from lidarmt.lidar.specs import check_trust, code_in_roi, code_in_sut
+    from lidarmt.lidar.transforms.base import apply_edits
+
+    json_path = folder / "bundle.json"
+    try:
+        d = json.loads(json.dumps(info["config"]))
+        d["roi"]["map"] = map_path or resolve_path(str(d["roi"]["map"]), info.get("cwd"))
+        d["source"]["path"] = resolve_path(str(d["source"]["path"]), info.get("cwd"))
+        if d.get("library"):
+            d["library"] = resolve_path(str(d["library"]), info.get("cwd"))
+        if sut:
+            d["sut"]["name"] = sut
+        th = Thresholds.from_dict(info["thresholds"])
+        cfg = LidarCampaignConfig.from_dict(d, thresholds=th)
+        key = tuple(int(v) for v in info["key"])
+        stored_findings = info["findings"]
+        stored_facts = info["facts"]
+    except (KeyError, TypeError, ValueError, IndexError) as err:
+        raise FuzzInputError(f"{json_path}: corrupt bundle.json (bad or missing {err}); it is not a bundle "
+                             "lidarmt wrote") from err
+    imports = ([] if sut else code_in_sut(cfg.sut)) + ([] if map_path else code_in_roi(cfg.roi))
+    check_trust(imports, origin=json_path, trust_code=trust_code)
+    res = ReplayResult(folder, True, imports=list(imports))
+    for line in imports:
+        if on_code is not None:
+            on_code(line)
+
+    def check(name: str, ok: bool, detail: str = "") -> bool:
+        res.checks[name] = bool(ok) and res.checks.get(name, True)
+        if not ok:
+            res.same = False
+            res.details.append(f"{name}: {detail}" if detail else name)
+        return bool(ok)
+
+    from lidarmt.engine.manifest import ManifestProblem, read_manifest, verify_manifest
+
+    problems = verify_manifest(folder)
+    listed, _ = read_manifest(folder)
+    if listed is not None:
+        problems += [ManifestProblem("unlisted", n, "replay reads it but MANIFEST.json does not list it")
+                     for n in REPLAY_INPUTS if n not in listed]
+        problems += shown_unlisted(folder, listed)
+    check("file checksums (MANIFEST.json)", not problems, "; ".join(str(p) for p in problems))
+    from lidarmt.engine.mcap import LIDAR_TRANSFORM_BUNDLE_TOPICS
+
+    check_mcap(folder, check, LIDAR_TRANSFORM_BUNDLE_TOPICS)
+    if problems:
+        return res
+    check("bundle.json is consistent", cfg.seed_of(key) == int(info["seed"])
+          and cfg.transforms[key[1]].name == info["transform"] and dict(cfg.transforms[key[1]].params[key[2]])
+          == {k: float(v) for k, v in info["params"].items()}, "the key, seed and parameters do not fit together")
+    if info.get("torch_threads"):
+        import torch
+
+        torch.set_num_threads(max(1, min(int(info["torch_threads"]), os.cpu_count() or 1)))
+    frame = load_frame_npz(folder / "source.npz")
+    stored_follow = load_frame_npz(folder / "followup.npz")
+    stored_min = load_frame_npz(folder / "minimal.npz")
+    if info.get("labelled_region") and frame.labels is not None:  # not kept by the .npz: bundle.json has it
+        from lidarmt.types import LabelledRegion
+
+        r = info["labelled_region"]
+        frame.labels.region = LabelledRegion(float(r["azimuth_min"]), float(r["azimuth_max"]),
+                                             None if r.get("max_range") is None else float(r["max_range"]),
+                                             str(r.get("source") or ""))
+    with np.load(folder / "change.npz", allow_pickle=False) as z:
+        origin, modified, minimal = z["origin"], z["modified"], z["minimal_edits"]
+    ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
+    roi = ev.rois.roi_for(frame)
+    if info.get("library"):  # the objects insert cuts from: the same library, before it is used
+        now = ev.library().fingerprint()
+        check("object library (SHA-256)", now == info["library"]["sha256"],
+              f"{now} now, {info['library']['sha256']} stored (another recording or --library)")
+    change = ev.change(frame, roi, key)
+    check("follow-up regenerated from the seed", _bits_equal(change.frame.points, stored_follow.points),
+          "the transformation produced other points than followup.npz")
+    check("provenance of the follow-up's points", _bits_equal(np.asarray(change.origin, np.int64), origin)
+          and _bits_equal(np.asarray(change.modified, bool), modified), "origin/modified differ from change.npz")
+    from lidarmt.lidar.transforms.base import n_edits
+
+    edits = int(n_edits(change))
+    ok_idx = len(minimal) == 0 or (int(minimal.min()) >= 0 and int(minimal.max()) < edits)
+    keep = np.zeros(edits, dtype=bool)
+    if ok_idx:
+        keep[minimal] = True
+    mframe = apply_edits(frame, change, keep)
+    check("minimal frame rebuilt from the minimal edits", ok_idx and _bits_equal(mframe.points, stored_min.points),
+          "source + change.npz's minimal_edits differ from minimal.npz")
+    from lidarmt.lidar.perception.guard import guarded_detect
+
+    source = guarded_detect(ev.sut, frame, roi)
+    fro = follow_roi(roi, change)
+    follow = guarded_detect(ev.sut, stored_follow, fro)
+    check("source obstacles", _norm(source.to_list()) == _norm(json.loads((folder / "obstacles_source.json")
+                                                                          .read_text(encoding="utf-8"))),
+          f"{len(source)} obstacles now")
+    check("follow-up obstacles", _norm(follow.to_list()) == _norm(json.loads((folder / "obstacles_followup.json")
+                                                                            .read_text(encoding="utf-8"))),
+          f"{len(follow)} obstacles now")
+    facts = ev.facts(frame, source, change, follow)
+    check("facts", _norm(facts) == _norm(stored_facts), "the raw facts differ from bundle.json")
+    lost = judge_facts(facts, info["relation"], th)
+    check("relation still violated", _norm(lost) == _norm(stored_findings) and bool(lost) == bool(info["reproduced"]),
+          f"{len(lost)} findings now, {len(stored_findings)} stored")
+    res.verdict = {"findings": lost}
+    if info.get("minimal_findings") is not None:
+        o_min = guarded_detect(ev.sut, mframe, fro)
+        mf = ev.facts(frame, source, change, o_min, follow_frame=mframe, origin=edits_origin(change, keep))
+        ml = judge_facts(mf, info["relation"], th)
+        check("minimal edits still lose the obstacle", bool(_lost_source(ml) & _lost_source(lost)),
+              "source + the minimal edits lose none of the obstacles the whole change lost")
+        check("minimal findings", _norm(ml) == _norm(info["minimal_findings"]), "differ from bundle.json")
+        if (folder / "obstacles_minimal.json").is_file():
+            check("minimal obstacles", _norm(o_min.to_list()) == _norm(json.loads(
+                (folder / "obstacles_minimal.json").read_text(encoding="utf-8"))), f"{len(o_min)} obstacles now")
+    return res
