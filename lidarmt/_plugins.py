@@ -5,6 +5,7 @@ steering models). Only for specs the *user* gave; specs read from files go throu
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any
 
 
@@ -24,3 +25,28 @@ def load_object(spec: str, *, what: str, error: type[Exception]) -> Any:
         except AttributeError as err:
             raise error(f"module {mod_name!r} has no attribute {attr!r} ({what} {spec!r})") from err
     return obj
+
+
+def instantiate(obj: Any, spec: str, options: dict[str, Any], *, protocol: type, what: str, lacks: str,
+                unknown: type[Exception], options_error: type[Exception] | None,
+                build_failed: Callable[[TypeError], Exception] | None = None) -> Any:
+    """What a registry's ``spec`` resolved to (``obj``), built with ``options``: an instance of the runtime-checkable
+    ``protocol`` is used as it is (``options_error`` when options were given to it; None: they are ignored), a
+    callable is called with the options (``build_failed(err)`` is raised for a ``TypeError`` when given) and
+    must return an instance of ``protocol``; anything else is ``unknown``, naming ``what`` and what it ``lacks``."""
+    if isinstance(obj, protocol) and not isinstance(obj, type):
+        if options and options_error is not None:
+            raise options_error(f"{what} {spec!r} is an instance; it takes no options (got {sorted(options)})")
+        return obj
+    if not callable(obj):
+        raise unknown(f"{what} {spec!r} is neither callable nor a {protocol.__name__}")
+    if build_failed is None:
+        inst = obj(**options)
+    else:
+        try:
+            inst = obj(**options)
+        except TypeError as err:
+            raise build_failed(err) from err
+    if not isinstance(inst, protocol) or isinstance(inst, type):
+        raise unknown(f"{what} {spec!r} returned {type(inst).__name__}, which lacks {lacks}")
+    return inst

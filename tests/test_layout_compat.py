@@ -88,3 +88,56 @@ def test_pre_layout_camera_journal_resumes_to_the_same_summary(tmp_path, monkeyp
     assert main(["camera", "fuzz", "--images", "drive", "--model", "dave-orig", "--transforms", "brightness,mirror",
                  "--out", "camrun", "--quiet", "--lambda", "0.05", "--bundles", "0", "--resume"]) == 0
     assert _summary(root / "camrun" / "summary.json") == expected
+
+
+# ----------------------------------------------------------------------------------------------- old import paths
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("lidarmt.fuzz.campaign", "lidarmt.lidar.mr1.campaign"),
+    ("lidarmt.fuzz.engine", "lidarmt.engine.campaign"),
+    ("lidarmt.fuzz.oracle", "lidarmt.lidar.mr1.oracle"),
+    ("lidarmt.fuzz.plugins", "lidarmt.lidar.specs"),
+    ("lidarmt.report.bundle", "lidarmt.lidar.mr1.bundle"),
+    ("lidarmt.report.mcap", "lidarmt.engine.mcap"),
+    ("lidarmt.perception.apollo.pipeline", "lidarmt.lidar.perception.apollo.pipeline"),
+    ("lidarmt.roi", "lidarmt.lidar.roi"),
+    ("lidarmt.roi.utm", "lidarmt.utm"),
+    ("lidarmt.sim.lidar", "lidarmt.lidar.sim.lidar"),
+])
+def test_old_module_paths_are_the_same_modules(old, new):
+    import importlib
+
+    a, b = importlib.import_module(old), importlib.import_module(new)
+    assert a is b
+    assert a.__spec__.name == new  # the module keeps its own spec (importlib.resources, pickle, reload read it)
+
+
+def test_old_names_users_wrote_still_import():
+    from lidarmt import Obstacles
+    from lidarmt.fuzz import CampaignConfig, ddmin, run_campaign
+    from lidarmt.fuzz.plugins import SutSpec, check_trust
+    from lidarmt.lidar.mr1.campaign import CampaignConfig as New
+    from lidarmt.perception.base import Perception
+    from lidarmt.perception.registry import ENTRY_POINT_GROUP
+    from lidarmt.roi import HDMapRoi, utm
+
+    assert CampaignConfig is New and callable(run_campaign) and callable(ddmin) and callable(check_trust)
+    assert Obstacles.__module__ == "lidarmt.types" and SutSpec and Perception and HDMapRoi and utm.utm_proj
+    assert ENTRY_POINT_GROUP == "lidarmt.perception"  # the plug-in group keeps its name
+
+
+def test_a_module_callable_spec_with_an_old_path_loads():
+    from lidarmt._plugins import load_object
+
+    assert load_object("lidarmt.fuzz.oracle:judge", what="t", error=ValueError).__module__ == "lidarmt.lidar.mr1.oracle"
+
+
+def test_old_packages_that_were_split_say_where_things_went():
+    import lidarmt.fuzz
+    import lidarmt.report
+
+    assert "campaign -> lidarmt.lidar.mr1.campaign" in lidarmt.fuzz.__doc__
+    assert lidarmt.report.html.__name__ == "lidarmt.engine.html"
+    with pytest.raises(AttributeError):
+        lidarmt.report.nothing_here  # noqa: B018

@@ -320,7 +320,7 @@ def camera_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: 
                    if (out / folder / "pair.png").is_file() else Html(""))
             rows.append([link(href(folder, "report.md"), bid) if (out / folder / "report.md").is_file() else bid,
                          b.get("model", ""), b.get("transform", ""), b.get("params", ""), b.get("frame_id", ""),
-                         _deg(b.get("label")), _deg(b.get("pred")), _deg(b.get("pred_t")),
+                         _deg_cell(b.get("label")), _deg_cell(b.get("pred")), _deg_cell(b.get("pred_t")),
                          _plain_deg(b.get("change_deg")), b.get("relation", ""), pic,
                          file_links(out, folder, [("bundle.mcap", "MCAP"), ("foxglove-layout.json", "layout"),
                                                    ("report.md", "report"), ("seed.png", "seed"),
@@ -340,7 +340,7 @@ def camera_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: 
     return page.render()
 
 
-def _deg(rad: Any) -> Any:
+def _deg_cell(rad: Any) -> Any:
     if not isinstance(rad, int | float) or isinstance(rad, bool) or not math.isfinite(rad):
         return "–"
     return Cell(f"{math.degrees(rad):+.2f}", sort=math.degrees(rad), cls="num")

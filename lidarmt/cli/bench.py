@@ -10,6 +10,15 @@ from typing import Annotated, Any
 
 import typer
 
+from lidarmt.cli._options import (
+    AddressOption,
+    BackendOption,
+    ForceBenchOption,
+    QuietOption,
+    RadiusOption,
+    TrialsOption,
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="bench", help=BENCH_HELP)(bench)
@@ -95,25 +104,25 @@ def bench(
     n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated.")] = "10,100,1000",
     frames: Annotated[int | None, typer.Option("--frames", help="Source frames sampled at random without replacement (default: all).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed (the same follow-ups for every module).")] = 0,
-    trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
+    trials: TrialsOption = 1,
     region: Annotated[str, typer.Option("--region", help="disk (sensor range) or grid (the CNN's ±60 m square).")] = "disk",
-    radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
+    radius: RadiusOption = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic.")] = None,
     roi_range: Annotated[float, typer.Option("--roi-range", help="ROI bitmap half-size in metres.")] = 70.0,
     map_frame: Annotated[str, typer.Option("--map-frame", help="auto, world or sensor (as for lidarmt fuzz).")] = "auto",
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take (default automatic).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes per module's campaign (modules run one after the other).")] = 1,
     device: Annotated[str | None, typer.Option("--device", help="Where every module's network runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed to each module as device=... (a module's own --sut-option device=... wins; docs/gpu.md).")] = None,
-    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the regression tests.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction over a candidate's rows: holm or none.")] = "holm",
     min_points: Annotated[int, typer.Option("--min-points", help="Ground truth with fewer ROI points than this is ignored (precision/recall).")] = 5,
     out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/bench-<recording name>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the bench in --out (every module's journal).")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")] = False,
+    force: ForceBenchOption = False,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOption = False,
     transforms: Annotated[str | None, typer.Option("--transforms", help="Compare the modules on LiDAR transformations instead of MR1 (as lidarmt fuzz --transforms): McNemar per transformation on each one's relation; --map labels for the label ROI.")] = None,
     levels: Annotated[str | None, typer.Option("--levels", help="--transforms: intensities (default light,moderate,heavy).")] = None,
     relation: Annotated[str | None, typer.Option("--relation", help="--transforms: auto (each transformation's own) or robustness, insertion, removal, equivariance.")] = None,

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import QuietBarOption
+
 
 def register(app: typer.Typer) -> None:
     app.command("export")(export)
@@ -94,7 +96,7 @@ def export(
     roi_range: Annotated[float, typer.Option(help="Half-size of the ROI bitmap, m (Apollo 3.0: 70).")] = 70.0,
     mode: Annotated[str, typer.Option(help="CNN execution of Apollo's presets: exact or fast.")] = "exact",
     device: Annotated[str, typer.Option(help="Where Apollo's CNN runs: auto, cpu, cuda or cuda:N.")] = "cpu",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietBarOption = False,
 ) -> None:
     """Write frames of a recording with the obstacles a perception module finds in them as MCAP (Foxglove's
     schemas): per frame the cloud (/lidarmt/points), the obstacles as boxes coloured by class

@@ -10,6 +10,16 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import (
+    AddressOption,
+    BackendOption,
+    ForceCampaignOption,
+    QuietOption,
+    RadiusOption,
+    ResumeOption,
+    TrialsOption,
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="fuzz", help=FUZZ_HELP)(fuzz)
@@ -100,23 +110,23 @@ def fuzz(
     sut_option: Annotated[list[str], typer.Option("--sut-option", help="KEY=VALUE passed to the SUT's constructor (repeatable).")] = [],  # noqa: B006
     mode: Annotated[str | None, typer.Option("--mode", help="SUT numeric mode: fast or exact (passed to the SUT as mode=...).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="Where the SUT's network runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed to the SUT as device=... (docs/gpu.md).")] = None,
-    trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
+    trials: TrialsOption = 1,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to the CPU cores, the frames and the memory available (about 0.9 GiB per Apollo worker), with a note.")] = 1,
-    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/<recording name>).")] = None,
     region: Annotated[str | None, typer.Option("--region", help="Where the points are drawn: disk (the HDL-64E's 120 m range; most points miss the CNN's grid and height band) or grid (the CNN's ±60 m square, all reach the grid). Default disk; --preset study: grid.")] = None,
-    radius: Annotated[float | None, typer.Option("--radius", help="Region size in metres: disk radius (default 120) or grid half-side (default 60).")] = None,
+    radius: RadiusOption = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Point-cloud topic (default: Apollo's velodyne64 compensator topic or the only one).")] = None,
     roi_range: Annotated[float | None, typer.Option("--roi-range", help="ROI bitmap half-size in metres (Apollo 3.0: 70, the default; 2.x and --preset study: 120).")] = None,
     map_frame: Annotated[str, typer.Option("--map-frame", help="auto (as the map declares: GeoJSON \"frame\": \"sensor\"), world (place the map by each frame's pose) or sensor (the map is drawn in the sensor frame; for recordings without poses).")] = "auto",
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one perception call may take; longer is a 'timeout' finding. Default: automatic, 900 s for a process's first call (JIT warm-up), then 30x that first call's time, at least 60 s.")] = None,
     bundles: Annotated[str, typer.Option("--bundles", help="Bug bundles per n (each costs up to --ddmin-budget perception calls): a number, or 'all'.")] = "3",
     ddmin_budget: Annotated[int, typer.Option("--ddmin-budget", help="Perception calls allowed per bundle to minimise the added points (0: no minimisation).")] = 200,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out from its journal.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")] = False,
+    resume: ResumeOption = False,
+    force: ForceCampaignOption = False,
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when any pair violates MR1 or the SUT crashed/timed out (for CI).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOption = False,
     preset: Annotated[str | None, typer.Option("--preset", help="study: the study's setting (Apollo 2.0 --sut apollo-512, --roi-range 120, --region grid, --n 10,100,1000, --frames 1000 or all); options given explicitly win.")] = None,
     min_points: Annotated[int, typer.Option("--min-points", help="Count a violation only when a lost obstacle has at least this many points (reports only; the journal keeps all).")] = 0,
     min_size: Annotated[float, typer.Option("--min-size", help="Count a violation only when a lost obstacle's box is at least this many m³ (l×w×h; reports only).")] = 0.0,

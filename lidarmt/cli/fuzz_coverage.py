@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import TrialsOption
+
 
 def register(app: typer.Typer) -> None:
     app.command("fuzz-coverage")(fuzz_coverage)
@@ -28,7 +30,7 @@ def fuzz_coverage(
                                                "them with the same --seed (default: all).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed: the same follow-ups as 'lidarmt fuzz "
                                       "--seed'.")] = 0,
-    trials: Annotated[int, typer.Option("--trials", help="Follow-ups per frame and n.")] = 1,
+    trials: TrialsOption = 1,
     region: Annotated[str, typer.Option("--region", help="Where added points are drawn: disk (the HDL-64E's "
                                         "range) or grid (the CNN's square).")] = "disk",
     radius: Annotated[float | None, typer.Option("--radius", help="Disk radius (default 120) or grid half-side "

@@ -35,6 +35,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
+from lidarmt._plugins import instantiate
 from lidarmt.camera.errors import ModelError
 from lidarmt.camera.models.base import SteeringModel
 
@@ -130,26 +131,14 @@ def _load_object(spec: str) -> Any:
 
 
 def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> SteeringModel:
-    if isinstance(obj, SteeringModel) and not isinstance(obj, type):
-        if options:
-            raise ModelError(
-                f"steering model {spec!r} is an instance; it takes no options (got {sorted(options)})"
-            )
-        return obj
-    if not callable(obj):
-        raise UnknownModelError(f"steering model {spec!r} is neither callable nor a SteeringModel")
-    try:
-        inst = obj(**options)
-    except TypeError as err:  # e.g. an option it does not take
+    def build_failed(err: TypeError) -> Exception:  # e.g. an option it does not take
         msg = str(err).strip().splitlines()[0] if str(err).strip() else "TypeError"
-        raise ModelError(f"steering model {spec!r} cannot be built with the options {sorted(options)} ({msg})") \
-            from err
-    if not isinstance(inst, SteeringModel) or isinstance(inst, type):
-        raise UnknownModelError(
-            f"steering model {spec!r} returned {type(inst).__name__}, which lacks `name`, `input_spec`, "
-            "`predict(images)` and `module`"
-        )
-    return inst
+        return ModelError(f"steering model {spec!r} cannot be built with the options {sorted(options)} ({msg})")
+
+    return instantiate(obj, spec, options, protocol=SteeringModel, what="steering model",
+                       lacks="`name`, `input_spec`, `predict(images)` and `module`", unknown=UnknownModelError,
+                       options_error=ModelError, build_failed=build_failed)
+
 
 
 def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> SteeringModel:

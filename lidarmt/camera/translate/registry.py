@@ -22,6 +22,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
 
+from lidarmt._plugins import instantiate
 from lidarmt.camera.errors import ModelError
 from lidarmt.camera.translate.base import Translator
 
@@ -85,19 +86,12 @@ def _metrics(name: str) -> dict[str, Any]:
 
 
 def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> Translator:
-    if isinstance(obj, Translator) and not isinstance(obj, type):
-        return obj
-    if not callable(obj):
-        raise UnknownTranslatorError(f"translator {spec!r} is neither callable nor a Translator")
-    try:
-        inst = obj(**options)
-    except TypeError as err:
-        raise UnknownTranslatorError(f"translator {spec!r} could not be built with {sorted(options)}: {err}") from err
-    if not isinstance(inst, Translator) or isinstance(inst, type):
-        raise UnknownTranslatorError(
-            f"translator {spec!r} returned {type(inst).__name__}, which lacks name, arch, style_dim, weather, "
-            "translate(images, style, seed) and describe() (see lidarmt.camera.translate.base.Translator)")
-    return inst
+    return instantiate(obj, spec, options, protocol=Translator, what="translator",
+                       lacks="name, arch, style_dim, weather, translate(images, style, seed) and describe() (see "
+                             "lidarmt.camera.translate.base.Translator)", unknown=UnknownTranslatorError,
+                       options_error=None, build_failed=lambda err: UnknownTranslatorError(
+                           f"translator {spec!r} could not be built with {sorted(options)}: {err}"))
+
 
 
 def get_translator(spec: str, *, trust_code: bool = True, device: str = "cpu", **options: Any) -> Translator:

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import AddressOption, BackendOption, ForceBenchOption, QuietOption
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="bench", help=BENCH_HELP)(bench)
@@ -54,15 +56,15 @@ def bench(
     batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 64,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call (a batch) may take (default automatic).")] = None,
     device: Annotated[str | None, typer.Option("--device", help="Where every model runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed to each model that takes it as device=... (a model's own --model-option device=... wins; docs/gpu.md).")] = None,
-    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
     alpha: Annotated[float, typer.Option("--alpha", help="Significance level of the regression tests.")] = 0.05,
     correction: Annotated[str, typer.Option("--correction", help="Multiple-testing correction over a candidate's rows: holm or none.")] = "holm",
     out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/camera-bench-<source name>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the bench in --out.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")] = False,
+    force: ForceBenchOption = False,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     from lidarmt.bench.errors import BenchArgumentError
     from lidarmt.bench.folder import (

@@ -11,6 +11,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import AddressOption, BackendOption, ForceCampaignOption, QuietOption, ResumeOption
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="fuzz", help=FUZZ_HELP)(fuzz)
@@ -86,16 +88,16 @@ def fuzz(
     device: Annotated[str | None, typer.Option("--device", help="Where every model and translator runs: auto (cuda when available), cpu, cuda or cuda:N; resolved once and passed as device=... (docs/gpu.md).")] = None,
     topic: Annotated[str | None, typer.Option("--topic", help="Camera topic of a recording (default: the only one, or lidarmt simulate's).")] = None,
     workers: Annotated[int, typer.Option("--workers", "-j", help="Worker processes (1 = in this process); clamped to CPU cores, frames and memory.")] = 1,
-    backend: Annotated[str, typer.Option("--backend", help="local (worker processes here) or ray (--workers Ray actors, on the cluster at --address; pip install \"lidarmt[ray]\"; see docs/ray.md).")] = "local",
-    address: Annotated[str | None, typer.Option("--address", help="With --backend ray: the cluster's address (auto: the one 'ray start' joined this machine to); default: start Ray on this machine.")] = None,
+    backend: BackendOption = "local",
+    address: AddressOption = None,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Images per forward pass.")] = 64,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds one model call (a batch) may take; default automatic (900 s for the first call, then 30x it, at least 60 s).")] = None,
     bundles: Annotated[int, typer.Option("--bundles", help="Bug bundles kept per model and transformation (the worst violations).")] = 1,
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/camera-<source name>).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out from its journal.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")] = False,
+    resume: ResumeOption = False,
+    force: ForceCampaignOption = False,
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when a pair violates a relation or a model crashed/timed out (for CI).")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: QuietOption = False,
 ) -> None:
     from lidarmt.camera.campaign import CameraCampaignConfig, transform_refs
     from lidarmt.camera.errors import CameraArgumentError

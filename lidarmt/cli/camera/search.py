@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import QuietBarOption
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="search", help=SEARCH_HELP)(search)
@@ -83,7 +85,7 @@ def search(
     out: Annotated[Path | None, typer.Option("--out", help="Run folder (default runs/search-<strategy>-<model>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the search in --out from its journal.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Discard an existing search in --out and start over.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    quiet: QuietBarOption = False,
 ) -> None:
     from lidarmt.camera.campaign import model_ref
     from lidarmt.camera.models.registry import resolve_options

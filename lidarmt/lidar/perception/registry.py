@@ -22,6 +22,7 @@ from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import Any
 
+from lidarmt._plugins import instantiate
 from lidarmt.errors import ArgumentError
 from lidarmt.lidar.perception.base import Perception
 
@@ -80,20 +81,9 @@ def _load_object(spec: str) -> Any:
 
 
 def _instantiate(obj: Any, spec: str, options: dict[str, Any]) -> Perception:
-    if isinstance(obj, Perception) and not isinstance(obj, type):
-        if options:
-            raise ArgumentError(
-                f"perception {spec!r} is an instance; it takes no options (got {sorted(options)})"
-            )
-        return obj
-    if not callable(obj):
-        raise UnknownPerceptionError(f"perception {spec!r} is neither callable nor a Perception")
-    inst = obj(**options)
-    if not isinstance(inst, Perception):
-        raise UnknownPerceptionError(
-            f"perception {spec!r} returned {type(inst).__name__}, which lacks `name` and `detect(frame, roi)`"
-        )
-    return inst
+    return instantiate(obj, spec, options, protocol=Perception, what="perception", lacks="`name` and `detect(frame, roi)`",
+                       unknown=UnknownPerceptionError, options_error=ArgumentError)
+
 
 
 def get_perception(spec: str, **options: Any) -> Perception:
