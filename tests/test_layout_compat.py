@@ -114,13 +114,14 @@ def test_old_module_paths_are_the_same_modules(old, new):
 
 
 def test_old_names_users_wrote_still_import():
-    from lidarmt import Obstacles
     from lidarmt.fuzz import CampaignConfig, ddmin, run_campaign
     from lidarmt.fuzz.plugins import SutSpec, check_trust
-    from lidarmt.lidar.mr1.campaign import CampaignConfig as New
     from lidarmt.perception.base import Perception
     from lidarmt.perception.registry import ENTRY_POINT_GROUP
     from lidarmt.roi import HDMapRoi, utm
+
+    from lidarmt import Obstacles
+    from lidarmt.lidar.mr1.campaign import CampaignConfig as New
 
     assert CampaignConfig is New and callable(run_campaign) and callable(ddmin) and callable(check_trust)
     assert Obstacles.__module__ == "lidarmt.types" and SutSpec and Perception and HDMapRoi and utm.utm_proj
