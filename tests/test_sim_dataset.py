@@ -43,7 +43,7 @@ def test_provenance_block(dataset: Path) -> None:
     assert prov["command"] == ("lidarmt simulate --dataset DIR --frames 3 --seed 5 --density 0.5 "
                                "--frames-per-drive 2 --drives-per-town 1 --stride 2")
     # the fingerprint, recomputed here independently from the sources of the imported simulator
-    sim = Path(lidarmt.__file__).parent / "sim"
+    sim = Path(lidarmt.__file__).parent / "lidar" / "sim"
     h = hashlib.sha256()
     for f in sorted(sim.glob("*.py")):
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
@@ -62,7 +62,7 @@ def test_provenance_block(dataset: Path) -> None:
 
 
 def test_fingerprint_follows_the_sources(tmp_path) -> None:
-    sim = Path(lidarmt.__file__).parent / "sim"
+    sim = Path(lidarmt.__file__).parent / "lidar" / "sim"
     copy = tmp_path / "sim"
     copy.mkdir()
     for f in sim.glob("*.py"):

@@ -90,7 +90,7 @@ def git_state(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     ``root`` defaults to the folder holding the ``lidarmt`` package. Only a checkout whose top level *is* that
     folder counts (an installed copy inside some other repository gives None). ``dirty`` says whether
     ``git status --porcelain -- lidarmt/lidar/sim`` lists anything (uncommitted simulator changes)."""
-    base = Path(root) if root is not None else _SIM_DIR.parent.parent
+    base = Path(root) if root is not None else _SIM_DIR.parents[2]
     top = _git(base, "rev-parse", "--show-toplevel")
     if top is None or Path(top.strip()).resolve() != base.resolve():
         return {"commit": None, "dirty": None}
