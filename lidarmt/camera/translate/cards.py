@@ -272,6 +272,11 @@ def _n(v: Any, nd: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{nd}f}"
 
 
+def _g(v: Any) -> str:
+    """A distance with three significant digits (its scale is the feature trunk's, which a retraining changes)."""
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3g}"
+
+
 def _observations(m: Mapping[str, Any]) -> list[str]:
     """Failure modes read off the numbers (each line says which number shows it)."""
     s = m["evaluation"]["score"]
@@ -459,8 +464,8 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"| SSIM to x (greyscale; content kept) | {_n(s['ssim_translated'])} | {_n(s['ssim_procedural'])}"
         + (f" ({_n(s['ssim_procedural_resampled'])} at the translator's resolution)"
            if s.get("ssim_procedural_resampled") is not None else "") + " | 1 |",
-        f"| Fréchet distance to p ({ev['feature_model']} trunk features) | {_n(s['fid_translated'], 2)} | "
-        f"{_n(s['fid_floor'], 2)} (another draw) | {_n(s['fid_clear'], 2)} |",
+        f"| Fréchet distance to p ({ev['feature_model']} trunk features) | {_g(s['fid_translated'])} | "
+        f"{_g(s['fid_floor'])} (another draw) | {_g(s['fid_clear'])} |",
         f"| mean grey level | {s['brightness']['translated']:.1f} | {s['brightness']['procedural']:.1f} | "
         f"{s['brightness']['clear']:.1f} |",
         f"| RMS contrast | {s['contrast']['translated']:.1f} | {s['contrast']['procedural']:.1f} | "
@@ -476,7 +481,7 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"features of the shipped `{ev['feature_model']}` steering model, not ImageNet Inception's: it is not "
         "comparable with published FIDs. That trunk sees frames at 100x100 and weighs global tone and coarse "
         "structure: for scale, the procedural frames blurred with a Gaussian of σ = 4 pixels are at "
-        + (f"{s['fid_blur_reference']:.2f}" if s.get("fid_blur_reference") is not None else "n/a")
+        + _g(s.get("fid_blur_reference"))
         + " from themselves. A small distance says the tone and layout are right, not that the detail is "
         "(SSIM says that).",
         "",

@@ -338,6 +338,11 @@ def _f(v: float | None, nd: int = 3) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
 
 
+def _g(v: float | None) -> str:
+    """Three significant digits: the Fréchet distances' scale is the feature trunk's."""
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:.3g}"
+
+
 @dataclass
 class Evaluation:
     """The measurements of several translators on the same frames and seeds: tables and JSON."""
@@ -381,9 +386,9 @@ class Evaluation:
         for s in self.scores:
             b, c = s.brightness, s.contrast
             rows.append([s.name, s.weather, _f(s.ssim_translated), _f(s.ssim_procedural),
-                         _f(s.ssim_procedural_resampled), _f(s.fid_translated, 2),
-                         _f(s.fid_clear, 2), _f(s.fid_floor, 2),
-                         _f(s.fid_blur_reference, 2), _f(s.moved, 2),
+                         _f(s.ssim_procedural_resampled), _g(s.fid_translated),
+                         _g(s.fid_clear), _g(s.fid_floor),
+                         _g(s.fid_blur_reference), _f(s.moved, 2),
                          f"{b['translated']:.0f}/{b['procedural']:.0f}/{b['clear']:.0f}",
                          f"{c['translated']:.0f}/{c['procedural']:.0f}/{c['clear']:.0f}", _f(s.images_per_s, 1)])
         return head, rows
