@@ -162,6 +162,7 @@ def test_camera_train_cli(tmp_path, capsys, monkeypatch):
     (["--epochs", "0"], "--epochs"),
     (["--augment", "flip,blur"], "unknown augmentation 'blur'"),
     (["--shift-max", "0.9"], "--shift-max"),
+    (["--weight-decay", "-0.1"], "--weight-decay"),
 ])
 def test_camera_train_bad_arguments(tmp_path, capsys, extra, message):
     data = _write_udacity(tmp_path / "drive", 6)
@@ -263,3 +264,26 @@ def test_cosine_schedule_goes_from_lr_to_a_tenth():
     assert scheduled_lr(1e-3, 3, 5, "constant") == 1e-3
     with pytest.raises(CameraArgumentError, match="--lr-schedule"):
         TrainConfig(arch="dave2", data="d", out="o", lr_schedule="step").check()
+
+
+@pytest.mark.slow
+def test_weight_decay_shrinks_the_weights_and_is_recorded(tmp_path):
+    """``weight_decay`` is an L2 penalty through Adam's gradient: same seed, same batches, smaller weights; the
+    metrics, the card and the reproducing command say so, and a run without it says nothing about it."""
+    fr = _frames(24)
+
+    def run(out: str, wd: float | None) -> dict:
+        train(TrainConfig(arch="dave2", data="synthetic", out=str(tmp_path / out), epochs=2, batch_size=8,
+                          weight_decay=wd), frames=fr, log=lambda s: None)
+        return read_weights(tmp_path / out / "dave2.pt")[1]
+
+    plain, decayed = run("plain", None), run("decayed", 1.0)
+    norm = {name: sum(float(torch.sum(w.float() ** 2)) for k, w in s.items() if k.endswith("weight"))
+            for name, s in (("plain", plain), ("decayed", decayed))}
+    assert norm["decayed"] < norm["plain"]
+    m = json.loads((tmp_path / "decayed" / "dave2.json").read_text())
+    assert m["config"]["weight_decay"] == 1.0
+    card = (tmp_path / "decayed" / "dave2.md").read_text()
+    assert "weight decay 1 (an L2 penalty" in card and "--weight-decay 1" in card
+    plain_card = (tmp_path / "plain" / "dave2.md").read_text()
+    assert "weight decay" not in plain_card and "--weight-decay" not in plain_card

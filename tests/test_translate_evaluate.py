@@ -370,3 +370,111 @@ def test_ship_script_makes_weights_cards_metrics_and_sheet(tmp_path):
     assert (tmp_path / "sheet.png").stat().st_size > 0
     assert json.loads((tmp_path / "eval.json").read_text())["frames"] == 4
     assert {p: p.stat().st_mtime_ns for p in runs.rglob("*")} == before  # the runs are only read
+
+
+def _ship_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ship", Path(__file__).resolve().parents[1] / "scripts" /
+                                                  "ship_translators.py")
+    ship = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ship)
+    return ship
+
+
+def test_ship_script_picks_frames_nobody_trained_on_and_the_card_says_who_saw_what(tmp_path):
+    from lidarmt.camera.translate import cards
+
+    ship = _ship_module()
+    src = tmp_path / "drive"
+    facts = {"unit-night": {"data_recipe": f"python scripts/make_weather_domains.py --udacity {src} --out d "
+                                           "--train 5 --seed 1"}}
+    steer = {"m1": {"sha256": "ab" * 32, "training_frames": [0, 8], "validation_frames": [8, 10], "history": 0},
+             "m2": {"sha256": "cd" * 32, "training_frames": [0, 3], "validation_frames": [3, 10], "history": 2},
+             "other": {"sha256": None, "training_frames": None, "validation_frames": None, "history": 0}}
+    assert ship._unseen(src, 10, facts, steer) == [8, 9]  # after the steering models' 8 and the translators' 5
+    del steer["m1"]
+    assert ship._unseen(src, 10, facts, steer) == [5, 6, 7, 8, 9]
+    assert ship._unseen(tmp_path / "elsewhere", 10, facts, steer) == [3, 4, 5, 6, 7, 8, 9]  # translators: other data
+    prov = ship._provenance(src, [4, 5, 6], facts, steer, earliest=2)["unit-night"]
+    assert prov["translator_training_frames"] == [0, 5] and prov["translators_saw"] == 1
+    assert prov["steering_models"]["m2"]["saw"] == 0 and prov["steering_models"]["other"]["saw"] is None
+    ev_ = {"frames": 3, "frame_range": [4, 7], "source": str(src), "provenance": prov}
+    text = "\n".join(cards._frames_lines(ev_))
+    assert "Measured on frames 4..6" in text and "1 of the measured frames are among them" in text
+    assert "m2: trained on frames 0..2 and never on the measured frames, which are its validation frames 3..9" in text
+    assert "other: trained on another source" in text and "from frame 2 on" in text and "m2 `cdcdcdcdcdcd`" in text
+    assert cards._history_models(ev_) == "m2"
+    # the old cards, without provenance, keep their sentence
+    assert cards._frames_lines({"frames": 300}) == [
+        "- Frames 1200..1499 were never seen in training: the numbers below are measured on them."]
+    assert cards.recipe_training_frames("python scripts/make_weather_domains.py --train=7") == 7
+    assert cards.recipe_training_frames("something else --train 7") is None
+
+
+@pytest.mark.slow
+def test_ship_script_remeasures_shipped_weights_keeping_their_training_facts(tmp_path, monkeypatch):
+    import hashlib
+    import shutil
+
+    from lidarmt.camera.models import zoo
+    from lidarmt.camera.translate import cards
+
+    ship = _ship_module()
+    pt = tiny_translator(tmp_path / "run", "unit")
+    facts = cards.training_facts(pt.parent, machine="a test machine")
+    out = tmp_path / "weights"  # a tiny shipped folder: weights and a card made from made-up numbers
+    out.mkdir()
+    shutil.copy(pt, out / "unit-night.pt")
+    score = {"weather": "night", "ssim_translated": 0.5, "ssim_procedural": 0.6, "fid_translated": 1.0,
+             "fid_clear": 2.0, "moved": 0.5, "models": [{"mean_abs_deg_translated": 9.0,
+                                                         "mean_abs_deg_procedural": 1.0}]}
+    cost = {"gflop_per_iteration": 1.5, "generator_parameters": 10, "discriminator_parameters": 20}
+    old = cards.translator_metrics("unit-night", facts, score, {"frames": 300, "models": ["old"]}, cost=cost,
+                                   paper_cost={**cost, "gflop_per_iteration": 99.0}, notes=["a hand-written note"])
+    (out / "unit-night.json").write_text(json.dumps(old))
+    (out / "unit-night.md").write_text("old card")
+    pt_stat = (out / "unit-night.pt").stat().st_mtime_ns, (out / "unit-night.pt").read_bytes()
+    src = image_folder(tmp_path / "frames", n=4, size=(48, 64), seed=9)
+    args = ["--from-shipped", "--names", "unit-night", "--udacity", str(src), "--frames", "1:4", "--models",
+            "dave2", "--out", str(out), "--sheet", str(tmp_path / "sheet.png"), "--sheet-frames", "1,3",
+            "--json", str(tmp_path / "eval.json")]
+
+    # weights changed while measuring: nothing is written
+    real, calls = ship._steering_facts, []
+
+    def moving(models, source):
+        got = real(models, source)
+        calls.append(1)
+        return {m: {**d, "sha256": "0" * 64} for m, d in got.items()} if len(calls) > 1 else got
+
+    monkeypatch.setattr(ship, "_steering_facts", moving)
+    assert ship.main(args) == 1
+    assert (out / "unit-night.md").read_text() == "old card" and not (tmp_path / "eval.json").exists()
+    monkeypatch.setattr(ship, "_steering_facts", real)
+
+    assert ship.main(args) == 0
+    new = json.loads((out / "unit-night.json").read_text())
+    for k in ("name", "arch", "weather", "title", "style_dim", "parameters", "iterations", "seconds",
+              "seconds_per_iteration", "training", "cost", "notes"):
+        assert new[k] == old[k], k
+    assert ((out / "unit-night.pt").stat().st_mtime_ns, (out / "unit-night.pt").read_bytes()) == pt_stat
+    e = new["evaluation"]
+    assert e["frames"] == 3 and e["frame_range"] == [1, 4] and e["models"] == ["dave2"]
+    assert new["ssim_to_source"] == e["score"]["ssim_translated"] != 0.5
+    sha = hashlib.sha256(zoo.shipped_weights("dave2").read_bytes()).hexdigest()
+    assert e["provenance"]["steering_models"]["dave2"]["sha256"] == sha
+    card = (out / "unit-night.md").read_text()
+    assert card.startswith("# `unit-night`") and "a hand-written note" in card and "a test machine" in card
+    assert "Measured on frames 1..3" in card and f"dave2 `{sha[:12]}`" in card and "| dave2 |" in card
+    assert "Frames 1200..1499" not in card
+    assert json.loads((tmp_path / "eval.json").read_text())["provenance"]["steering_models"]["dave2"]["sha256"] == sha
+    assert (tmp_path / "sheet.png").stat().st_size > 0
+
+    # a card that does not describe the weights beside it is refused
+    (out / "unit-night.json").write_text(json.dumps({**old, "iterations": 7}))
+    with pytest.raises(SystemExit):
+        ship.main(args)
+    (out / "unit-night.json").unlink()
+    with pytest.raises(SystemExit):
+        ship.main(args)

@@ -116,6 +116,7 @@ class Prefetcher:
         self._last: int | None = None
         self._in_order = True  # the last two calls came in the campaign's order (speculate only then)
         self.hits = 0  # frames whose images were made ahead (for tests and benchmarks)
+        self.stolen = 0  # images this thread made itself rather than wait for the pool to start them
 
     def _submit(self, index: int, wanted: Sequence[TPR]) -> _Job:
         if self._pool is None:
@@ -144,13 +145,17 @@ class Prefetcher:
         made: dict[TPR, np.ndarray] = {}
         broken: dict[TPR, dict] = {}
         seconds = 0.0
-        later: list[TPR] = []
-        for tpr in wanted:  # the pool's work first, then what only this thread may make
-            fut = job.futures.get(tpr)
-            if fut is None:
-                later.append(tpr)
-                continue
-            img, fail, s = fut.result()
+        later: list[TPR] = [tpr for tpr in wanted if tpr not in job.futures]
+        # the pool's work first, then what only this thread may make. This thread does not wait idle for the
+        # pool: what no pool thread has started yet it makes itself, from the end of the queue (the pool
+        # takes from the front); what one has started it waits for
+        for tpr in reversed([tpr for tpr in wanted if tpr in job.futures]):
+            fut = job.futures[tpr]
+            if fut.cancel():
+                img, fail, s = make_one(self._make, job.window, index, tpr)
+                self.stolen += 1
+            else:
+                img, fail, s = fut.result()
             seconds += s
             if fail is None:
                 made[tpr] = img

@@ -17,7 +17,9 @@ The recipe, the same for every architecture unless its :data:`RECIPES` entry say
   scaling RGB) and ``shadow`` (with probability 1/2, the luma on one side of a random line through the image
   darkened by a factor in [0.45, 0.8]). A model that saw ``brightness``/``shadow`` was trained towards DeepTest's
   brightness and contrast relations; one that did not (``dave-orig``, as DeepTest's models) was not.
-* **Optimiser**: Adam, constant learning rate, MSE loss on radians, mini-batches drawn without replacement in an
+* **Optimiser**: Adam (optionally with weight decay, ``weight_decay``: an L2 penalty, ``weight_decay * w``
+  added to each parameter's gradient before Adam's scaling, as torch's ``Adam(weight_decay=)``), the learning
+  rate of :data:`LR_SCHEDULES`, MSE loss on radians, mini-batches drawn without replacement in an
   order seeded by ``(seed, epoch)``; the weights of the epoch with the lowest validation MSE are kept.
   (DeepXplore trained its Dave models 10 epochs with batch 256 and Adadelta on ~100 k frames; on ~1,200 frames
   Adam with a small batch converges where that recipe barely moves.)
@@ -84,6 +86,7 @@ class Recipe:
     shift_max: float = 0.08  # fraction of the width
     shift_gain: float = 0.5  # radians of angle correction per image width of shift
     lr_schedule: str = "cosine"  # or "constant"
+    weight_decay: float = 0.0  # L2 penalty: weight_decay x w added to every parameter's gradient (Adam's own)
     tuning: str = ""  # how the recipe was chosen on the validation split (model card)
 
 
@@ -165,6 +168,7 @@ class TrainConfig:
     shift_max: float | None = None
     shift_gain: float | None = None
     lr_schedule: str | None = None  # None: the recipe's ("cosine": from lr down to lr/10 over the epochs)
+    weight_decay: float | None = None  # None: the recipe's (0: none)
 
     def resolved(self) -> TrainConfig:
         """The config with the recipe's defaults filled in (``augment`` in canonical form, "none" if empty)."""
@@ -182,6 +186,7 @@ class TrainConfig:
             shift_max=r.shift_max if self.shift_max is None else self.shift_max,
             shift_gain=r.shift_gain if self.shift_gain is None else self.shift_gain,
             lr_schedule=r.lr_schedule if self.lr_schedule is None else self.lr_schedule,
+            weight_decay=r.weight_decay if self.weight_decay is None else self.weight_decay,
         )
 
     def augmentations(self) -> tuple[str, ...]:
@@ -207,6 +212,8 @@ class TrainConfig:
         if self.shift_max is not None and not 0.0 <= self.shift_max <= 0.5:
             raise CameraArgumentError(f"--shift-max must lie in [0, 0.5] (a fraction of the width), got "
                                       f"{self.shift_max}")
+        if self.weight_decay is not None and not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise CameraArgumentError(f"--weight-decay must be a finite number >= 0, got {self.weight_decay}")
         if self.shift_gain is not None and not math.isfinite(self.shift_gain):
             raise CameraArgumentError(f"--shift-gain must be a finite number, got {self.shift_gain}")
 
@@ -490,7 +497,10 @@ def train(
             stage == "cnn" else (list(module.lstm.parameters()) + list(module.lstm_head.parameters())) if \
             chauffeur else list(module.parameters())
         lr = float(cfg.lr) if stage == "cnn" else RECIPES[arch.name].lstm_lr
-        opt = torch.optim.Adam(params, lr=lr)
+        # weight decay (an L2 penalty through Adam's gradient) on the first stage only: Chauffeur's LSTM keeps
+        # the plain recipe it was tuned with
+        wd = float(cfg.weight_decay or 0.0) if stage == "cnn" else 0.0
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=wd)
         if opt_state is not None:
             _load_state(opt, opt_state, ckpt_path, "optimiser state")
             opt_state = None
@@ -709,6 +719,8 @@ def command_line(cfg: TrainConfig) -> str:
         parts.append(f"--shift-max {cfg.shift_max:g} --shift-gain {cfg.shift_gain:g}")
     if cfg.lr_schedule:
         parts.append(f"--lr-schedule {cfg.lr_schedule}")
+    if cfg.weight_decay:
+        parts.append(f"--weight-decay {cfg.weight_decay:g}")
     if cfg.threads != 1:
         parts.append(f"--threads {cfg.threads}")
     return " ".join(parts)
@@ -822,6 +834,8 @@ def model_card(arch: Arch, m: dict[str, Any]) -> str:
         "",
         f"- Adam, learning rate {cfg['lr']:g}"
         + (" (cosine schedule down to a tenth over the epochs)" if cfg.get("lr_schedule") == "cosine" else "")
+        + (f", weight decay {cfg['weight_decay']:g} (an L2 penalty: {cfg['weight_decay']:g} x w added to every "
+           "parameter's gradient)" if cfg.get("weight_decay") else "")
         + f", batch {cfg['batch_size']}, {cfg['epochs']} epochs, MSE on radians"
         + (f"; then the LSTM on the frozen encoder's features for {cfg['lstm_epochs']} epochs (learning rate "
            f"{RECIPES[arch.name].lstm_lr:g})" if spec.history else "") + ".",

@@ -43,13 +43,31 @@ def check_seed(seed: Any, name: str) -> int:
 
 
 def rng_factory(seed: int, name: str) -> RngFactory:
-    """Generators for ``(seed, transformation, stream)``; see the module docstring."""
+    """Generators for ``(seed, transformation, stream)``; see the module docstring. The factory carries a
+    ``cache`` for :func:`once` (one per :meth:`BaseTransform.apply`, one per window in
+    :meth:`BaseTransform.apply_same`)."""
     key = zlib.crc32(name.encode())
 
     def make(stream: int) -> np.random.Generator:
         return np.random.default_rng([seed, key, stream])
 
+    make.cache = {}  # type: ignore[attr-defined]
     return make
+
+
+def once(rng: RngFactory, key: Any, build: Callable[[], Any]) -> Any:
+    """``build()``, made once per factory: what a transformation computes from its parameters, seed and the
+    image's size alone (a weather's noise field, streak layer, drop map), shared by the frames of a window.
+
+    ``build`` must not look at the image, and a Generator it uses (``rng(stream)``) must not be used outside
+    it: then reusing its result gives the same bytes as computing it again. Callers must not write into what
+    it returns (it is shared)."""
+    cache = getattr(rng, "cache", None)
+    if cache is None:
+        return build()
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
 
 
 def check_image(image: Any, name: str) -> np.ndarray:
@@ -168,7 +186,25 @@ class BaseTransform:
         """The transformed image: a new (H, W, 3) uint8 RGB array; ``image`` is left untouched."""
         img = check_image(image, self.name)
         p = self.resolve(params, seed)
-        out = self._apply(img, p, rng_factory(int(seed), self.name))
+        return self._own(image, img, self._apply(img, p, rng_factory(int(seed), self.name)))
+
+    def apply_same(self, images: Sequence[np.ndarray], params: Mapping[str, Any], seed: int = 0) -> np.ndarray:
+        """``np.stack([apply(im, params, seed) for im in images])``, byte for byte, with what depends only on
+        the setting, the seed and the image size (:func:`once`: a weather's layers) made once for all the
+        images (the frames of a model's window; see :func:`~lidarmt.camera.transforms.base.apply_window`)."""
+        if len(images) == 0:
+            raise TransformError(f"transformation {self.name!r} got no images")
+        check_image(images[0], self.name)  # the same error, first, as apply() on the first frame
+        p = self.resolve(params, seed)
+        rng = rng_factory(int(seed), self.name)
+        outs = []
+        for image in images:
+            img = check_image(image, self.name)
+            outs.append(self._own(image, img, self._apply(img, p, rng)))
+        return np.stack(outs)
+
+    @staticmethod
+    def _own(image: np.ndarray, img: np.ndarray, out: np.ndarray) -> np.ndarray:
         if out is img or out is image or np.shares_memory(out, image):  # never hand back the caller's buffer
             out = out.copy()
         return out

@@ -56,11 +56,16 @@ class Applied:
 
 def apply_window(transform: Any, window: np.ndarray, params: Mapping[str, Any], seed: int) -> np.ndarray:
     """A transformation applied to every frame of a (T, H, W, 3) window with one setting and seed: in one call
-    when the transformation batches (``apply_batch``: translators), frame by frame otherwise. Campaigns,
-    searches and replay all go through here, so they make the same bytes."""
+    when the transformation batches (``apply_batch``: translators), frame by frame otherwise (the built-in
+    ones through ``apply_same``, which makes what depends only on the setting and seed once per window, the
+    same bytes as frame by frame). Campaigns, searches and replay all go through here, so they make the same
+    bytes."""
     batch = getattr(transform, "apply_batch", None)
     if callable(batch):
         return np.asarray(batch(window, params, seed))
+    same = getattr(transform, "apply_same", None)
+    if callable(same) and len(window) > 1:
+        return np.asarray(same(window, params, seed))
     return np.stack([transform.apply(img, params, seed) for img in window])
 
 

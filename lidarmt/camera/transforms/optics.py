@@ -16,13 +16,14 @@ from lidarmt.camera.transforms._common import (
     TEXTURE_STREAM,
     RngFactory,
     linear_to_srgb,
+    once,
     smooth_noise,
     srgb_to_linear,
     to_float,
     to_uint8,
 )
 from lidarmt.camera.transforms.base import ParamRange
-from lidarmt.camera.transforms.weather import _INTENSITY, Weather
+from lidarmt.camera.transforms.weather import _INTENSITY, Weather, merge3
 
 
 class Glare(Weather):
@@ -52,44 +53,49 @@ class Glare(Weather):
     def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
         h, w = image.shape[:2]
         i = p["intensity"]
-        s = h / 240.0 * p["size"]
-        sx, sy = p["x"] * w, p["y"] * h
-        colour = np.array([1.0, 0.93 - 0.13 * p["warmth"], 0.85 - 0.35 * p["warmth"]], np.float32)
-        xs = np.arange(w, dtype=np.float32) - np.float32(sx)
-        ys = np.arange(h, dtype=np.float32) - np.float32(sy)
 
-        def gauss2d(sigma: float, peak: float) -> np.ndarray:  # separable: an outer product
-            k = np.float32(-0.5 / sigma**2)
-            return np.outer(np.exp(ys * ys * k) * np.float32(peak), np.exp(xs * xs * k))
+        def lens_light() -> np.ndarray:  # the light the lens adds, from the setting and seed alone
+            s = h / 240.0 * p["size"]
+            sx, sy = p["x"] * w, p["y"] * h
+            colour = np.array([1.0, 0.93 - 0.13 * p["warmth"], 0.85 - 0.35 * p["warmth"]], np.float32)
+            xs = np.arange(w, dtype=np.float32) - np.float32(sx)
+            ys = np.arange(h, dtype=np.float32) - np.float32(sy)
 
-        theta0 = np.float32(18.0 * s)
-        r2 = np.add.outer(ys * ys, xs * xs)
-        light = np.float32(0.5) * theta0**2 / (r2 + theta0**2)  # veiling glare, ∝ 1/θ² away from the source
-        light += np.float32(0.07)  # its uniform part
-        light += gauss2d(5.0 * s, 6.0)  # the saturated core
-        light += gauss2d(22.0 * s, 0.9)  # the bloom
-        add = cv2.merge([light * colour[0], light * colour[1], light * colour[2]])
-        # ghosts: discs on the line source → centre → beyond, tinted, soft-edged
-        g = rng(TEXTURE_STREAM)
-        cx, cy = w / 2.0, h / 2.0
-        ghosts = np.zeros((h, w, 3), np.float32)
-        for _ in range(p["ghosts"]):
-            k = g.uniform(0.25, 2.0)  # position along the line: source + k·(centre − source)
-            gx, gy = sx + k * (cx - sx), sy + k * (cy - sy)
-            rad = g.uniform(4.0, 20.0) * s * (0.6 + 0.5 * k)
-            tint = np.array([g.uniform(0.3, 1.0), g.uniform(0.5, 1.0), g.uniform(0.3, 1.0)])
-            tint *= g.uniform(0.08, 0.22)
-            layer = np.zeros((h, w, 3), np.float32)
-            cv2.circle(layer, (int(round(gx * 16)), int(round(gy * 16))), max(1, int(round(rad * 16))),
-                       tint.tolist(), -1, cv2.LINE_AA, 4)
-            if g.random() < 0.4:  # a brighter rim, as the aperture's edge
+            def gauss2d(sigma: float, peak: float) -> np.ndarray:  # separable: an outer product
+                k = np.float32(-0.5 / sigma**2)
+                return np.outer(np.exp(ys * ys * k) * np.float32(peak), np.exp(xs * xs * k))
+
+            theta0 = np.float32(18.0 * s)
+            r2 = np.add.outer(ys * ys, xs * xs)
+            light = np.float32(0.5) * theta0**2 / (r2 + theta0**2)  # veiling glare, ∝ 1/θ² from the source
+            light += np.float32(0.07)  # its uniform part
+            light += gauss2d(5.0 * s, 6.0)  # the saturated core
+            light += gauss2d(22.0 * s, 0.9)  # the bloom
+            add = cv2.merge([light * colour[0], light * colour[1], light * colour[2]])
+            # ghosts: discs on the line source → centre → beyond, tinted, soft-edged
+            g = rng(TEXTURE_STREAM)
+            cx, cy = w / 2.0, h / 2.0
+            ghosts = np.zeros((h, w, 3), np.float32)
+            for _ in range(p["ghosts"]):
+                k = g.uniform(0.25, 2.0)  # position along the line: source + k·(centre − source)
+                gx, gy = sx + k * (cx - sx), sy + k * (cy - sy)
+                rad = g.uniform(4.0, 20.0) * s * (0.6 + 0.5 * k)
+                tint = np.array([g.uniform(0.3, 1.0), g.uniform(0.5, 1.0), g.uniform(0.3, 1.0)])
+                tint *= g.uniform(0.08, 0.22)
+                layer = np.zeros((h, w, 3), np.float32)
                 cv2.circle(layer, (int(round(gx * 16)), int(round(gy * 16))), max(1, int(round(rad * 16))),
-                           (tint * 1.8).tolist(), max(1, int(round(1.5 * s))), cv2.LINE_AA, 4)
-            ghosts += layer
-        ghosts = cv2.GaussianBlur(ghosts, (0, 0), 1.2 * s)
-        add += ghosts
+                           tint.tolist(), -1, cv2.LINE_AA, 4)
+                if g.random() < 0.4:  # a brighter rim, as the aperture's edge
+                    cv2.circle(layer, (int(round(gx * 16)), int(round(gy * 16))), max(1, int(round(rad * 16))),
+                               (tint * 1.8).tolist(), max(1, int(round(1.5 * s))), cv2.LINE_AA, 4)
+                ghosts += layer
+            ghosts = cv2.GaussianBlur(ghosts, (0, 0), 1.2 * s)
+            add += ghosts
+            return add * np.float32(i)
+
+        add = once(rng, ("glare", h, w), lens_light)
         lin = srgb_to_linear(image)
-        lin += add * np.float32(i)
+        lin += add
         return linear_to_srgb(lin)
 
 
@@ -130,12 +136,32 @@ class Droplets(Weather):
         h, w = image.shape[:2]
         i = p["intensity"]
         s = h / 240.0
-        g = rng(TEXTURE_STREAM)
-        n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
         base = to_float(image)
         base = cv2.GaussianBlur(base, (0, 0), 0.2 + 0.5 * i * s)  # the water film
-        if n == 0:
+        drops = once(rng, ("droplets", h, w), lambda: self._drops(h, w, p, rng))
+        if drops is None:
             return to_uint8(base)
+        mx, my, shade, highlight, soft = drops
+        # out of focus: blur the refracted view (the outline, the shading: in the drops' layers)
+        refr = cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
+        refr = cv2.GaussianBlur(to_float(refr), (0, 0), 2.0 * p["defocus"] * s)
+        refr *= shade
+        refr += highlight
+        refr -= base
+        refr *= soft
+        base += refr
+        return to_uint8(base)
+
+    def _drops(self, h: int, w: int, p: dict[str, Any],
+               rng: RngFactory) -> tuple[np.ndarray, ...] | None:
+        """What depends on the setting and seed alone: the refraction's remap, and the shading's, the
+        highlight's and the outline's (H, W, 3) maps; None when there is no drop."""
+        i = p["intensity"]
+        s = h / 240.0
+        g = rng(TEXTURE_STREAM)
+        n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
+        if n == 0:
+            return None
         # the drops, drawn in order as filled ellipses into a label image (a later drop covers an earlier one)
         r = h * p["size"] * np.minimum(0.075, 0.012 + g.exponential(0.018, n))
         ecc = g.uniform(0.8, 1.15, n)  # drops are a little elongated, mostly vertically
@@ -166,18 +192,11 @@ class Droplets(Weather):
         highlight = np.zeros((h, w), np.float32)
         highlight[ys, xs] = 0.35 * np.exp(-(hx * hx + hy * hy) / (2 * (0.16 * rk) ** 2))
         mask = (label > 0).astype(np.float32)
-        # out of focus: blur the refracted view, the outline, the shading
-        refr = cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
-        refr = cv2.GaussianBlur(to_float(refr), (0, 0), 2.0 * p["defocus"] * s)
+        # out of focus: the outline and the shading blurred
         soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
         shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
         highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
-        refr *= cv2.merge([shade, shade, shade])
-        refr += cv2.merge([highlight, highlight, highlight])
-        refr -= base
-        refr *= cv2.merge([soft, soft, soft])
-        base += refr
-        return to_uint8(base)
+        return mx, my, merge3(shade), merge3(highlight), merge3(soft)
 
 
 class Dirt(Weather):
@@ -204,27 +223,32 @@ class Dirt(Weather):
         h, w = image.shape[:2]
         i = p["intensity"]
         s = h / 240.0
-        g = rng(TEXTURE_STREAM)
-        cells = max(2, int(round(7 / p["blotch"])))
-        n = smooth_noise(g, h, w, cells=cells, octaves=4)
-        cover = p["coverage"] * i ** 0.7
-        thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
-        m = np.clip((n - thr) / 0.12, 0.0, 1.0)
-        # specks: small defocused dots
-        nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
-        specks = np.zeros((h, w), np.float32)
-        for _ in range(nsp):
-            cv2.circle(specks, (int(g.uniform(0, w) * 16), int(g.uniform(0, h) * 16)),
-                       int(g.uniform(1.0, 3.5) * s * 16), float(g.uniform(0.4, 0.9)), -1, cv2.LINE_AA, 4)
-        m = np.maximum(m, specks)
-        m = cv2.GaussianBlur(m, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
-        m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
+
+        def dirt() -> tuple[np.ndarray, np.ndarray]:  # the dirt's and its thin parts' (H, W, 3) maps
+            g = rng(TEXTURE_STREAM)
+            cells = max(2, int(round(7 / p["blotch"])))
+            n = smooth_noise(g, h, w, cells=cells, octaves=4)
+            cover = p["coverage"] * i ** 0.7
+            thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
+            m = np.clip((n - thr) / 0.12, 0.0, 1.0)
+            # specks: small defocused dots
+            nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
+            specks = np.zeros((h, w), np.float32)
+            for _ in range(nsp):
+                cv2.circle(specks, (int(g.uniform(0, w) * 16), int(g.uniform(0, h) * 16)),
+                           int(g.uniform(1.0, 3.5) * s * 16), float(g.uniform(0.4, 0.9)), -1, cv2.LINE_AA, 4)
+            m = np.maximum(m, specks)
+            m = cv2.GaussianBlur(m, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
+            m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
+            thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
+            return merge3(m), merge3(thin)
+
+        m, thin = once(rng, ("dirt", h, w), dirt)
         f = to_float(image)
         # the scene behind thin dirt is blurred (scattering in the layer)
-        thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
         blurred = cv2.GaussianBlur(f, (0, 0), 3.0 * s)
         blurred -= f
-        blurred *= cv2.merge([thin, thin, thin])
+        blurred *= thin
         f += blurred
         # I = I0·α + β: attenuation by the dirt, plus the light it scatters (the scene's low frequencies,
         # times the dirt's colour)
@@ -236,7 +260,7 @@ class Dirt(Weather):
         small += albedo * np.float32(0.08)
         scatter = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
         scatter -= f
-        scatter *= cv2.merge([m, m, m])
+        scatter *= m
         f += scatter
         return to_uint8(f)
 

@@ -30,6 +30,7 @@ from lidarmt.camera.transforms._common import (
     RngFactory,
     ground_depth,
     linear_to_srgb,
+    once,
     smooth_noise,
     srgb_to_linear,
     to_float,
@@ -67,16 +68,22 @@ def _blend_to(f: np.ndarray, colour: np.ndarray, alpha: np.ndarray | float) -> n
 
     Per-channel constants go through OpenCV's scalar arithmetic and (H, W) maps through ``cv2.merge``: both
     are several times faster than NumPy broadcasting over a 3-long last axis.
+    An (H, W, 3) ``alpha`` is taken as the map already merged (:func:`merge3`, made once per window).
     """
     c = [float(v) for v in np.asarray(colour).ravel()[:3]]
     d = cv2.subtract(f, (c[0], c[1], c[2], 0.0))
     if isinstance(alpha, np.ndarray):
-        a = np.ascontiguousarray(alpha, dtype=np.float32)
-        d *= cv2.merge([a, a, a])
+        d *= alpha if alpha.ndim == 3 else merge3(alpha)
     else:
         d *= np.float32(alpha)
     f -= d
     return f
+
+
+def merge3(a: np.ndarray) -> np.ndarray:
+    """An (H, W) map as float32 (H, W, 3), the same value in every channel (``cv2.merge``)."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    return cv2.merge([a, a, a])
 
 
 class Fog(Weather):
@@ -107,17 +114,22 @@ class Fog(Weather):
     def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
         h, w = image.shape[:2]
         i = p["intensity"]
-        beta = 3.912 * i**1.5 / p["visibility"]
-        d = ground_depth(h, w, p["horizon"], far=p["far"])
-        n = smooth_noise(rng(TEXTURE_STREAM), h, w, cells=4, octaves=3)
-        ext = n * np.float32(2.0 * p["patchiness"])
-        ext += np.float32(1.0 - p["patchiness"])
-        ext *= d * np.float32(-beta)
-        t = np.exp(ext, out=ext)
+
+        def veil() -> np.ndarray:  # the fog's opacity 1 − t, from the setting and seed alone
+            beta = 3.912 * i**1.5 / p["visibility"]
+            d = ground_depth(h, w, p["horizon"], far=p["far"])
+            n = smooth_noise(rng(TEXTURE_STREAM), h, w, cells=4, octaves=3)
+            ext = n * np.float32(2.0 * p["patchiness"])
+            ext += np.float32(1.0 - p["patchiness"])
+            ext *= d * np.float32(-beta)
+            t = np.exp(ext, out=ext)
+            return merge3(1.0 - t)
+
+        alpha = once(rng, ("fog", h, w), veil)
         tint = 0.04 * p["tint"]
         airlight = np.array([1.0 - tint, 1.0, 1.0 + tint]) * p["airlight"]
         f = to_float(image)
-        return to_uint8(_blend_to(f, airlight, 1.0 - t))
+        return to_uint8(_blend_to(f, airlight, alpha))
 
 
 def _line_kernel_streaks(layer: np.ndarray, rng: np.random.Generator, n: int, length: float, angle: float,
@@ -175,21 +187,24 @@ class Rain(Weather):
         f += np.float32(veil * (0.5 * grey + 0.25))
         sigma = 0.3 + 0.8 * i * s
         f = cv2.GaussianBlur(f, (0, 0), sigma)
-        # streaks: far layer then near layer, each blurred a little (motion and defocus)
-        g = rng(TEXTURE_STREAM)
-        area = h * w / (320.0 * 240.0)
-        angle = math.radians(p["angle"])
-        length = p["length"] * h
-        alpha = np.zeros((h, w), np.float32)
-        layers = ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
-        for count, scale, thick, blur, opacity in layers:
-            layer = np.zeros((h, w), np.float32)
-            n = int(round(count * i * p["density"] * area))
-            _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
-            layer = cv2.GaussianBlur(layer, (0, 0), blur * s)
-            alpha = np.maximum(alpha, layer * np.float32(opacity))
+        def streaks() -> np.ndarray:  # far layer then near layer, each blurred a little (motion and defocus)
+            g = rng(TEXTURE_STREAM)
+            area = h * w / (320.0 * 240.0)
+            angle = math.radians(p["angle"])
+            length = p["length"] * h
+            alpha = np.zeros((h, w), np.float32)
+            layers = ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
+            for count, scale, thick, blur, opacity in layers:
+                layer = np.zeros((h, w), np.float32)
+                n = int(round(count * i * p["density"] * area))
+                _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
+                layer = cv2.GaussianBlur(layer, (0, 0), blur * s)
+                alpha = np.maximum(alpha, layer * np.float32(opacity))
+            return merge3(np.minimum(alpha, 1.0))
+
+        alpha = once(rng, ("rain", h, w), streaks)
         drop = np.array([0.82, 0.84, 0.88]) * min(1.0, 0.75 + grey)
-        return to_uint8(_blend_to(f, drop, np.minimum(alpha, 1.0)))
+        return to_uint8(_blend_to(f, drop, alpha))
 
 
 def _splat(layer: np.ndarray, ys: np.ndarray, xs: np.ndarray, vals: np.ndarray, sigma_x: float,
@@ -233,24 +248,29 @@ class Snow(Weather):
         k = np.float32(0.35 * i)
         f *= 1.0 - k
         f += k * np.float32(0.78)
-        # snow haze
-        d = ground_depth(h, w, p["horizon"], far=60.0)
-        t = np.exp(d * np.float32(-3.912 * i * i / p["visibility"]))
-        f = _blend_to(f, np.array([0.9, 0.92, 0.95]), np.broadcast_to(1.0 - t, (h, w)))
-        # flakes
-        g = rng(TEXTURE_STREAM)
-        area = h * w / (320.0 * 240.0)
-        z = np.zeros((h, w), np.float32)
-        fs = p["flake_size"] * s
-        for count, sx, sy, opacity in ((1400, 0.55, 0.7, 0.75), (320, 1.1, 1.6, 0.85), (45, 2.6, 3.8, 0.6)):
-            n = int(round(count * i * p["density"] * area))
-            if n == 0:
-                continue
-            ys, xs = g.integers(0, h, n), g.integers(0, w, n)
-            vals = g.uniform(0.6, 1.0, n).astype(np.float32)
-            layer = _splat(np.zeros((h, w), np.float32), ys, xs, vals, sx * fs, sy * fs)
-            np.maximum(z, np.minimum(layer, 1.0) * np.float32(opacity), out=z)
-        return to_uint8(_blend_to(f, np.array([0.97, 0.97, 1.0]), z))
+        def layers() -> tuple[np.ndarray, np.ndarray]:  # the haze's and the flakes' opacities
+            # snow haze
+            d = ground_depth(h, w, p["horizon"], far=60.0)
+            t = np.exp(d * np.float32(-3.912 * i * i / p["visibility"]))
+            haze = merge3(np.broadcast_to(1.0 - t, (h, w)))
+            # flakes
+            g = rng(TEXTURE_STREAM)
+            area = h * w / (320.0 * 240.0)
+            z = np.zeros((h, w), np.float32)
+            fs = p["flake_size"] * s
+            for count, sx, sy, opacity in ((1400, 0.55, 0.7, 0.75), (320, 1.1, 1.6, 0.85), (45, 2.6, 3.8, 0.6)):
+                n = int(round(count * i * p["density"] * area))
+                if n == 0:
+                    continue
+                ys, xs = g.integers(0, h, n), g.integers(0, w, n)
+                vals = g.uniform(0.6, 1.0, n).astype(np.float32)
+                layer = _splat(np.zeros((h, w), np.float32), ys, xs, vals, sx * fs, sy * fs)
+                np.maximum(z, np.minimum(layer, 1.0) * np.float32(opacity), out=z)
+            return haze, merge3(z)
+
+        haze, flakes = once(rng, ("snow", h, w), layers)
+        f = _blend_to(f, np.array([0.9, 0.92, 0.95]), haze)
+        return to_uint8(_blend_to(f, np.array([0.97, 0.97, 1.0]), flakes))
 
 
 class Night(Weather):
@@ -286,11 +306,11 @@ class Night(Weather):
     FULL_WELL = 4000.0  # electrons at saturation of the (modelled) sensor
     READ_NOISE = 4.0  # electrons rms
 
-    def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
-        h, w = image.shape[:2]
+    def _layers(self, h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.ndarray, ...]:
+        """What depends on the setting and seed alone: the colour matrix of the blue shift, the blue shift's
+        and the illumination's (H, W, 3) maps, the light sources' glow, and the unit sensor noise."""
         i = p["intensity"]
         s = h / 240.0
-        lin = srgb_to_linear(image)  # a new float32 array
         # illumination: ambient (stops down) + headlights on the ground (1/d² inside a ±15° beam)
         ambient = 2.0 ** (-p["darkness"] * i)
         horizon = p["horizon"]
@@ -301,16 +321,8 @@ class Night(Weather):
         fall = np.minimum((10.0 / d) ** 2, 1.0).astype(np.float32)
         head = np.float32(i * p["headlights"]) * fall[:, None] * beam[None, :]
         illum = head + np.float32(ambient)
-        # blue shift where it is dark: lin + m·(B·lum − lin), a per-pixel mix towards a blue-tinted luminance
-        # (B·lum is one 3x3 colour matrix), then the illumination; 3-channel maps via cv2.merge, which is
-        # much faster than NumPy broadcasting over the channel axis
         m = np.float32(p["blue"] * i) * np.clip(1.0 - illum * 2.0, 0.0, 1.0)
         shift = np.outer([0.7, 0.95, 1.45], [0.2126, 0.7152, 0.0722]).astype(np.float32)
-        diff = cv2.transform(lin, shift)
-        diff -= lin
-        diff *= cv2.merge([m, m, m])
-        lin += diff
-        lin *= cv2.merge([illum, illum, illum])
         # light sources: street lamps above the horizon (core + bloom), and a faint glow of the headlights,
         # one (H, W) map per channel
         g = rng(TEXTURE_STREAM)
@@ -331,7 +343,24 @@ class Night(Weather):
             prof += np.outer(gauss(ys, y, 14.0 * s), gauss(xs, x, 14.0 * s) * np.float32(0.12 * i))
             for c in range(3):
                 glow[c] += prof * np.float32(colour[c])
-        lin += cv2.merge(glow)
+        noise = rng(NOISE_STREAM).standard_normal((h, w, 3), dtype=np.float32)
+        return shift, cv2.merge([m, m, m]), cv2.merge([illum, illum, illum]), cv2.merge(glow), noise
+
+    def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+        h, w = image.shape[:2]
+        i = p["intensity"]
+        layers = once(rng, ("night", h, w), lambda: self._layers(h, w, p, rng))
+        shift, blue, illum, glow, noise = layers
+        lin = srgb_to_linear(image)  # a new float32 array
+        # blue shift where it is dark: lin + m·(B·lum − lin), a per-pixel mix towards a blue-tinted luminance
+        # (B·lum is one 3x3 colour matrix), then the illumination; 3-channel maps via cv2.merge, which is
+        # much faster than NumPy broadcasting over the channel axis
+        diff = cv2.transform(lin, shift)
+        diff -= lin
+        diff *= blue
+        lin += diff
+        lin *= illum
+        lin += glow
         # the camera's gain and the sensor's Poisson-Gaussian noise: sd = sqrt(electrons + read²) electrons
         gain = 2.0 ** (p["gain"] * i)
         sd = cv2.max(lin, 0.0)
@@ -339,7 +368,5 @@ class Night(Weather):
         sd += np.float32(self.READ_NOISE**2)
         sd = cv2.sqrt(sd)
         sd *= np.float32(i * gain / self.FULL_WELL)
-        noise = rng(NOISE_STREAM).standard_normal((h, w, 3), dtype=np.float32)
-        noise *= sd
-        lin += noise
+        lin += noise * sd
         return linear_to_srgb(lin)

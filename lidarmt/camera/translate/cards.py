@@ -186,20 +186,50 @@ def training_facts(run: str | os.PathLike[str], *, machine: str = "") -> dict[st
             "machine": machine}
 
 
+def facts_from_metrics(m: Mapping[str, Any]) -> dict[str, Any]:
+    """The training facts (:func:`training_facts`) a shipped ``<name>.json`` (:func:`translator_metrics`)
+    recorded, as they are: for re-measuring shipped weights whose run folder is gone
+    (``scripts/ship_translators.py --from-shipped``). Nothing is recomputed."""
+    try:
+        tr = m["training"]
+        return {"run": tr.get("run", ""), "name": m["name"], "iterations": int(m["iterations"]),
+                "config": tr["config"], "translator_parameters": int(m["parameters"]),
+                "seconds": m["seconds"], "seconds_per_iteration": m.get("seconds_per_iteration"),
+                "last_losses": tr.get("last_losses", {}), "command": tr.get("command", ""),
+                "data_recipe": tr.get("data_recipe", ""), "machine": tr.get("machine", "")}
+    except (KeyError, TypeError, ValueError) as err:
+        raise ImageSourceError(f"translator metrics {m.get('name', '?') if isinstance(m, Mapping) else '?'}: "
+                               f"no training facts to keep ({err!r} missing or malformed)") from err
+
+
+def recipe_training_frames(recipe: str) -> int | None:
+    """How many frames (the first ones, in time order) a ``make_weather_domains.py`` command line trained on:
+    its ``--train N`` (the script's default, 1200, when the line names the script without it); None when the
+    line is not that script's."""
+    import re
+
+    if "make_weather_domains.py" not in recipe:
+        return None
+    got = re.search(r"--train[= ](\d+)", recipe)
+    return int(got.group(1)) if got else 1200
+
+
 # --------------------------------------------------------------------------------------------- metrics
 
 
 def translator_metrics(name: str, facts: Mapping[str, Any], score: Any, evaluation: Any, *,
                        weather: str = "", cost: Mapping[str, Any] | None = None,
-                       paper_cost: Mapping[str, Any] | None = None, notes: list[str] | None = None
-                       ) -> dict[str, Any]:
+                       paper_cost: Mapping[str, Any] | None = None, notes: list[str] | None = None,
+                       provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``<name>.json`` of a shipped translator: training facts, cost beside the paper's, and the numbers of
     :func:`~lidarmt.camera.translate.evaluate.evaluate_translators` (``score`` its :class:`TranslatorScore` or
     dict, ``evaluation`` the :class:`Evaluation` or dict it came from). The key numbers that ``lidarmt camera
     translators`` lists are at the top level: ``ssim_to_source`` (SSIM(t, x)), ``procedural_ssim_to_source``
     (SSIM(p, x)), ``fid_like`` (d(t, p)), ``procedural_gap`` (d(x, p)) and ``steering_gap_deg`` (the mean over
     the steering models of mean |θ(t) − θ(x)| minus mean |θ(p) − θ(x)|). ``notes``: failure modes a person saw
-    in the picture sheet, for the card."""
+    in the picture sheet, for the card. ``provenance``: which frames were measured and who saw them in
+    training, and the SHA-256 of each steering model's weights (``scripts/ship_translators.py`` makes it); the
+    card says it."""
     s = score.to_dict() if hasattr(score, "to_dict") else dict(score)
     ev = evaluation.to_dict() if hasattr(evaluation, "to_dict") else dict(evaluation)
     ev = {k: v for k, v in ev.items() if k != "translators"}
@@ -230,7 +260,7 @@ def translator_metrics(name: str, facts: Mapping[str, Any], score: Any, evaluati
                  "paper": {**paper_cost, "who": paper.who, "size": paper.size, "iterations": paper.iterations,
                            "note": paper.note,
                            "pflop_total": paper_cost["gflop_per_iteration"] * paper.iterations / 1e6}},
-        "evaluation": {**ev, "score": s},
+        "evaluation": {**ev, "score": s, **({"provenance": dict(provenance)} if provenance else {})},
         "notes": list(notes or []),
     }
 
@@ -240,6 +270,11 @@ def translator_metrics(name: str, facts: Mapping[str, Any], score: Any, evaluati
 
 def _n(v: Any, nd: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.{nd}f}"
+
+
+def _g(v: Any) -> str:
+    """A distance with three significant digits (its scale is the feature trunk's, which a retraining changes)."""
+    return "n/a" if v is None or (isinstance(v, float) and not math.isfinite(v)) else f"{v:.3g}"
 
 
 def _observations(m: Mapping[str, Any]) -> list[str]:
@@ -286,6 +321,60 @@ def _observations(m: Mapping[str, Any]) -> list[str]:
     if ratios and more > len(ratios) / 2:
         out.append(f"It moves {more} of the {len(ratios)} steering models more than twice as much as the procedural "
                    "weather does: its inconsistencies are not all weather's.")
+    return out
+
+
+def _span(r: Any) -> str:
+    return f"{r[0]}..{r[1] - 1}"
+
+
+def _history_models(ev: Mapping[str, Any]) -> str:
+    """The steering models with history a card lists (the old cards' metrics do not say: Chauffeur)."""
+    steer = (ev.get("provenance") or {}).get("steering_models") or {}
+    names = [n for n, d in steer.items() if d.get("history")]
+    return ", ".join(names) if steer else "Chauffeur"
+
+
+def _frames_lines(ev: Mapping[str, Any]) -> list[str]:
+    """The card's lines on which frames were measured and who saw them in training (``provenance``); the
+    old cards' sentence when the metrics do not say."""
+    pv = ev.get("provenance")
+    if not pv:
+        return ["- Frames 1200..1499 were never seen in training: the numbers below are measured on them."]
+    fr = ev.get("frame_range")
+    where = f"frames {_span(fr)}" if fr else f"{ev['frames']} frames"
+    out = [f"- Measured on {where} of `{pv.get('source', ev.get('source', '?'))}` ({ev['frames']} frames)."]
+    tf = pv.get("translator_training_frames")
+    if pv.get("translators_saw") is not None:
+        out.append("- This translator trained on frames " + (_span(tf) if tf else "?") + " of that drive: "
+                   + (f"{pv['translators_saw']} of the measured frames are among them."
+                      if pv["translators_saw"] else "it never saw the measured frames."))
+    steer = pv.get("steering_models") or {}
+    groups: dict[str, list[str]] = {}
+    for name, d in steer.items():
+        saw = d.get("saw")
+        if saw is None:
+            key = "trained on another source, or its card does not say which frames trained it"
+        elif saw:
+            key = (f"trained on frames {_span(d['training_frames'])}: {saw} of the measured frames are among "
+                   "them")
+        else:
+            key = (f"trained on frames {_span(d['training_frames'])} and never on the measured frames, which are "
+                   + (f"{{its}} validation frames {_span(d['validation_frames'])} (the frames {{its}} epochs and "
+                      "learning rate were chosen on)" if d.get("validation_frames") else
+                      "outside {its} training split"))
+        groups.setdefault(key, []).append(name)
+    for key, names in groups.items():
+        many = len(names) > 1
+        out.append(f"- Steering model{'s' if many else ''} {', '.join(names)}: "
+                   f"{key.format(its='their' if many else 'its')}.")
+    if pv.get("earliest_history_frame") is not None and fr and pv["earliest_history_frame"] < fr[0]:
+        out.append(f"- Models with history also read the frames before each judged frame as its history: "
+                   f"from frame {pv['earliest_history_frame']} on.")
+    hashed = [(n, d["sha256"]) for n, d in steer.items() if d.get("sha256")]
+    if hashed:
+        out.append("- Steering weights (SHA-256, first 12 digits; the whole digest in the metrics file): "
+                   + ", ".join(f"{n} `{h[:12]}`" for n, h in hashed) + ".")
     return out
 
 
@@ -350,7 +439,7 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"same 1,200 frames in procedural {w}, each with its own intensity (uniform in [0.6, 1]) and style "
         "parameters, so the translator sees a distribution of weathers; training draws A and B images "
         f"independently (unpaired). Made by `{m['training']['data_recipe']}`.",
-        "- Frames 1200..1499 were never seen in training: the numbers below are measured on them.",
+        *_frames_lines(ev),
         f"- Losses: {losses}; Adam (lr {cfg['lr']:g}, β = ({cfg['beta1']:g}, {cfg['beta2']:g}), weight decay "
         f"{cfg['weight_decay']:g}), batch 1, random {cfg['size']}² crops of frames resized to a "
         f"{cfg.get('load_size') or cfg['size']}-pixel short side, horizontal flips; {cfg['precision']} autocast; "
@@ -375,8 +464,8 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"| SSIM to x (greyscale; content kept) | {_n(s['ssim_translated'])} | {_n(s['ssim_procedural'])}"
         + (f" ({_n(s['ssim_procedural_resampled'])} at the translator's resolution)"
            if s.get("ssim_procedural_resampled") is not None else "") + " | 1 |",
-        f"| Fréchet distance to p ({ev['feature_model']} trunk features) | {_n(s['fid_translated'], 2)} | "
-        f"{_n(s['fid_floor'], 2)} (another draw) | {_n(s['fid_clear'], 2)} |",
+        f"| Fréchet distance to p ({ev['feature_model']} trunk features) | {_g(s['fid_translated'])} | "
+        f"{_g(s['fid_floor'])} (another draw) | {_g(s['fid_clear'])} |",
         f"| mean grey level | {s['brightness']['translated']:.1f} | {s['brightness']['procedural']:.1f} | "
         f"{s['brightness']['clear']:.1f} |",
         f"| RMS contrast | {s['contrast']['translated']:.1f} | {s['contrast']['procedural']:.1f} | "
@@ -392,7 +481,7 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"features of the shipped `{ev['feature_model']}` steering model, not ImageNet Inception's: it is not "
         "comparable with published FIDs. That trunk sees frames at 100x100 and weighs global tone and coarse "
         "structure: for scale, the procedural frames blurred with a Gaussian of σ = 4 pixels are at "
-        + (f"{s['fid_blur_reference']:.2f}" if s.get("fid_blur_reference") is not None else "n/a")
+        + _g(s.get("fid_blur_reference"))
         + " from themselves. A small distance says the tone and layout are right, not that the detail is "
         "(SSIM says that).",
         "",
@@ -408,9 +497,14 @@ def model_card(m: Mapping[str, Any]) -> str:
                      + f" | {x['pairs']} |")
     lines += [
         "",
-        "Models with history (Chauffeur) see windows of consecutive frames with one weather on every frame, "
-        f"on {ev.get('history_frames', 'some')} of the frames. The steering models' labels are poor (see their "
-        "cards), so these are differences between a model's own outputs, as DeepRoad's relation is.",
+        f"Models with history ({_history_models(ev)}) see windows of consecutive frames with one weather on "
+        "every frame, "
+        f"on {ev.get('history_frames', 'some')} of the frames. "
+        + ("These are differences between a model's own outputs, as DeepRoad's relation is, not errors against "
+           "the labels; each steering model's own accuracy is on its card."
+           if ev.get("provenance") else
+           "The steering models' labels are poor (see their cards), so these are differences between a model's "
+           "own outputs, as DeepRoad's relation is."),
         "",
         "## Known failure modes",
         "",
@@ -426,7 +520,8 @@ def model_card(m: Mapping[str, Any]) -> str:
         f"`lidarmt camera translate --translator {m['name']} --images DIR --out OUT`; as a transformation "
         f"`lidarmt camera fuzz --transforms {m['name']}`"
         + (f"; as a search space `lidarmt camera search --space {m['name']}`" if arch == "munit" else "") + ".",
-        "Rebuild this card and the metrics with `python scripts/ship_translators.py`.",
+        "Rebuild this card and the metrics with `python scripts/ship_translators.py` (`--runs DIR` from the "
+        "training runs; `--from-shipped` re-measures the shipped weights, keeping this card's training facts).",
         "",
     ]
     return "\n".join(lines)

@@ -1,9 +1,9 @@
 """How good is a learned weather translator? Measured against the procedural weather it learned from.
 
 lidarmt's shipped translators learned to turn clear Udacity frames into the *procedural* night, rain and snow of
-:mod:`lidarmt.camera.transforms` (``scripts/make_weather_domains.py``). On frames they never saw (the held-back
-Udacity frames 1200..1499; any camera source in general) three images are compared for each frame ``i`` and
-seed ``s``:
+:mod:`lidarmt.camera.transforms` (``scripts/make_weather_domains.py``). On frames they never saw (Udacity frames
+1200 on; the cards use 1760..2199, which the steering models did not train on either; any camera source in
+general) three images are compared for each frame ``i`` and seed ``s``:
 
 * ``x``: the frame itself;
 * ``p``: its procedural weather, with the intensity drawn uniformly from [0.6, 1] and the style from ``(s, i)``,
@@ -41,14 +41,14 @@ d. **Sanity**: the mean brightness (grey level) and RMS contrast (standard devia
 
 Cost, on 300 frames: the procedural weathers and the clear frames' angles are computed once and shared; a
 learned translator encodes each frame once; MUNIT then pays one decoder pass per frame and seed (plus the
-windows of the history models). On the project's 2-core CPU all six shipped translators with the six shipped
-steering models take a few minutes.
+windows of the history models). On the project's shared 2-core CPU all six shipped translators with the seven
+shipped steering models take 13 minutes on 440 frames (``scripts/ship_translators.py --from-shipped``).
 
 Everything is deterministic in (frames, seeds, translator weights) on one machine.
 
     from lidarmt.camera.translate.evaluate import evaluate_translators
     res = evaluate_translators(["munit-night", "unit-night"], "../shared/data/udacity",
-                               frames=range(1200, 1500))
+                               frames=range(1760, 2200))
     print(res.markdown()); res.write_json("translators.json")
 """
 
@@ -190,12 +190,16 @@ class FeatureExtractor:
     Why ``dave-dropout`` (the default): every lidarmt install has it, it was trained on these very frames (the
     Udacity drive), it is small (three 3x3 convolutions) and fast, it sees the *whole* frame (resized to
     100x100), and its 64 pooled channels make a covariance that 300 frames estimate well (Inception's 2048
-    would need thousands). Among the shipped trunks it separates weather best from the ordinary change of
-    scenery, measured on the held-back frames (150 of them, procedural weather at intensity U[0.6, 1]): the
-    distance from clear to night / rain / snow is 12x / 7x / 21x the distance between two stretches of the
-    clear drive (frames 1200..1499 against 0..299), where ``dave-orig`` gives 8x / 4x / 45x and ``dave2`` (which
-    crops the frame to the road band) 4x / 1.1x / 8x: for ``dave2`` rain is no farther from clear than another
-    stretch of road. The features come from a network trained to steer, not to recognise weather, so the
+    would need thousands). How well it tells weather from the ordinary change of scenery
+    (``scripts/feature_separation.py``: 150 frames, their procedural weather at intensity U[0.6, 1], and 150
+    clear frames of 0..299; steering models retrained on the corrected labels, 2026-11-27): on frames 1200..1499
+    the distance from clear to night / rain / snow is 9x / 14x / 32x the distance between the two stretches of
+    the clear drive, where ``dave-orig`` gives 4x / 5x / 16x and ``dave2`` (which crops the frame to the road
+    band) 1.9x / 0.6x / 5.8x; on the cards' frames 1760..2199, whose scenery differs more from the drive's start,
+    1.5x / 1.6x / 3.5x (``dave-orig`` 2.0x / 1.8x / 5.2x, ``dave2`` 0.7x / 0.2x / 0.4x): for ``dave2`` weather is
+    no farther from clear than another stretch of road, and on those late frames ``dave-dropout``'s distances
+    compare translators with each other (``moved`` divides by the same frames' d(x, p)) better than they
+    separate weather from scenery. The features come from a network trained to steer, not to recognise weather, so the
     distance says how differently *a steering network's trunk* sees two sets of frames.
     """
 
@@ -338,6 +342,11 @@ def _f(v: float | None, nd: int = 3) -> str:
     return "n/a" if v is None or not math.isfinite(v) else f"{v:.{nd}f}"
 
 
+def _g(v: float | None) -> str:
+    """Three significant digits: the Fréchet distances' scale is the feature trunk's."""
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:.3g}"
+
+
 @dataclass
 class Evaluation:
     """The measurements of several translators on the same frames and seeds: tables and JSON."""
@@ -381,9 +390,9 @@ class Evaluation:
         for s in self.scores:
             b, c = s.brightness, s.contrast
             rows.append([s.name, s.weather, _f(s.ssim_translated), _f(s.ssim_procedural),
-                         _f(s.ssim_procedural_resampled), _f(s.fid_translated, 2),
-                         _f(s.fid_clear, 2), _f(s.fid_floor, 2),
-                         _f(s.fid_blur_reference, 2), _f(s.moved, 2),
+                         _f(s.ssim_procedural_resampled), _g(s.fid_translated),
+                         _g(s.fid_clear), _g(s.fid_floor),
+                         _g(s.fid_blur_reference), _f(s.moved, 2),
                          f"{b['translated']:.0f}/{b['procedural']:.0f}/{b['clear']:.0f}",
                          f"{c['translated']:.0f}/{c['procedural']:.0f}/{c['clear']:.0f}", _f(s.images_per_s, 1)])
         return head, rows

@@ -36,6 +36,9 @@ def train(
                                                      "width of shift (default: the recipe's).")] = None,
     lr_schedule: Annotated[str | None, typer.Option("--lr-schedule", help="constant, or cosine (down to a tenth "
                                                     "of --lr over the epochs; default: the recipe's).")] = None,
+    weight_decay: Annotated[float | None, typer.Option("--weight-decay", help="L2 penalty: this x w added to "
+                                                       "every weight's gradient (default: the recipe's; 0: none)."
+                                                       )] = None,
     validate: Annotated[Path | None, typer.Option("--validate", help="Train nothing: measure this weights file "
                                                   "(e.g. a shipped one) on the --data's validation split "
                                                   "against both baselines.")] = None,
@@ -72,7 +75,7 @@ def train(
     cfg = TrainConfig(arch=arch, data=str(data), out=str(out), epochs=epochs, batch_size=batch_size, lr=lr,
                       lstm_epochs=lstm_epochs, seed=seed, val_fraction=val_fraction, flip=not no_flip,
                       threads=threads, augment=augment, shift_max=shift_max, shift_gain=shift_gain,
-                      lr_schedule=lr_schedule)
+                      lr_schedule=lr_schedule, weight_decay=weight_decay)
     cfg.check()  # every user error is reported before the progress bar starts
     get_arch(arch)
     check_out(out, force=force, resume=resume)

@@ -260,6 +260,11 @@ def translators(
     _print_list(entries)
 
 
+def _shown_number(key: str, value: float) -> str:
+    """Three decimals; the Fréchet distances three significant digits (their scale is the feature trunk's)."""
+    return f"{value:.3g}" if key in ("fid_like", "procedural_gap") else f"{value:.3f}"
+
+
 def _print_list(entries: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
@@ -275,7 +280,7 @@ def _print_list(entries: list[dict[str, Any]]) -> None:
         params, its = e.get("parameters"), e.get("iterations")
         t.add_row(e["name"], str(e.get("kind", "")), str(e.get("arch") or ""), str(e.get("weather") or ""),
                   str(e.get("style_dim", "")), f"{params:,}" if isinstance(params, int) else "",
-                  f"{its:,}" if isinstance(its, int) else "", *(f"{nums[k]:.3f}" if k in nums else "" for k in shown))
+                  f"{its:,}" if isinstance(its, int) else "", *(_shown_number(k, nums[k]) if k in nums else "" for k in shown))
     out = wide_console()
     out.print(t)
     for e in entries:
