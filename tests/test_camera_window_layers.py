@@ -17,8 +17,8 @@ from lidarmt.camera.models.base import InputSpec
 from lidarmt.camera.transforms import _common
 from lidarmt.camera.transforms.base import apply_window
 from lidarmt.camera.transforms.registry import select
-from lidarmt.fuzz.engine import run_campaign
-from lidarmt.fuzz.journal import JOURNAL_NAME
+from lidarmt.engine.campaign import run_campaign
+from lidarmt.engine.journal import JOURNAL_NAME
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
