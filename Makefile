@@ -13,6 +13,9 @@ CAMERA_FRAMES ?= 20
 # defaults, 3 bundles per n with 200 calls each, took 83 s of the demo's first run)
 DEMO_BUNDLES ?= 1
 DDMIN_BUDGET ?= 40
+# worker processes of both campaigns (the engine clamps them to the cores, frames and memory; results do not depend
+# on them: the journal's verdicts are the same with 1 or 2)
+DEMO_WORKERS ?= 2
 # pytest options of every test target: the 25 slowest tests in the log (CI keeps them)
 PYTEST_OPTS ?= -q --durations=25
 
@@ -34,7 +37,7 @@ demo: $(DEMO_STAMP)
 	$(BIN)/lidarmt info bags/demo.bag
 	@echo "demo: 2/4 the LiDAR campaign (MR1, n = 10, 100, 1000), $(DEMO_BUNDLES) bundle per n minimised in at most $(DDMIN_BUDGET) calls"
 	$(BIN)/lidarmt fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000 --out runs/demo --force \
-	  --bundles $(DEMO_BUNDLES) --ddmin-budget $(DDMIN_BUDGET)
+	  --bundles $(DEMO_BUNDLES) --ddmin-budget $(DDMIN_BUDGET) --workers $(DEMO_WORKERS)
 	@echo "demo: 3/4 the first frames as MCAP for Foxglove"
 	@# the first frames with the obstacles Apollo's pipeline finds, for Foxglove (runs/demo/report.html has the rest)
 	$(BIN)/lidarmt export bags/demo.bag --map hdmaps/demo --frames 0:5 --out runs/demo/demo.mcap
@@ -43,7 +46,7 @@ demo: $(DEMO_STAMP)
 	@if [ -d $(UDACITY) ]; then cam=$(UDACITY); else cam=bags/demo.bag; fi; \
 	  $(BIN)/lidarmt camera info $$cam && \
 	  $(BIN)/lidarmt camera fuzz --images $$cam --model $(CAMERA_MODELS) --transforms all --frames $(CAMERA_FRAMES) \
-	    --out runs/demo-camera --force
+	    --workers $(DEMO_WORKERS) --out runs/demo-camera --force
 
 ## test: the test suite without the slow end-to-end tests (@pytest.mark.slow); CI runs test, then test-slow
 ## (pytest's exit status 5, "no tests collected", is not a failure: a selection may be empty)
