@@ -291,9 +291,7 @@ def test_shipped_validation_rmse_is_reproduced(udacity, one_thread, name):
 
 #: Shipped models known to miss issue 18's bar (their cards say what was tried); strict, so that a retrained model
 #: that meets it turns the expected failure into a failure until it is taken off this list.
-BELOW_THE_BAR: dict[str, str] = {
-    "epoch": "two epochs on the shared CPU core did not get Epoch to 0.8x the better baseline (see epoch.md)",
-}
+BELOW_THE_BAR: dict[str, str] = {}  # name -> why its shipped weights miss the bar (a strict xfail); none now
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=BELOW_THE_BAR[n]))

@@ -92,7 +92,7 @@ class Recipe:
 
 #: The shipped weights' recipes, tuned on the validation split (the last 20 % of the drive) only; see the cards.
 RECIPES: dict[str, Recipe] = {
-    # DeepTest's models saw no photometric augmentation: dave-orig, epoch, chauffeur, rambo and dave2 neither
+    # DeepTest's models saw no photometric augmentation: dave-orig, dave-norminit, chauffeur, rambo and dave2 neither
     "dave-orig": Recipe(epochs=12, batch_size=32, lr=3e-4, augment="flip,shift",
                         tuning="learning rate, augmentations and schedule as tuned for dave2 (same first layers); "
                                "with Keras' default initialisation of the first convolution it stayed at the "
@@ -104,13 +104,19 @@ RECIPES: dict[str, Recipe] = {
                                    "epochs, as dave-orig"),
     "dave-dropout": Recipe(epochs=8, batch_size=32, lr=3e-4,
                            tuning="not tuned (CPU budget); with brightness and shadow jitter on purpose"),
-    # the heavy models get few epochs: one shared CPU core had to train all seven within two hours
-    "epoch": Recipe(epochs=2, batch_size=32, lr=3e-4, augment="flip,shift",
-                    tuning="not tuned (CPU budget: about 6 min an epoch on the shared core); dave2's augmentations. "
-                           "**Misses issue 18's bar**: the first epoch's training MSE was 0.79 (the untrained dense "
-                           "layer's outputs far too large for lr 3e-4), and after two epochs the model still answers "
-                           "about the always-zero error. Two epochs at lr 1e-4 (not shipped) reached 0.963x; more "
-                           "epochs are the next thing to try"),
+    # Chauffeur, a heavy model, gets few epochs: one shared CPU core had to train all seven within two hours
+    "epoch": Recipe(epochs=16, batch_size=16, lr=3e-4, augment="flip,shift,brightness,shadow",
+                    tuning="2 epochs at lr 3e-4 with flip + shift (the earlier weights) ended at 0.995x the better "
+                           "baseline's MSE, 2 epochs at 1e-4 at 0.963x, 8 epochs at 0.93x and 10 epochs with all "
+                           "four augmentations at 0.845x (earlier session, not shipped). Then, all four "
+                           "augmentations and a cosine schedule: lr 1e-4, batch 32, shift up to 15 % of the width, "
+                           "planned for 16 epochs, 0.917x after 10 (stopped), and the same with weight decay 1e-2 "
+                           "0.937x at its best of 8 (stopped). Those runs were underfitting, not overfitting: their "
+                           "angles on the validation frames had a standard deviation of 0.025 rad against the "
+                           "labels' 0.32 (0.022 against 0.20 on training frames), the training loss being mostly "
+                           "the dropout noise; hence lr 3e-4 with batch 16 (twice the steps per epoch), no weight "
+                           "decay: 16 epochs, the best at epoch 15, 0.767x (shipped). The validation split chose "
+                           "among these seven runs as well as the epoch."),
     "chauffeur": Recipe(epochs=3, batch_size=32, lr=3e-4, lstm_epochs=4, lstm_lr=1e-3, augment="flip,shift",
                         tuning="not tuned (CPU budget); dave2's augmentations"),
     "dave2": Recipe(epochs=16, batch_size=32, lr=3e-4, augment="flip,shift",
