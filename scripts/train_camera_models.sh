@@ -5,7 +5,10 @@
 # augmentations chosen on the validation split only, as each card says) on the shared Udacity frames (2,200 frames with the drive's
 # ground-truth angles; the last 20 % validate), seed 0, one torch thread (bit-deterministic), ships the weights,
 # model card and metrics (--ship), then recomputes the model's neuron coverage profile over the training split
-# (lidarmt camera profile). The models train one after another. About 1 h of one otherwise idle CPU core in all.
+# (lidarmt camera profile). The models train one after another. The training times the shipped cards record
+# (train_seconds) add up to 75 min (chauffeur 15, dave-dropout 4, dave-norminit 5, dave-orig 4, dave2 8, epoch 21,
+# rambo 17), each measured on a core shared with other jobs; the profiles add a few minutes. Not re-run end to end
+# since the recipes were tuned one model at a time.
 # Usage: scripts/train_camera_models.sh [DATA] [RUNS]   (defaults: ../shared/data/udacity runs/camera)
 # ARCHS="dave2 epoch" scripts/train_camera_models.sh     trains only those.
 set -euo pipefail
