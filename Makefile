@@ -10,9 +10,10 @@ UDACITY ?= ../shared/data/udacity
 CAMERA_MODELS ?= dave-orig,epoch,dave2
 CAMERA_FRAMES ?= 20
 # the demo bundles one finding per n, minimised by at most DDMIN_BUDGET perception calls (lidarmt fuzz's
-# defaults, 3 bundles per n with 200 calls each, took 83 s of the demo's first run)
+# defaults, 3 bundles per n with 200 calls each, took 83 s of the demo's first run; 40 calls took 71 s of a fresh
+# clone's 5 min 03 s on 2026-11-27, under a load of 3-4)
 DEMO_BUNDLES ?= 1
-DDMIN_BUDGET ?= 40
+DDMIN_BUDGET ?= 20
 # worker processes of both campaigns (the engine clamps them to the cores, frames and memory; results do not depend
 # on them: the journal's verdicts are the same with 1 or 2)
 DEMO_WORKERS ?= 2
