@@ -6,6 +6,12 @@ made once, then every model predicts them in batches. Made one after the other, 
 thread pool makes the images of frame i+1 while the models run on frame i (and, for the first frame, the images
 are spread over the threads).
 
+The campaign's thread does not wait idle for the pool: images of the frame it needs that no pool thread has
+started yet it makes itself (from the end of the queue, the pool working from the front). A model with history
+gets windows of frames; a built-in transformation makes what depends only on its setting and seed (a weather's
+noise field, streaks, drops) once per window (:meth:`lidarmt.camera.transforms._common.BaseTransform.apply_same`),
+so a window of Chauffeur's 11 frames costs about half of 11 single images.
+
 What is made never depends on the threads: an image is a pure function of (window, transformation, parameter,
 seed) (:func:`lidarmt.camera.campaign.transform_seed`), every record is emitted by the campaign's own thread in
 the order of the keys, and a failed transformation is recorded with the same text as without the pool (the
