@@ -41,7 +41,8 @@ def module_files(root: Path = PACKAGE) -> dict[str, Path]:
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
     """The lidarmt modules ``name`` imports, anywhere in the file. ``from pkg import sub`` counts as importing
-    ``pkg.sub`` (a module) and not ``pkg``; ``from pkg import attr`` as importing ``pkg``."""
+    ``pkg.sub`` (a module), and ``pkg`` too when ``pkg`` holds ``name`` (its ``__init__`` is part of the import);
+    ``from pkg import attr`` as importing ``pkg``."""
     found: set[str] = set()
     is_pkg = path.name == "__init__.py"
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
@@ -57,7 +58,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 continue
             subs = {f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in known}
             found |= subs
-            if len(subs) < len(node.names):
+            # a name from a package runs the package's __init__; so does ``from own_package import submodule``
+            # inside that package, which is how a module ends up importing its own package's __init__
+            if len(subs) < len(node.names) or name.startswith(target + "."):
                 found.add(target)
     return {m for m in found if m != name}
 
@@ -188,13 +191,18 @@ def test_a_planted_circle_is_caught(tmp_path):
                           "engine/b.py": "def y():\n    from lidarmt.engine import a\n",
                           "engine/c.py": "from . import a\n"})
     assert cycles(g) == [["lidarmt.engine.a", "lidarmt.engine.b"]]
-    assert g["lidarmt.engine.c"] == {"lidarmt.engine.a"}
+    assert g["lidarmt.engine.c"] == {"lidarmt.engine.a", "lidarmt.engine"}  # the package's __init__ runs too
 
 
 def test_a_module_importing_its_own_package_init_is_a_circle(tmp_path):
     g = _plant(tmp_path, {"__init__.py": "", "lidar/__init__.py": "from lidarmt.lidar.roi import mask\n",
                           "lidar/roi.py": "from lidarmt.lidar import THING\nmask = 1\n"})
     assert cycles(g) == [["lidarmt.lidar", "lidarmt.lidar.roi"]]
+    # the same through a sibling submodule taken from the package: its __init__ runs, and imports the module back
+    g = _plant(tmp_path / "2", {"__init__.py": "", "roi/__init__.py": "from lidarmt.roi.bitmap import RoiMask\n",
+                                "roi/bitmap.py": "def f():\n    from lidarmt.roi import _kernels\n",
+                                "roi/_kernels.py": ""})
+    assert cycles(g) == [["lidarmt.roi", "lidarmt.roi.bitmap"]]
 
 
 if __name__ == "__main__":  # print the problems: python tests/test_layers.py

@@ -304,7 +304,7 @@ class CameraEvaluator(EvaluatorBase):
     def _images(self, index: int, wanted: list[tuple[int, int, int]]) -> Any:
         """The transformed images ``wanted`` of frame ``index`` (:mod:`lidarmt.camera.prefetch`: made in a
         thread pool, the next frame's while the models judge this one's; the same bytes either way)."""
-        from lidarmt.camera import prefetch
+        import lidarmt.camera.prefetch as prefetch
 
         if self._prefetch is None:
             threads = prefetch.default_threads()

@@ -194,7 +194,7 @@ def to_points(
         cols.append(_column(view, f_time.name))
     if len(view) < 1024 or not all(c.dtype.isnative and c.dtype.kind in "fiu" for c in cols):
         return to_points_reference(view, layout, stamp=stamp, keep_time=keep_time, keep_ring=keep_ring)
-    from lidarmt.io import _convert
+    import lidarmt.io._convert as _convert
 
     x, y, z = cols[:3]
     if f_int is None:

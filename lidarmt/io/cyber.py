@@ -401,7 +401,7 @@ class CyberRecording(Recording):
             yield self._frame(content, i)
 
     def _frame(self, content: bytes | memoryview, i: int) -> Frame:
-        from lidarmt.io import _pbpoints
+        import lidarmt.io._pbpoints as _pbpoints
         from lidarmt.proto.drivers import PointCloud
 
         where = f"{self.path}: {self.topic} message {i}"
@@ -739,7 +739,7 @@ class CyberRecordWriter(StagedWriter):
 
     def write(self, frame: Frame) -> None:
         """Write one frame: PointCloud, and /tf + localization when it has a pose."""
-        from lidarmt.io import _pbpoints
+        import lidarmt.io._pbpoints as _pbpoints
         from lidarmt.proto import drivers, localization, transform
         from lidarmt.proto.drivers import PointCloud
         from lidarmt.proto.localization import LocalizationEstimate

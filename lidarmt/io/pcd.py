@@ -133,7 +133,7 @@ def _records(buf: bytes, h: PcdHeader, where: str) -> np.ndarray:
             raise FormatError(f"{where}: compressed block is {csize} bytes, only {len(body) - 8} present (truncated)")
         if usize != n * layout.point_step:
             raise FormatError(f"{where}: uncompressed size {usize} != {n} points x {layout.point_step} bytes")
-        from lidarmt.io import _lzf
+        import lidarmt.io._lzf as _lzf
 
         try:
             raw = _lzf.decompress(body[8 : 8 + csize], usize)
@@ -237,7 +237,7 @@ def encode_pcd(frame: Frame, *, encoding: str = "binary") -> bytes:
         for name, _t, col in cols:
             rec[name] = col
         return head + rec.tobytes()
-    from lidarmt.io import _lzf
+    import lidarmt.io._lzf as _lzf
 
     soa = b"".join(np.ascontiguousarray(col.astype("<" + t)).tobytes() for _name, t, col in cols)
     comp = _lzf.compress(soa)

@@ -10,7 +10,7 @@ The public API, used by the model registry:
 
 Example::
 
-    from lidarmt.camera.models import zoo
+    import lidarmt.camera.models.zoo as zoo
     model = zoo.load("dave2")
     angles = model.predict(frames)          # (N, 240, 320, 3) uint8 RGB -> (N,) radians
 """

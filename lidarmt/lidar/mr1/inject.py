@@ -156,7 +156,7 @@ def sample_outside(
     use_numba: bool = True,
 ) -> np.ndarray:
     """``n`` points (structured, x/y/z/intensity float32) uniform in ``region`` and outside ``roi``."""
-    from lidarmt.lidar.mr1 import _kernels
+    import lidarmt.lidar.mr1._kernels as _kernels
 
     if n < 0 or n > MAX_POINTS:
         raise InjectionError(f"cannot inject {n} points: n must be between 0 and {MAX_POINTS:,}")

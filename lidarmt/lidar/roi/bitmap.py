@@ -98,7 +98,7 @@ class RoiMask:
         hole); polygons are OR-ed together. Coordinates are used as given (Apollo rounds them to float32 first,
         which :class:`~lidarmt.lidar.roi.query.HDMapRoi` does).
         """
-        from lidarmt.lidar.roi import _kernels
+        import lidarmt.lidar.roi._kernels as _kernels
 
         _check_grid(range, cell, extend_dist)
         polys = [np.ascontiguousarray(np.asarray(p, dtype=np.float64)[:, :2]) for p in local_polygons]
@@ -169,7 +169,7 @@ class RoiMask:
     def contains(self, xy: np.ndarray) -> np.ndarray:
         """ROI membership of sensor-frame points ((N, 2), (N, 3) or a structured point array); z is used only
         by the rotation (as in Apollo) and taken as 0 when absent."""
-        from lidarmt.lidar.roi import _kernels
+        import lidarmt.lidar.roi._kernels as _kernels
 
         x, y, z = _columns(np.asarray(xy) if not hasattr(xy, "dtype") else xy)
         out = np.empty(len(x), dtype=np.bool_)
@@ -192,7 +192,7 @@ class RoiMask:
 
     def contains_local(self, lx: np.ndarray, ly: np.ndarray) -> np.ndarray:
         """Membership of points given in the local frame (world axes at the sensor), as float32 like Apollo."""
-        from lidarmt.lidar.roi import _kernels
+        import lidarmt.lidar.roi._kernels as _kernels
 
         lx = np.asarray(lx, dtype=np.float32)
         ly = np.asarray(ly, dtype=np.float32)
@@ -238,7 +238,7 @@ class PointLabelRoi:
     """
 
     def __init__(self, frame: Frame, in_roi: np.ndarray, *, cell: float = 0.25) -> None:
-        from lidarmt.lidar.roi import _kernels
+        import lidarmt.lidar.roi._kernels as _kernels
 
         in_roi = np.asarray(in_roi, dtype=bool)
         if in_roi.shape != (len(frame),):

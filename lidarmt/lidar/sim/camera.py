@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lidarmt.lidar.sim import geom
+import lidarmt.lidar.sim.geom as geom
 
 _SUN = np.array([0.35, -0.45, 0.82])
 _SUN = _SUN / np.linalg.norm(_SUN)

@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from lidarmt.lidar.sim import geom, objects
+import lidarmt.lidar.sim.geom as geom
+import lidarmt.lidar.sim.objects as objects
 from lidarmt.lidar.sim.lidar import SELF, Caster, Hdl64e, returns
 from lidarmt.lidar.sim.objects import CompiledMesh
 from lidarmt.lidar.sim.scene import Scene, StaticObject, build_scene

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import lidarmt.lidar.sim._kernels as _kernels
 from lidarmt.errors import require
-from lidarmt.lidar.sim import _kernels
 from lidarmt.lidar.sim.objects import GROUND_REFLECTIVITY, GROUND_SEMANTIC, CompiledMesh, Mat
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lidarmt.lidar.sim import geom
+import lidarmt.lidar.sim.geom as geom
 from lidarmt.lidar.sim.geom import Mesh
 from lidarmt.types import MetaType
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial import cKDTree
 
-from lidarmt.lidar.sim import geom, objects
+import lidarmt.lidar.sim.geom as geom
+import lidarmt.lidar.sim.objects as objects
 from lidarmt.lidar.sim.objects import CompiledMesh, Model
 from lidarmt.lidar.sim.town import Town
 from lidarmt.types import MetaType

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import ndimage
 
+import lidarmt.lidar.sim._kernels as _kernels
+import lidarmt.lidar.sim.geom as geom
 from lidarmt.lidar.roi.model import (
     BoundaryEdge,
     Crosswalk,
@@ -33,7 +35,6 @@ from lidarmt.lidar.roi.model import (
     Road,
     RoadSection,
 )
-from lidarmt.lidar.sim import _kernels, geom
 from lidarmt.lidar.sim.objects import Mat
 
 UTM_PROJ = "+proj=utm +zone=10 +ellps=WGS84 +datum=WGS84 +units=m +no_defs"

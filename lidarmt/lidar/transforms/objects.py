@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import lidarmt.lidar.transforms._occlusion_kernels as OK
 from lidarmt.lidar.errors import LidarTransformError, ObjectLibraryError
 from lidarmt.lidar.sensor import HDL64E_RINGS, kitti_elevations_deg
-from lidarmt.lidar.transforms import _occlusion_kernels as OK
 from lidarmt.lidar.transforms._common import Builtin
 from lidarmt.lidar.transforms.base import Param, make_change
 from lidarmt.types import BOX_DTYPE, Frame, MetaType, make_points

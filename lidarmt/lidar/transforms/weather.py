@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from lidarmt.lidar.transforms import _weather_kernels as K
+import lidarmt.lidar.transforms._weather_kernels as K
 from lidarmt.lidar.transforms._common import Builtin, ranges_of, scale_along_ray
 from lidarmt.lidar.transforms.base import Param, make_change
 

@@ -158,7 +158,7 @@ def cluster2d(
     ``instance_pt`` (2, H, W), ``confidence_score`` (H, W), ``class_score`` (5, H, W), ``height_pt`` (H, W))
     for the ROI points given by their float32 coordinates (sensor frame). ``log_count`` (H, W, the feature
     channel 2) is needed only with ``filter_noise``."""
-    from lidarmt.lidar.perception.apollo import _cluster_kernels as K
+    import lidarmt.lidar.perception.apollo._cluster_kernels as K
 
     category = np.ascontiguousarray(heads["category_score"], dtype=np.float32)
     rows, cols = category.shape
