@@ -10,11 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lidarmt.engine.trust import is_callable_spec
+from lidarmt.engine.trust import check_trust, is_callable_spec
 
 CHECK_FILES = "file checksums (MANIFEST.json)"
-
-
 CHECK_MCAP = "bundle.mcap opens with its topics"
 
 
@@ -32,6 +30,25 @@ class ReplayResult:
     details: list[str] = field(default_factory=list)  # one line per thing that differs
     verdict: dict[str, Any] | None = None
     imports: list[str] = field(default_factory=list)  # code named by the bundle and imported (--trust-code)
+
+    def check(self, name: str, ok: bool, detail: str = "") -> bool:
+        """Record one check (a name checked twice passes only if it passed both times); ``ok`` is returned."""
+        self.checks[name] = bool(ok) and self.checks.get(name, True)
+        if not ok:
+            self.same = False
+            self.details.append(f"{name}: {detail}" if detail else name)
+        return bool(ok)
+
+
+def begin_replay(folder: Path, imports: list[str], *, origin: Path, trust_code: bool,
+                 on_code: Callable[[str], None] | None) -> ReplayResult:
+    """The trust gate for the code a bundle's ``origin`` file names (before anything is read or built), then an
+    empty result that records those imports; ``on_code`` is told each one first."""
+    check_trust(imports, origin=origin, trust_code=trust_code)
+    if on_code is not None:
+        for line in imports:
+            on_code(line)
+    return ReplayResult(folder, True, imports=list(imports))
 
 
 def shown_unlisted(folder: Path, listed: Any) -> list[Any]:

@@ -29,11 +29,11 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     """Re-run a LiDAR-transformation bundle (``info``: its bundle.json); returns a
     :class:`lidarmt.lidar.mr1.replay.ReplayResult`."""
     from lidarmt.engine.errors import FuzzInputError
-    from lidarmt.engine.replay import ReplayResult, check_mcap, resolve_path, shown_unlisted
+    from lidarmt.engine.replay import begin_replay, check_mcap, resolve_path, shown_unlisted
     from lidarmt.io.npz import load_frame_npz
     from lidarmt.lidar.campaign import LidarCampaignConfig, LidarEvaluator
     from lidarmt.lidar.changes import edits_origin, follow_roi
-    from lidarmt.lidar.specs import check_trust, code_in_roi, code_in_sut
+    from lidarmt.lidar.specs import code_in_roi, code_in_sut
     from lidarmt.lidar.transforms.base import apply_edits
 
     json_path = folder / "bundle.json"
@@ -54,18 +54,8 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
         raise FuzzInputError(f"{json_path}: corrupt bundle.json (bad or missing {err}); it is not a bundle "
                              "lidarmt wrote") from err
     imports = ([] if sut else code_in_sut(cfg.sut)) + ([] if map_path else code_in_roi(cfg.roi))
-    check_trust(imports, origin=json_path, trust_code=trust_code)
-    res = ReplayResult(folder, True, imports=list(imports))
-    for line in imports:
-        if on_code is not None:
-            on_code(line)
-
-    def check(name: str, ok: bool, detail: str = "") -> bool:
-        res.checks[name] = bool(ok) and res.checks.get(name, True)
-        if not ok:
-            res.same = False
-            res.details.append(f"{name}: {detail}" if detail else name)
-        return bool(ok)
+    res = begin_replay(folder, imports, origin=json_path, trust_code=trust_code, on_code=on_code)
+    check = res.check
 
     from lidarmt.engine.manifest import ManifestProblem, read_manifest, verify_manifest
 

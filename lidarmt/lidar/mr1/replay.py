@@ -42,6 +42,7 @@ from lidarmt.engine.replay import (  # noqa: F401  (kept importable from here)
     CHECK_FILES,
     CHECK_MCAP,
     ReplayResult,
+    begin_replay,
     check_mcap,
     resolve_path,
     shown_unlisted,
@@ -54,7 +55,6 @@ from lidarmt.lidar.specs import (
     SutSpec,
     build_roi_provider,
     build_sut,
-    check_trust,
     code_in_options,
     code_in_roi,
     code_in_sut,
@@ -131,18 +131,8 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     json_path = folder / "bundle.json"
     config, sut_spec, roi_spec, cfg = _specs(folder, info, map_path=map_path, sut=sut)
     imports = _bundle_imports(sut_spec, roi_spec, sut_given=bool(sut), map_given=bool(map_path))
-    check_trust(imports, origin=json_path, trust_code=trust_code)  # before anything is read or built
-    res = ReplayResult(folder, True, imports=list(imports))
-    for line in imports:
-        if on_code is not None:
-            on_code(line)
-
-    def check(name: str, ok: bool, detail: str = "") -> bool:
-        res.checks[name] = bool(ok) and res.checks.get(name, True)
-        if not ok:
-            res.same = False
-            res.details.append(f"{name}: {detail}" if detail else name)
-        return bool(ok)
+    res = begin_replay(folder, imports, origin=json_path, trust_code=trust_code, on_code=on_code)
+    check = res.check
 
     # 2. the files
     _check_files(folder, info, check)
