@@ -134,6 +134,18 @@ def test_missing_parts(tmp_path):
         rec[0]
 
 
+def test_calib_without_tr_reads_the_sweeps_and_leaves_the_poses_unused(tmp_path):
+    # the docstring's rule: without Tr the poses cannot reach the velodyne frame; the sweeps are still read
+    seq, _, _ = write_sequence(tmp_path)
+    (seq / "calib.txt").write_text("P0: " + " ".join(["0"] * 12) + "\n")
+    with open_recording(seq) as rec:
+        assert len(rec) == 3 and rec[1].pose is None and rec[1].labels is not None
+        assert "no 'Tr:' line" in rec.pose_source
+        assert any("poses are not used" in n and "no 'Tr:' line" in n for n in rec.describe().notes)
+    with open_recording(seq, require_pose=True) as rec, pytest.raises(PoseError, match="no pose"):
+        rec[0]
+
+
 def test_bad_sequence_files_are_one_line_errors(tmp_path):
     seq, _, _ = write_sequence(tmp_path)
     poses_txt = (seq / "poses.txt").read_text()
@@ -144,8 +156,8 @@ def test_bad_sequence_files_are_one_line_errors(tmp_path):
     with pytest.raises(FormatError, match=r"poses.txt:2: expected 12 numbers .*got 11"):
         open_recording(seq)
     (seq / "poses.txt").write_text(poses_txt)
-    (seq / "calib.txt").write_text("P0: 1 2 3\n")
-    with pytest.raises(FormatError, match="no 'Tr:' line"):
+    (seq / "calib.txt").write_text("P0: 1 2 3\nTr: 1 0 0 0\n")
+    with pytest.raises(FormatError, match="no 'Tr:' line of 12 numbers"):
         open_recording(seq)
     (seq / "calib.txt").write_text(CALIB)
     (seq / "times.txt").write_text("0.0\n")

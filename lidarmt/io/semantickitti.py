@@ -14,8 +14,10 @@ its line in ``poses.txt`` and ``times.txt``.
 
 **Pose** world <- velodyne of scan i = inv(Tr) · pose_i · Tr: the convention of SemanticKITTI's own tools
 (semantic-kitti-api, ``generate_sequential.py``'s ``parse_poses``: ``np.matmul(Tr_inv, np.matmul(pose, Tr))``).
-The world is the velodyne frame of scan 0: a drive placed on itself, not on a map. Without ``calib.txt``'s ``Tr``
-the poses cannot be turned into the velodyne frame and are not used (``describe()`` says so).
+The world is the velodyne frame of scan 0: a drive placed on itself, not on a map. Without ``calib.txt``, or with
+one that has no ``Tr:`` line, the poses cannot be turned into the velodyne frame: the sweeps are read and the poses
+are not used (``describe()`` says so; ``require_pose`` then refuses). A ``Tr:`` line that is there but damaged
+(not 12 finite numbers, not a rotation) is an error.
 
 **Labels** become ``Labels.point_semantic`` (the SemanticKITTI class ids, aligned with the points after the
 non-finite ones are dropped), exactly as the KITTI object reader does with ``road_label/``. The **objects** are
@@ -101,10 +103,14 @@ def read_poses_txt(path: str | os.PathLike[str]) -> np.ndarray:
     return out
 
 
-def read_tr(path: str | os.PathLike[str]) -> np.ndarray:
-    """4x4 T(camera 0 <- velodyne) from a sequence's ``calib.txt`` (its ``Tr:`` line)."""
+def read_tr(path: str | os.PathLike[str], *, missing_ok: bool = False) -> np.ndarray | None:
+    """4x4 T(camera 0 <- velodyne) from a sequence's ``calib.txt`` (its ``Tr:`` line). With ``missing_ok`` a file
+    without a ``Tr:`` line gives None (the poses are then not used); a ``Tr:`` line that is there but damaged is
+    always an error."""
     path = Path(path)
     tr = read_calib(path).get("Tr")
+    if tr is None and missing_ok:
+        return None
     if tr is None or tr.size != 12 or not np.all(np.isfinite(tr)):
         raise FormatError(f"{path}: no 'Tr:' line of 12 numbers (velodyne -> camera 0); is this a KITTI odometry "
                           f"calib.txt?")
@@ -202,7 +208,9 @@ class SemanticKittiRecording(Recording):
             if len(self.times) < need:
                 raise FormatError(f"{seq / 'times.txt'}: {len(self.times)} times for {n_scans} scans in {vdir} "
                                   f"(numbered up to {need - 1}); the file is short or belongs to another sequence")
-        self.tr: np.ndarray | None = read_tr(seq / "calib.txt") if (seq / "calib.txt").is_file() else None
+        has_calib = (seq / "calib.txt").is_file()
+        self.tr: np.ndarray | None = read_tr(seq / "calib.txt", missing_ok=True) if has_calib else None
+        self._calib_without_tr = has_calib and self.tr is None
         self.cam_poses: np.ndarray | None = None
         self.poses: np.ndarray | None = None  # world <- velodyne, by scan number
         if (seq / "poses.txt").is_file():
@@ -239,6 +247,8 @@ class SemanticKittiRecording(Recording):
             return ("SemanticKITTI poses.txt with calib.txt's Tr: inv(Tr) · pose · Tr (world = the velodyne frame "
                     "of scan 0, not a map frame)")
         if self.cam_poses is not None:
+            if self._calib_without_tr:
+                return f"none (poses.txt needs calib.txt's Tr, and {self.sequence / 'calib.txt'} has no 'Tr:' line)"
             return f"none (poses.txt needs calib.txt's Tr, and {self.sequence} has no calib.txt)"
         return f"none (no poses.txt in {self.sequence})"
 
@@ -246,9 +256,11 @@ class SemanticKittiRecording(Recording):
         n_lab = sum((self.sequence / "labels" / (f.stem + ".label")).is_file() for f in self.files)
         info.extra["frames_with_point_labels"] = n_lab
         if self.cam_poses is not None and self.poses is None:
-            info.notes.append(f"{NO_POSE}: poses.txt is in camera-0 coordinates and calib.txt (with Tr: velodyne "
-                              f"-> camera 0) is missing from {self.sequence}; copy it from the KITTI odometry "
-                              f"calibration")
+            where = (f"{self.sequence / 'calib.txt'} has no 'Tr:' line" if self._calib_without_tr
+                     else f"calib.txt is missing from {self.sequence}")
+            info.notes.append(f"{NO_POSE}: poses.txt is in camera-0 coordinates and needs calib.txt's Tr (velodyne "
+                              f"-> camera 0), but {where}; the sweeps are read and the poses are not used (copy "
+                              f"calib.txt from the KITTI odometry calibration to use them)")
         elif self.poses is not None:
             info.notes.append("poses are relative to scan 0 (SemanticKITTI has no map frame): an HD map in world "
                               "coordinates cannot be placed on them")
