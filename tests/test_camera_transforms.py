@@ -120,8 +120,8 @@ def test_plugins_from_entry_points(monkeypatch, scene):
 
     eps = {"haze": _FakeEP("haze", Haze), "broken": _FakeEP("broken", ImportError("no module mypkg")),
            "odd": _FakeEP("odd", NotATransform()), "fog": _FakeEP("fog", Haze)}
-    monkeypatch.setattr(reg, "_plugins", lambda: eps)
-    monkeypatch.setattr(reg, "_cache", {})
+    monkeypatch.setattr(reg.REGISTRY, "plugins", lambda: eps)
+    monkeypatch.setattr(reg.REGISTRY, "cache", {})
     assert available()[-3:] == ["broken", "haze", "odd"] and available().count("fog") == 1
     haze = get_transform("haze")
     assert isinstance(haze, Transform) and haze.name == "haze"

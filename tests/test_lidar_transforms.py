@@ -251,8 +251,8 @@ def test_entry_point_plugins_are_checked(monkeypatch, sweep):
         def load(self):
             return Bad
 
-    monkeypatch.setattr(registry, "_plugins", lambda: {"bad": FakeEP()})
-    registry._cache.pop("bad", None)
+    monkeypatch.setattr(registry.REGISTRY, "plugins", lambda: {"bad": FakeEP()})
+    registry.REGISTRY.forget("bad")
     with pytest.raises(LidarTransformError, match="plug-in 'bad' gave a Bad, which lacks"):
         registry.get_transform("bad")
 
@@ -272,10 +272,10 @@ def test_entry_point_plugins_are_checked(monkeypatch, sweep):
         def load(self):
             return Good
 
-    monkeypatch.setattr(registry, "_plugins", lambda: {"dust": GoodEP()})
+    monkeypatch.setattr(registry.REGISTRY, "plugins", lambda: {"dust": GoodEP()})
     assert registry.get_transform("dust").apply(sweep, {}, seed=0).n_added == 0
     assert "dust" in registry.available()
-    registry._cache.pop("dust", None)
+    registry.REGISTRY.forget("dust")
 
 
 @pytest.mark.parametrize("name", [n for n in available()])

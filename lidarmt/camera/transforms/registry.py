@@ -22,16 +22,18 @@ transformation and plug-in, but no translator: a translator costs a network pass
 like the steering model itself) and ships or is installed separately, so ``all`` would grow and slow down, and a
 campaign started with ``all`` could no longer be resumed once a translator is installed. Name them, or add
 ``translator``.
+
+The lookup, plug-in loading and spec grammar are the engine's one :class:`lidarmt.engine.registry.TransformRegistry`,
+shared with the LiDAR half; this module adds the translators.
 """
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from lidarmt.camera.errors import TransformError
 from lidarmt.camera.transforms.base import Transform
+from lidarmt.engine.registry import TransformRegistry
 
 ENTRY_POINT_GROUP = "lidarmt.transform"
 FAMILIES = ("simple", "weather", "mirror", "translator")
@@ -56,40 +58,6 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "mirror": ("simple", "Mirror"),
 }
 
-_cache: dict[str, Transform] = {}
-
-
-def _plugins() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def available() -> list[str]:
-    """Names of the built-ins (simple, weather, mirror), then installed plug-ins: what ``all`` selects."""
-    return list(_BUILTINS) + sorted(n for n in _plugins() if n not in _BUILTINS)
-
-
-def translators() -> list[str]:
-    """Names of the translators installed (shipped, then plug-ins) that are not also a transformation's name:
-    what the family ``translator`` selects."""
-    from lidarmt.camera.translate.registry import available as translator_names
-
-    taken = set(available())
-    return [n for n in translator_names() if n not in taken]
-
-
-def is_translator(name: str) -> bool:
-    """Whether ``name`` is a translator spec (installed name, translator.pt path or module:callable) and not a
-    transformation's name."""
-    from lidarmt.camera.translate.registry import kind_of
-
-    name = name.strip()
-    return name not in _BUILTINS and name not in _plugins() and kind_of(name) != "unknown"
-
-
-def _known() -> str:
-    names = available() + translators()
-    return ", ".join(names) + " (or a translator.pt path)"
-
 
 def _check(obj: Any, name: str) -> Transform:
     if not isinstance(obj, Transform):
@@ -107,6 +75,40 @@ def _check(obj: Any, name: str) -> Transform:
     return obj
 
 
+#: the camera's transformations (translators are added by :func:`get_transform` and :func:`select`)
+REGISTRY: TransformRegistry[Transform] = TransformRegistry(
+    what="transformation", package="lidarmt.camera.transforms", builtins=_BUILTINS, group=ENTRY_POINT_GROUP,
+    base=Transform, error=TransformError, check=_check, families=FAMILIES)
+
+
+def available() -> list[str]:
+    """Names of the built-ins (simple, weather, mirror), then installed plug-ins: what ``all`` selects."""
+    return REGISTRY.available()
+
+
+def translators() -> list[str]:
+    """Names of the translators installed (shipped, then plug-ins) that are not also a transformation's name:
+    what the family ``translator`` selects."""
+    from lidarmt.camera.translate.registry import available as translator_names
+
+    taken = set(available())
+    return [n for n in translator_names() if n not in taken]
+
+
+def is_translator(name: str) -> bool:
+    """Whether ``name`` is a translator spec (installed name, translator.pt path or module:callable) and not a
+    transformation's name."""
+    from lidarmt.camera.translate.registry import kind_of
+
+    name = name.strip()
+    return not REGISTRY.has(name) and kind_of(name) != "unknown"
+
+
+def _known() -> str:
+    names = available() + translators()
+    return ", ".join(names) + " (or a translator.pt path)"
+
+
 def get_transform(name: str, *, trust_code: bool = True) -> Transform:
     """The transformation called ``name``: a built-in, an entry point of the group ``lidarmt.transform``, or a
     translator spec (a translator is built on first use; ``trust_code=False`` refuses a ``module:callable``
@@ -122,28 +124,7 @@ def get_transform(name: str, *, trust_code: bool = True) -> Transform:
         from lidarmt.camera.translate.transform import TranslatorTransform
 
         return TranslatorTransform(name, trust_code=trust_code)
-    if name in _cache:
-        return _cache[name]
-    if name in _BUILTINS:
-        mod, cls = _BUILTINS[name]
-        obj = getattr(importlib.import_module(f"lidarmt.camera.transforms.{mod}"), cls)()
-    else:
-        plugins = _plugins()
-        if name not in plugins:
-            raise TransformError(f"unknown transformation {name!r}; known: {_known()}")
-        try:
-            obj = plugins[name].load()
-            if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Transform)):
-                obj = obj()
-        except TransformError:
-            raise
-        except Exception as err:
-            raise TransformError(
-                f"cannot load transformation plug-in {name!r} ({plugins[name].value}): {err}"
-            ) from err
-        obj = _check(obj, name)
-    _cache[name] = obj
-    return obj
+    return REGISTRY.get(name, known=_known)
 
 
 def build(name: str, options: dict[str, Any] | None = None, *, trust_code: bool = True) -> Transform:
@@ -159,6 +140,21 @@ def build(name: str, options: dict[str, Any] | None = None, *, trust_code: bool 
     return with_options(**opts)
 
 
+def _translator_items(item: str, items: list[str]) -> list[str] | None:
+    """The spec items that name translators: the family ``translator`` (refused alone when none is installed) and
+    translator specs; None for every other item."""
+    if item == "translator":
+        found = translators()
+        if not found and len(items) == 1:
+            raise TransformError(
+                "--transforms translator: no translator is installed; train one with 'lidarmt camera "
+                "train-translator' and pass its translator.pt, or install a lidarmt.translator plug-in")
+        return found
+    if item not in ("all", *FAMILIES) and is_translator(item):
+        return [item]
+    return None
+
+
 def select(spec: str) -> list[Transform]:
     """The transformations a spec names, in registry order for families, in the spec's order for names.
 
@@ -166,41 +162,6 @@ def select(spec: str) -> list[Transform]:
     ``"weather"``, ``"mirror"``, ``"translator"``) or comma-separated names, translator specs and families;
     duplicates are dropped. An unknown item raises a TransformError listing the known ones.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise TransformError(
-            f"empty transformation list {spec!r}; give all, simple, weather, mirror, translator or names: "
-            f"{_known()}"
-        )
-    names: list[str] = []
-    for raw in spec.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        if item == "all":
-            names += available()
-        elif item == "translator":
-            found = translators()
-            if not found and len([x for x in spec.split(",") if x.strip()]) == 1:
-                raise TransformError(
-                    "--transforms translator: no translator is installed; train one with 'lidarmt camera "
-                    "train-translator' and pass its translator.pt, or install a lidarmt.translator plug-in")
-            names += found
-        elif item in FAMILIES:
-            names += [n for n in available() if get_transform(n).family == item]
-        elif item in _BUILTINS or item in _plugins() or is_translator(item):
-            names.append(item)
-        else:
-            raise TransformError(
-                f"unknown transformation {item!r} in {spec!r}; give all, {', '.join(FAMILIES)} or names: "
-                f"{_known()}"
-            )
-    out: list[Transform] = []
-    seen: set[str] = set()
-    for n in names:
-        if n not in seen:
-            seen.add(n)
-            out.append(get_transform(n))
-    if not out:
-        raise TransformError(f"no transformation in {spec!r}; give all, simple, weather, mirror, translator or "
-                             "names")
-    return out
+    names = REGISTRY.select_names(spec, give=f"all, {', '.join(FAMILIES)} or names", known=_known,
+                                  extra=_translator_items)
+    return [get_transform(n) for n in names]

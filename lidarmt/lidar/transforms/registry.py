@@ -13,16 +13,16 @@
   returns one.
 
 :func:`select` turns a ``--transforms`` value into the list to walk: ``"all"``, a family or comma-separated
-names (families and names may be mixed).
+names (families and names may be mixed). Lookup, plug-in loading and the spec grammar are the engine's one
+:class:`lidarmt.engine.registry.TransformRegistry`, shared with the camera half.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from importlib.metadata import entry_points
 from typing import Any
 
+from lidarmt.engine.registry import TransformRegistry
 from lidarmt.lidar.errors import LidarTransformError
 from lidarmt.lidar.transforms.base import FAMILIES, LEVELS, LidarTransform, Param, resolve_params
 
@@ -47,17 +47,6 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "mirror": ("alignment", "Mirror"),
 }
 
-_cache: dict[str, LidarTransform] = {}
-
-
-def _plugins() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def available() -> list[str]:
-    """Names of the built-ins, then of the installed plug-ins (what ``all`` selects)."""
-    return list(_BUILTINS) + sorted(n for n in _plugins() if n not in _BUILTINS)
-
 
 def check_transform(obj: Any, name: str) -> LidarTransform:
     """``obj`` if it is a well-formed LiDAR transformation, else a one-line LidarTransformError."""
@@ -78,30 +67,20 @@ def check_transform(obj: Any, name: str) -> LidarTransform:
     return obj
 
 
+#: the LiDAR transformations: built-ins and entry points of ``lidarmt.lidar_transform``
+REGISTRY: TransformRegistry[LidarTransform] = TransformRegistry(
+    what="LiDAR transformation", package="lidarmt.lidar.transforms", builtins=_BUILTINS, group=ENTRY_POINT_GROUP,
+    base=LidarTransform, error=LidarTransformError, check=check_transform, families=FAMILIES)
+
+
+def available() -> list[str]:
+    """Names of the built-ins, then of the installed plug-ins (what ``all`` selects)."""
+    return REGISTRY.available()
+
+
 def get_transform(name: str) -> LidarTransform:
     """The LiDAR transformation called ``name``: a built-in or an entry point of ``lidarmt.lidar_transform``."""
-    name = name.strip()
-    if name in _cache:
-        return _cache[name]
-    if name in _BUILTINS:
-        mod, cls = _BUILTINS[name]
-        obj = getattr(importlib.import_module(f"lidarmt.lidar.transforms.{mod}"), cls)()
-    else:
-        plugins = _plugins()
-        if name not in plugins:
-            raise LidarTransformError(f"unknown LiDAR transformation {name!r}; known: {', '.join(available())}")
-        try:
-            obj = plugins[name].load()
-            if isinstance(obj, type) or (callable(obj) and not isinstance(obj, LidarTransform)):
-                obj = obj()
-        except LidarTransformError:
-            raise
-        except Exception as err:
-            raise LidarTransformError(
-                f"cannot load LiDAR transformation plug-in {name!r} ({plugins[name].value}): {err}") from err
-        obj = check_transform(obj, name)
-    _cache[name] = obj
-    return obj
+    return REGISTRY.get(name)
 
 
 def list_transforms() -> list[LidarTransform]:
@@ -112,29 +91,8 @@ def list_transforms() -> list[LidarTransform]:
 def select(spec: str) -> list[LidarTransform]:
     """The transformations a spec names: ``"all"``, a family (``weather``, ``sensor``, ``motion``, ``object``,
     ``alignment``) or comma-separated names and families; duplicates dropped, order kept."""
-    if not isinstance(spec, str) or not spec.strip():
-        raise LidarTransformError(f"empty LiDAR transformation list {spec!r}; give all, a family "
-                                  f"({', '.join(FAMILIES)}) or names: {', '.join(available())}")
-    names: list[str] = []
-    for raw in spec.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        if item == "all":
-            names += available()
-        elif item in FAMILIES:
-            names += [n for n in available() if get_transform(n).family == item]
-        elif item in _BUILTINS or item in _plugins():
-            names.append(item)
-        else:
-            raise LidarTransformError(f"unknown LiDAR transformation {item!r} in {spec!r}; give all, "
-                                      f"{', '.join(FAMILIES)} or names: {', '.join(available())}")
-    out: list[LidarTransform] = []
-    for n in dict.fromkeys(names):
-        out.append(get_transform(n))
-    if not out:
-        raise LidarTransformError(f"no LiDAR transformation in {spec!r}")
-    return out
+    names = REGISTRY.select_names(spec, give=f"all, a family ({', '.join(FAMILIES)}) or names")
+    return [get_transform(n) for n in names]
 
 
 def validate_params(name: str, params: Mapping[str, Any] | str | None) -> dict[str, float]:
