@@ -211,11 +211,18 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
                                             pred=got["pred"], pred_t=got["pred_t"], title=title,
                                             expect=info["expect"]))
-        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
+        from lidarmt.engine.mcap import (
+            BUNDLE_MCAP,
+            LAYOUT_NAME,
+            stamp_ns,
+            write_camera_bundle_mcap,
+            write_layout,
+        )
 
         write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=got["window"][-1], transformed=got["transformed"][-1],
                                  label=cur.label, pred=got["pred"], pred_t=got["pred_t"], expect=info["expect"],
-                                 title=title, info={k: info[k] for k in ("id", "transform", "params_label",
+                                 title=title, t_ns=stamp_ns(cur.stamp or 0.0),  # the seed frame's own time
+                                 info={k: info[k] for k in ("id", "transform", "params_label",
                                                                          "frame_id", "relation")})
         write_layout(tmp / LAYOUT_NAME, "camera-bundle")
         (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
