@@ -50,6 +50,13 @@ def violating(tally: Any, criteria: Any) -> dict[str, set[tuple[int, ...]]]:
     return out
 
 
+def violating_count(tally: Any, criteria: Any) -> int:
+    """Pairs of a one-model tally that violate the bench's headline relation (DeepTest's with labels, else
+    DeepRoad's): the number its progress bar shows, the same as its table's."""
+    viol = violating(tally, criteria)
+    return len(viol.get("deeptest", viol["deeproad"]))
+
+
 def _marked(records: Mapping[tuple[int, ...], Mapping[str, Any]], viol: Mapping[str, set]) -> dict:
     return {k: {**r, "_viol": {name: k in keys for name, keys in viol.items()}} for k, r in records.items()}
 

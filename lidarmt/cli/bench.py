@@ -250,7 +250,7 @@ def _check_suts(plan) -> None:
 
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
-             is_violation, engine_options: dict | None = None, backend: str = "local",
+             is_violation=None, count=None, engine_options: dict | None = None, backend: str = "local",
              address: str | None = None) -> dict:
     """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts.
     ``backend``/``address``: where the workers run (as ``lidarmt fuzz``); modules on a local CUDA device get at
@@ -279,7 +279,11 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     bars: list[Any] = []
 
     def on_module(m, resuming: bool):
-        bar = CampaignProgress(quiet=quiet, is_violation=is_violation, description=m.name)
+        if count is not None:  # counted on a live tally, by the rule of the bench's table
+            bar = CampaignProgress(quiet=quiet, description=m.name, tally=m.config.new_tally(), count=count,
+                                   journal=plan.folder(m) / JOURNAL_NAME)
+        else:
+            bar = CampaignProgress(quiet=quiet, is_violation=is_violation, description=m.name)
         bars.append(bar)
         return bar.on_start, bar.on_pair
 

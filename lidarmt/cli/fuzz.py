@@ -261,9 +261,11 @@ def fuzz(
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
 
     from lidarmt.cli._common import CampaignProgress
+    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.lidar.mr1.campaign import is_violating
 
-    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: r["verdict"]["count_violation"]
-                           or r["verdict"]["subset_violation"])
+    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: is_violating(r, lost_filter=lost_filter),
+                           journal=out / JOURNAL_NAME)
 
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)

@@ -70,7 +70,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     def violates(r: dict) -> bool:
         return bool(judge_facts(r["facts"], refs[int(r["key"][1])].relation, th))
 
-    bar = CampaignProgress(quiet=quiet, is_violation=violates)
+    bar = CampaignProgress(quiet=quiet, is_violation=violates, journal=out / JOURNAL_NAME)
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
     if note:
@@ -192,7 +192,7 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
                                    thresholds=thresholds, run_dir=str(out))
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("violations")), description="search",
-                           unit="candidates")
+                           unit="candidates", journal=out / JOURNAL_NAME)
     with RunLock(out) as lock:
         try:
             result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,

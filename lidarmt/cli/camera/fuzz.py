@@ -197,7 +197,8 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
         err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
                           "command plus --resume")
 
-    bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="camera", unit="pairs")
+    bar = CampaignProgress(quiet=quiet, description="camera", unit="pairs", tally=config.new_tally(),
+                           count=lambda t: len(t.violations(criteria)), journal=out / JOURNAL_NAME)
     try:
         result = run_campaign(config, out, workers=workers, backend=backend, address=address, resume=resume,
                               force=force, on_pair=bar.on_pair,
