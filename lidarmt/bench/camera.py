@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
+from lidarmt.bench.compare import Relation, decide, independence, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.bench.stats import sign_test
 from lidarmt.engine.stats import rate
@@ -133,7 +133,8 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
                              "transform": "seeds", "baseline": {"rmse_deg": _rmse_deg(ra)},
                              "candidate": {"rmse_deg": _rmse_deg(rb)}, **t.to_dict()})
         decide([*rows, *err_rows], alpha=alpha, correction=correction)
-        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows, "errors": err_rows,
+        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows,
+                            "independence": independence(records[base.name], records[m.name]), "errors": err_rows,
                             "regressions": sum(r["regression"] for r in [*rows, *err_rows]),
                             "improvements": sum(r["improvement"] for r in [*rows, *err_rows])})
     shared = {k: v for k, v in cfg0.to_dict().items() if k not in ("models", "timeout", "batch_size")}

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lidarmt._atomic import atomic_write_text
-from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
+from lidarmt.bench.compare import Relation, decide, independence, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.bench.stats import sign_test
 from lidarmt.engine.stats import rate
@@ -239,7 +239,8 @@ def summarize(plan: BenchPlan, *, alpha: float, correction: str,
             rec_rows = recall_rows(detection[base.name], detection[m.name])  # type: ignore[arg-type]
         decide([*rows, *rec_rows], alpha=alpha, correction=correction)
         regressions = [r for r in [*rows, *rec_rows] if r["regression"]]
-        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows, "recall": rec_rows,
+        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows,
+                            "independence": independence(records[base.name], records[m.name]), "recall": rec_rows,
                             "source_agreement": source_agreement(records[base.name], records[m.name]),
                             "regressions": len(regressions),
                             "improvements": sum(r["improvement"] for r in [*rows, *rec_rows])})

@@ -346,13 +346,15 @@ def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, al
 
 def report(out: Path, summary: dict, run: dict) -> None:
     """Write the bench's reports and print its tables and verdict."""
-    from lidarmt.bench.report import rich_tables, verdict_line, write_reports
+    from lidarmt.bench.report import independence_lines, rich_tables, verdict_line, write_reports
     from lidarmt.cli._common import console, wide_console
 
     paths = write_reports(out, summary, run=run)
     wide = wide_console()
     for t in rich_tables(summary):
         wide.print(t)
+    for w in independence_lines(summary):
+        console.print(w, style="yellow", highlight=False, markup=False, soft_wrap=True)
     console.print(verdict_line(summary), highlight=False, soft_wrap=True)
     console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}",
                   soft_wrap=True)
