@@ -49,29 +49,16 @@ def labelled_frames(source: Any) -> tuple[Callable[[int], Frame] | None, str]:
 
     A simulated bag keeps its ground truth beside it (``x.labels.npz``, aligned point for point); labelled
     ``.npz`` frames and KITTI folders carry it in the frames."""
-    import dataclasses
 
     from lidarmt.lidar.specs import open_source
 
     rec = open_source(source)
     path = Path(source.path)
-    if path.is_file():
-        from lidarmt.lidar.sim.record import labels_path, load_labels
+    from lidarmt.lidar.sim.record import sim_truth
 
-        lab = labels_path(path)
-        if lab.is_file():
-            labels = load_labels(lab)
-            if len(labels) != len(rec):
-                return None, f"{lab} holds {len(labels)} sweeps for the {len(rec)} clouds of {path}: not used"
-
-            def frame_at(i: int) -> Frame:
-                f = rec[i]
-                lb = labels[i]
-                if f.dropped or lb.point_meta is None or len(lb.point_meta) != len(f.points):
-                    return f  # labels not aligned with this frame: evaluated as unlabelled (no ground truth)
-                return dataclasses.replace(f, labels=lb)
-
-            return frame_at, f"ground truth from {lab}"
+    found = sim_truth(path, rec)
+    if found is not None:
+        return found
     if len(rec) and rec[0].labels is not None:
         return rec.__getitem__, f"ground truth carried by the frames of {path}"
     return None, f"{path} carries no ground truth: no precision/recall"
