@@ -225,10 +225,17 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
                                  info={k: info[k] for k in ("id", "transform", "params_label",
                                                                          "frame_id", "relation")})
         write_layout(tmp / LAYOUT_NAME, "camera-bundle")
-        (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
+        md = _report(info, out_dir)
+        (tmp / "report.md").write_text(md, encoding="utf-8")
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
-        write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME])
+        from lidarmt.engine.html import BUNDLE_PAGE, write_bundle_page
+
+        write_bundle_page(tmp, md, pictures=[("pair.png", title), ("seed.png", "seed image"),
+                                             ("transformed.png", "transformed image")],
+                          commands=[f"lidarmt replay {shlex.quote(str(out_dir))}"]
+                          + (["# the campaign that found it:", command] if command else []))
+        write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME, BUNDLE_PAGE])
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)

@@ -356,7 +356,9 @@ def report(out: Path, summary: dict, run: dict) -> None:
     for w in independence_lines(summary):
         console.print(w, style="yellow", highlight=False, markup=False, soft_wrap=True)
     console.print(verdict_line(summary), highlight=False, soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}",
+    from lidarmt.engine.report import reports_line
+
+    console.print(reports_line(paths),
                   soft_wrap=True)
 
 

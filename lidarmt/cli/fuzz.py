@@ -377,7 +377,9 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
                       f"{b.get('lost')}{what}{mini}")
     if len(bundle_infos) > 12:
         say(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
-    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    from lidarmt.engine.report import reports_line
+
+    say(reports_line(paths))
     bad = sum(r["count_relation"]["k"] + r["subset_relation"]["k"] + r["crashes"] + r["timeouts"]
               for r in summary["by_n"])
     if fail_on_violation and bad:

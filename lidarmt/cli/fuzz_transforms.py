@@ -131,7 +131,9 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         mini = (f"; {dd.get('size')} of {b.get('edits')} point edits suffice"
                 f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
         say(f"  bundle {out / 'violations' / b['id']}: {b.get('findings')}{mini}")
-    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    from lidarmt.engine.report import reports_line
+
+    say(reports_line(paths))
     tot = summary["total"]
     if fail_on_violation and tot["violations"] + tot["crashes"] + tot["timeouts"]:
         raise typer.Exit(1)
@@ -210,4 +212,6 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
                "elapsed_s": round(result.elapsed, 3)}
         paths = write_reports(out, summary, run=run)
     wide_console().print(paths["table.txt"].read_text(encoding="utf-8"), soft_wrap=True, highlight=False)
-    wide_console().print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)
+    from lidarmt.engine.report import reports_line
+
+    wide_console().print(reports_line(paths), soft_wrap=True)

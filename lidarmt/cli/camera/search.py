@@ -202,7 +202,9 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
             console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('params', '')}: "
                           f"{math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°", highlight=False,
                           soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)
+    from lidarmt.engine.report import reports_line
+
+    console.print(reports_line(paths), soft_wrap=True)
 
 
 def _worst(config, tally, *, lam: float, tolerance: float) -> list[tuple[tuple, dict]]:

@@ -25,13 +25,13 @@ from lidarmt.engine.html import (
     Cell,
     Html,
     Page,
+    bundle_link,
     chart_images,
     command_facts,
     esc,
     file_links,
     href,
     image,
-    link,
     p,
     page_writer,
     rate_cell,
@@ -717,7 +717,7 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
                               len(miss), ", ".join(f"{n} {k}" for k, n in kinds.items())]
             if labelled:
                 row.append(sum(1 for m in miss if m.get("label") == "labelled"))
-            row.append(link(href("violations", bid, "report.md"), bid) if bid in bundled else "")
+            row.append(bundle_link(out, f"violations/{bid}", bid) if bid in bundled else "")
             rows.append(row)
         body.append(table(head, rows, ident="pairs-table", filter_box=True))
         if more:
@@ -753,13 +753,13 @@ def _lidar_bundle_rows(out: Path, bundles: Sequence[Mapping[str, Any]]) -> tuple
         pic = (image(href(folder, "bev.png"), f"{bid}: bird's-eye view", cls="thumb", lazy=True)
                if (out / folder / "bev.png").is_file() else Html(""))
         lost = (b.get("lost") or "") + (f": {b['lost_details']}" if b.get("lost_details") else "")
-        rows.append([link(href(folder, "report.md"), bid) if (out / folder / "report.md").is_file() else bid,
+        rows.append([bundle_link(out, folder, bid),
                      k[1], k[0], k[2], b.get("relation", ""),
                      Cell(f"{ns} → {nf}", sort=(ns - nf) if isinstance(ns, int) and isinstance(nf, int) else 0,
                           cls="num"),
                      lost, mini, pic,
-                     file_links(out, folder, [("bundle.mcap", "MCAP"), ("foxglove-layout.json", "layout"),
-                                               ("report.md", "report"), ("replay.bag", "bag"),
+                     file_links(out, folder, [("report.html", "page"), ("bundle.mcap", "MCAP"),
+                                               ("foxglove-layout.json", "layout"), ("replay.bag", "bag"),
                                                ("bev_source.png", "source"), ("bev_followup.png", "follow-up")])])
     return head, rows
 
