@@ -60,6 +60,7 @@ def test_every_bundle_has_a_page(lidar_run, camera_run, transforms_run):
             for pic in pictures:  # at full size, not a thumbnail
                 assert f'class="full" src="{pic}"' in page, (b, pic)
             assert "lidarmt replay" in page and 'href="bundle.mcap"' in page and 'href="report.md"' in page
+            assert f"bug bundle {b.name}:" in page and ".tmp" not in page  # its id, not the staging folder's
             if run is not camera_run:
                 assert 'id="source-table"' in page and 'id="followup-table"' in page
                 assert 'href="replay.bag"' in page or 'href="source.pcd"' in page

@@ -231,7 +231,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
                                          encoding="utf-8")
         from lidarmt.engine.html import BUNDLE_PAGE, write_bundle_page
 
-        write_bundle_page(tmp, md, pictures=[("pair.png", title), ("seed.png", "seed image"),
+        write_bundle_page(tmp, md, name=info["id"], pictures=[("pair.png", title), ("seed.png", "seed image"),
                                              ("transformed.png", "transformed image")],
                           commands=[f"lidarmt replay {shlex.quote(str(out_dir))}"]
                           + (["# the campaign that found it:", command] if command else []))

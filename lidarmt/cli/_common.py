@@ -136,8 +136,9 @@ class CampaignProgress:
     ``tally`` (the campaign's own tally class, ``config.new_tally()``, folded from ``journal`` first when the
     campaign resumes; recounted at most twice a second and at :meth:`stop`), for relations whose thresholds
     are applied when folding (the camera's DeepTest Eq. 2 needs every seed's MSE), or ``is_violation(record)``
-    per ok-record (the journal's records counted first on resume). ``unit`` names what is counted. Use ``on_start`` and ``on_pair`` as the engine's callbacks,
-    ``stop()`` when done (idempotent).
+    per ok-record (the journal's records counted first on resume). ``unit`` names what is counted. Use
+    ``on_start`` and ``on_pair`` as the engine's callbacks, ``stop()`` when done (idempotent). Quiet, it counts
+    nothing.
     """
 
     def __init__(self, *, quiet: bool, is_violation=None, description: str = "fuzz", unit: str = "verdicts",
@@ -153,11 +154,14 @@ class CampaignProgress:
         self._desc, self._unit = description, unit
         self.ok = self.violating = self.findings = 0
         self._t0 = time.perf_counter()
-        self._counted = 0.0
+        self._counted = self._took = 0.0
         self._stopped = False
+        if quiet:  # nothing shows the count: no live tally to keep
+            self._tally = None
+            self._viol = self._viol or (lambda rec: False)
 
     def on_start(self, total: int, done: int) -> None:
-        if done and self._journal is not None:  # a resumed campaign: its earlier verdicts count too
+        if done and self._journal is not None and self.bar is not None:  # resumed: earlier verdicts count too
             if self._tally is not None:
                 from lidarmt.engine.campaign import fold_records
 
@@ -176,12 +180,15 @@ class CampaignProgress:
             self.task = self.bar.add_task(self._desc, total=total, completed=done, rate="")
 
     def _recount(self, *, force: bool = False) -> None:
+        """Count on the live tally: at most twice a second, and never more than 5 % of the time (a count over a
+        large tally takes a while)."""
         import time
 
         now = time.perf_counter()
-        if force or now - self._counted >= 0.5:
-            self._counted = now
+        if force or now - self._counted >= max(0.5, 20.0 * self._took):
             self.violating = int(self._count(self._tally))
+            self._counted = time.perf_counter()
+            self._took = self._counted - now
 
     def on_pair(self, rec: dict) -> None:
         import time

@@ -317,13 +317,16 @@ def obstacle_table(obstacles: Sequence[Mapping[str, Any]], *, ident: str,
 
 def bundle_page(folder: str | os.PathLike[str], markdown: str, *, pictures: Sequence[tuple[str, str]] = (),
                 tables: Sequence[tuple[str, Html]] = (), commands: Sequence[str] = (),
-                subtitle: str = "") -> str:
+                name: str | None = None) -> str:
     """The page of one bug bundle (``report.html`` in its folder): its pictures at full size, its obstacle
     ``tables`` ((title, table)), the commands that reproduce it, links to every file (MCAP and its layout, the
     bag, clouds, frames, bundle.json), then its report.md. Everything is relative to the bundle's folder, so it
-    opens from the run's report.html, from a zip, anywhere."""
+    opens from the run's report.html, from a zip, anywhere. ``name``: the bundle's id (default: the folder's
+    name; a bundle is written in a staging folder, so its writer passes the id)."""
     folder = Path(folder)
-    page = Page(markdown_title(markdown, f"bug bundle {folder.name}"), subtitle=subtitle or f"bug bundle {folder.name}")
+    name = name or folder.name
+    page = Page(markdown_title(markdown, f"bug bundle {name}"),
+                subtitle=f"bug bundle {name}: lidarmt replay re-runs it; the run's report.html lists the others")
     shown = [(n, alt) for n, alt in pictures if (folder / n).is_file()]
     if shown:
         body = page.section("pictures", "Pictures")
@@ -337,7 +340,8 @@ def bundle_page(folder: str | os.PathLike[str], markdown: str, *, pictures: Sequ
         body = page.section("reproduce", "Reproduce")
         body.append("<pre><code>" + esc("\n".join(commands)) + "</code></pre>")
     names = {n for n, _ in BUNDLE_FILES}
-    present = [(n, label) for n, label in BUNDLE_FILES if (folder / n).is_file()]
+    # the manifest is written last, after this page (it lists the page): linked all the same
+    present = [(n, label) for n, label in BUNDLE_FILES if (folder / n).is_file() or n == "MANIFEST.json"]
     present += [(f.name, f.name) for f in sorted(folder.iterdir()) if f.is_file() and f.name not in names
                 and f.name != BUNDLE_PAGE and not f.name.startswith(".")]
     body = page.section("files", "Files")

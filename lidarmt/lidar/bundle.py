@@ -153,7 +153,7 @@ def _page(tmp: Path, md: str, info: dict[str, Any], j) -> None:
     commands = [info["replay_command"]]
     if info.get("command"):
         commands += ["# the campaign that found it:", info["command"]]
-    write_bundle_page(tmp, md, pictures=[("bev_source.png", "source"),
+    write_bundle_page(tmp, md, name=info["id"], pictures=[("bev_source.png", "source"),
                                          ("bev_followup.png", f"follow-up: {info['transform']} ({info['level']})")],
                       tables=[(f"source: {len(j.source)} obstacles",
                                obstacle_table(j.source.to_list(with_points=False), ident="source-table", lost=lost)),

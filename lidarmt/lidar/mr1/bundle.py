@@ -226,7 +226,7 @@ def _page(tmp: Path, md: str, info: dict, source: Obstacles, follow: Obstacles, 
     commands = [info["replay_command"]]
     if info.get("command"):
         commands += ["# the campaign that found it:", info["command"]]
-    write_bundle_page(tmp, md, pictures=[("bev.png", "bird's-eye view: the source, the follow-up and what was lost"),
+    write_bundle_page(tmp, md, name=info["id"], pictures=[("bev.png", "bird's-eye view: the source, the follow-up and what was lost"),
                                          ("bev_source.png", "source t"), ("bev_followup.png", "follow-up t′")],
                       tables=[(f"source t: {len(source)} obstacles",
                                obstacle_table(source.to_list(with_points=False), ident="source-table", lost=lost)),
