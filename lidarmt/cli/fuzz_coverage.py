@@ -126,9 +126,12 @@ def fuzz_coverage(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"{out}: cannot create the run folder ({err.strerror or err})") from err
-    write_lidar_reports(out, summary, run=run)
+    paths = write_lidar_reports(out, summary, run=run)
     wide = wide_console()
     for t in lidar_rich_tables(summary):
         wide.print(t)
     wide.print(f"{len(summary['frames'])} frames × (1 + {len(cfg.ns)}·{trials}) perception calls in "
-               f"{run['seconds']:.1f} s; reports in {out}/")
+               f"{run['seconds']:.1f} s")
+    from lidarmt.engine.report import reports_line
+
+    wide.print(reports_line(paths), soft_wrap=True)
