@@ -229,10 +229,19 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         (tmp / "report.md").write_text(md, encoding="utf-8")
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
-        from lidarmt.engine.html import BUNDLE_PAGE, write_bundle_page
+        from lidarmt.engine.html import BUNDLE_PAGE, table, write_bundle_page
 
+        def deg(v: float | None) -> str:
+            return "–" if v is None else f"{math.degrees(v):+.2f}°"
+
+        expected = got["pred"] if info["expect"] == "keep" else -got["pred"]
+        angles = table(["label θᵗ", "θ(i) on the seed", "θ(τ(i)) on the transformed image",
+                        "expected θ(τ(i))", "change from the expected"],
+                       [[deg(cur.label), deg(got["pred"]), deg(got["pred_t"]), deg(expected),
+                         deg(got["pred_t"] - expected)]], ident="angles-table", sortable=False)
         write_bundle_page(tmp, md, name=info["id"], pictures=[("pair.png", title), ("seed.png", "seed image"),
-                                             ("transformed.png", "transformed image")],
+                                                              ("transformed.png", "transformed image")],
+                          tables=[(f"relation: {relation['name']}", angles)], tables_title="Steering angles",
                           commands=[f"lidarmt replay {shlex.quote(str(out_dir))}"]
                           + (["# the campaign that found it:", command] if command else []))
         write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME, BUNDLE_PAGE])

@@ -317,7 +317,7 @@ def obstacle_table(obstacles: Sequence[Mapping[str, Any]], *, ident: str,
 
 def bundle_page(folder: str | os.PathLike[str], markdown: str, *, pictures: Sequence[tuple[str, str]] = (),
                 tables: Sequence[tuple[str, Html]] = (), commands: Sequence[str] = (),
-                name: str | None = None) -> str:
+                name: str | None = None, tables_title: str = "Obstacles") -> str:
     """The page of one bug bundle (``report.html`` in its folder): its pictures at full size, its obstacle
     ``tables`` ((title, table)), the commands that reproduce it, links to every file (MCAP and its layout, the
     bag, clouds, frames, bundle.json), then its report.md. Everything is relative to the bundle's folder, so it
@@ -333,7 +333,7 @@ def bundle_page(folder: str | os.PathLike[str], markdown: str, *, pictures: Sequ
         body.extend(f'<figure>{image(href(n), alt, cls="full")}<figcaption>{esc(alt)}</figcaption></figure>'
                     for n, alt in shown)
     if tables:
-        body = page.section("obstacles", "Obstacles")
+        body = page.section("tables", tables_title)
         for title, t in tables:
             body += [f"<h3>{esc(title)}</h3>", t]
     if commands:
