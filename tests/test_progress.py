@@ -60,3 +60,27 @@ def test_camera_fuzz_live_count_equals_the_final_one(tmp_path, capsys, monkeypat
     final = int(re.search(r"(\d+) violating pairs", got.out).group(1))
     live = [int(m) for m in re.findall(r"(\d+) violating, ", got.err)]
     assert final > 0 and live and live[-1] == final
+
+
+def test_a_resumed_campaign_counts_its_earlier_verdicts(tmp_path, capsys, monkeypatch):
+    """On --resume the bar starts from the journal's verdicts (folded into its live tally): its last count is the
+    report's, not only the pairs judged in this invocation."""
+    from test_camera_campaign import write_udacity
+
+    from lidarmt.engine.journal import JOURNAL_NAME
+
+    src = write_udacity(tmp_path / "u")
+    args = ["camera", "fuzz", "--images", str(src), "--model", "test_camera_campaign:tilt", "--model-option",
+            "gain=3.0", "--transforms", "brightness,mirror", "--out", str(tmp_path / "run"), "--lambda", "1",
+            "--bundles", "0"]
+    assert main([*args, "--quiet"]) == 0
+    capsys.readouterr()
+    journal = tmp_path / "run" / JOURNAL_NAME
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[: len(lines) // 2]))  # as if stopped half way
+    monkeypatch.setenv("LIDARMT_PROGRESS_SECONDS", "0")
+    assert main([*args, "--resume"]) == 0
+    got = capsys.readouterr()
+    final = int(re.search(r"(\d+) violating pairs", got.out).group(1))
+    live = [int(m) for m in re.findall(r"(\d+) violating, ", got.err)]
+    assert final > 0 and live and live[-1] == final
