@@ -22,14 +22,12 @@ from lidarmt.camera.relations import DEEPROAD_EPS_DEG, DEEPTEST_EPSILONS, DEEPTE
 from lidarmt.engine.html import (
     MAX_PAIR_ROWS,
     Cell,
-    Html,
     Page,
     bundle_link,
+    bundle_thumb,
     chart_images,
     command_facts,
     file_links,
-    href,
-    image,
     p,
     page_writer,
     table,
@@ -316,8 +314,7 @@ def camera_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: 
                 rows.append([bid, "", "", "", "", "", "", "", "", "", Cell(f"failed: {str(b['error'])[:200]}",
                                                                            cls="bad"), ""])
                 continue
-            pic = (image(href(folder, "pair.png"), f"{bid}: seed and transformed image", cls="thumb", lazy=True)
-                   if (out / folder / "pair.png").is_file() else Html(""))
+            pic = bundle_thumb(out, folder, "pair.png", f"{bid}: seed and transformed image")
             rows.append([bundle_link(out, folder, bid),
                          b.get("model", ""), b.get("transform", ""), b.get("params", ""), b.get("frame_id", ""),
                          _deg_cell(b.get("label")), _deg_cell(b.get("pred")), _deg_cell(b.get("pred_t")),

@@ -292,6 +292,16 @@ def bundle_link(out: Path, folder: str, text: Any) -> Html:
     return Html(esc(text))
 
 
+def bundle_thumb(out: Path, folder: str, picture: str, alt: str) -> Html:
+    """A bundle's picture as a thumbnail that opens its page (where the picture is at full size), else the
+    picture itself; empty when the bundle has no such picture."""
+    if not (Path(out) / folder / picture).is_file():
+        return Html("")
+    img = image(href(folder, picture), alt, cls="thumb", lazy=True, link_to_self=False)
+    page = BUNDLE_PAGE if (Path(out) / folder / BUNDLE_PAGE).is_file() else picture
+    return Html(f'<a href="{href(folder, page)}">{img}</a>')
+
+
 def obstacle_table(obstacles: Sequence[Mapping[str, Any]], *, ident: str,
                    lost: Mapping[int, str] | None = None, names: Sequence[str] | None = None) -> Html:
     """Obstacles as :meth:`lidarmt.types.Obstacle.to_dict` writes them (a bundle's obstacles_*.json): number,

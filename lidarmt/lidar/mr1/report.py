@@ -26,12 +26,11 @@ from lidarmt.engine.html import (
     Html,
     Page,
     bundle_link,
+    bundle_thumb,
     chart_images,
     command_facts,
     esc,
     file_links,
-    href,
-    image,
     p,
     page_writer,
     rate_cell,
@@ -750,8 +749,7 @@ def _lidar_bundle_rows(out: Path, bundles: Sequence[Mapping[str, Any]]) -> tuple
         mini = Cell(f"{dd.get('size')} point(s), " + ("1-minimal" if dd.get("one_minimal") else str(dd.get("stopped", "")))
                     if dd else "–", sort=dd.get("size", -1) if dd else -1, cls="num")
         ns, nf = b.get("n_source"), b.get("n_follow")
-        pic = (image(href(folder, "bev.png"), f"{bid}: bird's-eye view", cls="thumb", lazy=True)
-               if (out / folder / "bev.png").is_file() else Html(""))
+        pic = bundle_thumb(out, folder, "bev.png", f"{bid}: bird's-eye view")
         lost = (b.get("lost") or "") + (f": {b['lost_details']}" if b.get("lost_details") else "")
         rows.append([bundle_link(out, folder, bid),
                      k[1], k[0], k[2], b.get("relation", ""),
@@ -760,7 +758,8 @@ def _lidar_bundle_rows(out: Path, bundles: Sequence[Mapping[str, Any]]) -> tuple
                      lost, mini, pic,
                      file_links(out, folder, [("report.html", "page"), ("bundle.mcap", "MCAP"),
                                                ("foxglove-layout.json", "layout"), ("replay.bag", "bag"),
-                                               ("bev_source.png", "source"), ("bev_followup.png", "follow-up")])])
+                                               ("bev.png", "picture"), ("bev_source.png", "source"),
+                                               ("bev_followup.png", "follow-up")])])
     return head, rows
 
 
