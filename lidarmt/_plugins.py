@@ -5,7 +5,7 @@ steering models). Only for specs the *user* gave; specs read from files go throu
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
@@ -27,6 +27,40 @@ def load_object(spec: str, *, what: str, error: type[Exception]) -> Any:
     return obj
 
 
+def keyword_options(obj: Any) -> list[str] | None:
+    """The keyword arguments a callable (a function, or a class's ``__init__``) accepts, in order; None when it
+    takes ``**kwargs`` or its signature cannot be read (then any key may be valid)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    names = []
+    for p in sig.parameters.values():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            return None
+        if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            names.append(p.name)
+    return names
+
+
+def check_options(options: Mapping[str, Any], valid: Sequence[str] | None, *, what: str,
+                  error: type[Exception]) -> None:
+    """Raise ``error`` (one line listing the valid keys) when ``options`` holds a key not in ``valid`` (None:
+    anything goes). ``what`` names the thing built (e.g. "SUT 'apollo'")."""
+    if valid is None:
+        return
+    bad = [k for k in options if k not in valid]
+    if bad:
+        import difflib
+
+        close = [m for k in bad for m in difflib.get_close_matches(k, valid, n=1)]
+        raise error(f"{what} takes no option {', '.join(repr(k) for k in bad)}"
+                    + (f" (did you mean {', '.join(close)}?)" if close else "")
+                    + f"; valid keys: {', '.join(valid) if valid else 'none'}")
+
+
 def instantiate(obj: Any, spec: str, options: dict[str, Any], *, protocol: type, what: str, lacks: str,
                 unknown: type[Exception], options_error: type[Exception] | None,
                 build_failed: Callable[[TypeError], Exception] | None = None) -> Any:
@@ -40,6 +74,7 @@ def instantiate(obj: Any, spec: str, options: dict[str, Any], *, protocol: type,
         return obj
     if not callable(obj):
         raise unknown(f"{what} {spec!r} is neither callable nor a {protocol.__name__}")
+    check_options(options, keyword_options(obj), what=f"{what} {spec!r}", error=options_error or unknown)
     if build_failed is None:
         inst = obj(**options)
     else:

@@ -72,7 +72,13 @@ def test_camera_regression_detected(drive, tmp_path, capsys):
     s = json.loads((out / "summary.json").read_text())
     everything = next(r for r in s["comparisons"][0]["rows"] if r["relation"] == "deeproad" and r["transform"] == "all")
     assert everything["c"] > everything["b"] and everything["regression"] and everything["p_adj"] < 0.05
-    assert s["verdict"] == "regression" and "REGRESSION" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert s["verdict"] == "regression" and "REGRESSION" in text
+    # 8 seed images, many correlated pairs each: the verdict says how little it rests on
+    ind = s["comparisons"][0]["independence"]
+    assert ind["seeds"] == 8 and ind["pairs"] == everything["pairs"] and len(ind["warnings"]) == 2
+    assert "only 8 seed frame(s)" in text and "rests on 8 independent seed(s)" in text
+    assert "rests on 8 independent seed(s)" in (out / "report.md").read_text()
     assert s["labelled"] and {r["relation"] for r in s["comparisons"][0]["rows"]} >= {"deeptest", "deeproad"}
     assert s["comparisons"][0]["errors"][0]["candidate"]["rmse_deg"] > s["modules"][0]["rmse_deg"]
     assert all(m["spread_deg"] > 0 for m in s["modules"])

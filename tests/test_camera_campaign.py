@@ -211,6 +211,12 @@ def test_cli_end_to_end_tables_bundles_and_replay(udacity, tmp_path, capsys):
     for name in ("seed.png", "transformed.png", "window.npz", "pair.png", "report.md", "bundle.json",
                  "MANIFEST.json"):
         assert (b / name).is_file(), name
+    # the bundle's MCAP is stamped with the seed frame's time (the Udacity frame_id, ns), not 1970
+    from lidarmt.engine.mcap import describe_mcap
+
+    got = describe_mcap(b / "bundle.mcap")
+    fid = int(json.loads((b / "bundle.json").read_text())["frame_id"])
+    assert abs(got["start_ns"] - fid) < 1000 and got["end_ns"] == got["start_ns"]
     # the bundle names module:callable code: replay refuses it without --trust-code, replays with it
     assert main(["replay", str(b)]) == 2
     assert "--trust-code" in capsys.readouterr().err

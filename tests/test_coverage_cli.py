@@ -86,7 +86,7 @@ def test_coverage_cli_quiet_and_history_note(images, tmp_path, capsys) -> None:
             "--frames", "1", "--profile", "none", "--out", str(tmp_path / "q"), "-q"]
     assert main(args) == 0
     cap = capsys.readouterr()
-    assert "reports in" in cap.out and not any(c in cap.out for c in "┃━│")  # -q: no bar, no tables
+    assert "reports: " in cap.out and "report.html" in cap.out and not any(c in cap.out for c in "┃━│")  # -q: no bar
     note = [line for line in cap.err.splitlines() if line.strip()]
     assert len(note) == 1 and "not a recorded sequence" in note[0] and "chauffeur (history 10)" in note[0]
 

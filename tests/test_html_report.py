@@ -96,8 +96,8 @@ def test_lidar_page_tables_links_and_bundles(lidar_run):
     assert check_links(run / "report.html") == []
     bundles = sorted(p.name for p in (run / "violations").iterdir())
     assert bundles
-    for b in bundles:  # each bundle: its picture, its report, its MCAP and layout, its folder
-        for f in ("bev.png", "report.md", "bundle.mcap", "foxglove-layout.json"):
+    for b in bundles:  # each bundle: its picture, its page, its MCAP and layout, its folder
+        for f in ("bev.png", "report.html", "bundle.mcap", "foxglove-layout.json"):
             assert f'href="violations/{b}/{f}"' in page, (b, f)
         assert f'src="violations/{b}/bev.png"' in page
     # every violating pair of the journal is a row of the pairs table

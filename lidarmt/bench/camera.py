@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
+from lidarmt.bench.compare import Relation, decide, independence, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.bench.stats import sign_test
 from lidarmt.engine.stats import rate
@@ -48,6 +48,13 @@ def violating(tally: Any, criteria: Any) -> dict[str, set[tuple[int, ...]]]:
                 mask = tally.deeptest_mask(m, t, p, criteria.lam)
                 out["deeptest"].update(g.keys[i] for i in np.flatnonzero(mask))
     return out
+
+
+def violating_count(tally: Any, criteria: Any) -> int:
+    """Pairs of a one-model tally that violate the bench's headline relation (DeepTest's with labels, else
+    DeepRoad's): the number its progress bar shows, the same as its table's."""
+    viol = violating(tally, criteria)
+    return len(viol.get("deeptest", viol["deeproad"]))
 
 
 def _marked(records: Mapping[tuple[int, ...], Mapping[str, Any]], viol: Mapping[str, set]) -> dict:
@@ -126,7 +133,8 @@ def summarize(plan: BenchPlan, *, criteria: Any, alpha: float, correction: str) 
                              "transform": "seeds", "baseline": {"rmse_deg": _rmse_deg(ra)},
                              "candidate": {"rmse_deg": _rmse_deg(rb)}, **t.to_dict()})
         decide([*rows, *err_rows], alpha=alpha, correction=correction)
-        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows, "errors": err_rows,
+        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows,
+                            "independence": independence(records[base.name], records[m.name]), "errors": err_rows,
                             "regressions": sum(r["regression"] for r in [*rows, *err_rows]),
                             "improvements": sum(r["improvement"] for r in [*rows, *err_rows])})
     shared = {k: v for k, v in cfg0.to_dict().items() if k not in ("models", "timeout", "batch_size")}

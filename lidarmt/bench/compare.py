@@ -77,6 +77,31 @@ def paired_rows(
     return rows
 
 
+#: Fewer seed frames than this make a bench's verdict rest on too little: it says so.
+MIN_SEEDS = 30
+
+
+def independence(base: Mapping[tuple[int, ...], Mapping[str, Any]],
+                 cand: Mapping[tuple[int, ...], Mapping[str, Any]], *,
+                 seed_of: Callable[[tuple[int, ...]], int] = lambda k: int(k[0])) -> dict[str, Any]:
+    """How many independent seeds a comparison rests on: the pairs both modules judged, the distinct seed
+    frames among them (``seed_of(key)``: a key's first entry, the source frame, in every kind), and warnings
+    (fewer than :data:`MIN_SEEDS` seeds; more than one pair per seed, whose outcomes are correlated while the
+    exact McNemar test counts every pair as independent, so its p-value overstates the evidence)."""
+    common = set(base) & set(cand)
+    pairs = len(common)
+    seeds = len({seed_of(k) for k in common})
+    warnings = []
+    if seeds < MIN_SEEDS:
+        warnings.append(f"only {seeds} seed frame(s) (fewer than {MIN_SEEDS}): the verdict says little about "
+                        f"other frames; run the bench on more frames")
+    if pairs > seeds > 0:
+        warnings.append(f"{pairs:,} pairs come from {seeds} seed frame(s) ({pairs / seeds:.0f} per seed); pairs "
+                        f"of one seed are correlated, and the McNemar p-values count them as independent: the "
+                        f"test rests on {seeds} independent seed(s)")
+    return {"pairs": pairs, "seeds": seeds, "warnings": warnings}
+
+
 def decide(rows: list[dict[str, Any]], *, alpha: float, correction: str) -> None:
     """Add ``p_adj``, ``regression`` and ``improvement`` to every row (one family), in place. A row is worse
     when ``c > b`` (McNemar rows) or ``worse > better`` (sign-test rows)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lidarmt._atomic import atomic_write_text
-from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
+from lidarmt.bench.compare import Relation, decide, independence, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.bench.stats import sign_test
 from lidarmt.engine.stats import rate
@@ -49,29 +49,16 @@ def labelled_frames(source: Any) -> tuple[Callable[[int], Frame] | None, str]:
 
     A simulated bag keeps its ground truth beside it (``x.labels.npz``, aligned point for point); labelled
     ``.npz`` frames and KITTI folders carry it in the frames."""
-    import dataclasses
 
     from lidarmt.lidar.specs import open_source
 
     rec = open_source(source)
     path = Path(source.path)
-    if path.is_file():
-        from lidarmt.lidar.sim.record import labels_path, load_labels
+    from lidarmt.lidar.sim.record import sim_truth
 
-        lab = labels_path(path)
-        if lab.is_file():
-            labels = load_labels(lab)
-            if len(labels) != len(rec):
-                return None, f"{lab} holds {len(labels)} sweeps for the {len(rec)} clouds of {path}: not used"
-
-            def frame_at(i: int) -> Frame:
-                f = rec[i]
-                lb = labels[i]
-                if f.dropped or lb.point_meta is None or len(lb.point_meta) != len(f.points):
-                    return f  # labels not aligned with this frame: evaluated as unlabelled (no ground truth)
-                return dataclasses.replace(f, labels=lb)
-
-            return frame_at, f"ground truth from {lab}"
+    found = sim_truth(path, rec)
+    if found is not None:
+        return found
     if len(rec) and rec[0].labels is not None:
         return rec.__getitem__, f"ground truth carried by the frames of {path}"
     return None, f"{path} carries no ground truth: no precision/recall"
@@ -239,7 +226,8 @@ def summarize(plan: BenchPlan, *, alpha: float, correction: str,
             rec_rows = recall_rows(detection[base.name], detection[m.name])  # type: ignore[arg-type]
         decide([*rows, *rec_rows], alpha=alpha, correction=correction)
         regressions = [r for r in [*rows, *rec_rows] if r["regression"]]
-        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows, "recall": rec_rows,
+        comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows,
+                            "independence": independence(records[base.name], records[m.name]), "recall": rec_rows,
                             "source_agreement": source_agreement(records[base.name], records[m.name]),
                             "regressions": len(regressions),
                             "improvements": sum(r["improvement"] for r in [*rows, *rec_rows])})

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lidarmt.bench.compare import Relation, decide, median_ms, paired_rows
+from lidarmt.bench.compare import Relation, decide, independence, median_ms, paired_rows
 from lidarmt.bench.folder import BenchPlan, module_records
 from lidarmt.engine.stats import rate
 from lidarmt.lidar.relations import Thresholds, judge_facts
@@ -66,6 +66,7 @@ def summarize(plan: BenchPlan, *, thresholds: Thresholds, alpha: float, correcti
             r["transform"] = r.pop("group")
         decide(rows, alpha=alpha, correction=correction)
         comparisons.append({"baseline": base.name, "candidate": m.name, "rows": rows,
+                            "independence": independence(marked[base.name], marked[m.name]),
                             "regressions": sum(r["regression"] for r in rows),
                             "improvements": sum(r["improvement"] for r in rows)})
     shared = {k: v for k, v in cfg0.to_dict().items() if k not in ("sut", "timeout")}

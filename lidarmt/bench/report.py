@@ -180,6 +180,17 @@ def verdict_line(summary: Mapping[str, Any]) -> str:
             + f" → {summary['verdict'].upper()}")
 
 
+def independence_lines(summary: Mapping[str, Any]) -> list[str]:
+    """One "warning: …" line per doubt about a comparison's independence (few seeds, correlated pairs:
+    :func:`lidarmt.bench.compare.independence`), naming the candidate; [] when none (or an older summary)."""
+    out = []
+    for c in summary["comparisons"]:
+        ind = c.get("independence") or {}
+        for w in ind.get("warnings", []):
+            out.append(f"warning: {c['candidate']} vs {c['baseline']}: {w}")
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- text forms
 
 
@@ -204,6 +215,7 @@ def text_table(summary: Mapping[str, Any]) -> str:
         head, rows = quality_table(summary, comp)
         if rows:
             out += [_text(head, rows), ""]
+    out += independence_lines(summary)
     out.append(verdict_line(summary))
     return "\n".join(out) + "\n"
 
@@ -400,7 +412,8 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
         head, rows = quality_table(summary, comp)
         if rows:
             lines += [markdown_table(head, rows), ""]
-    lines += ["## Verdict", "", verdict_line(summary), ""]
+    lines += ["## Verdict", "", *(f"- {w}" for w in independence_lines(summary)),
+              *([""] if independence_lines(summary) else []), verdict_line(summary), ""]
     lines += ["## Charts", ""]
     for name in charts(summary):
         lines.append(f"![{name}]({name})")
@@ -447,6 +460,8 @@ def bench_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], out: Path)
     verdict = str(summary.get("verdict", ""))
     page.fact("verdict", Html(f'<span class="{"bad" if _regression(verdict) else "ok"}">'
                               f"{esc(verdict_line(summary))}</span>"))
+    for w in independence_lines(summary):
+        page.fact("warning", w)
     command_facts(page, run)
     body = page.section("modules", "Modules")
     head, rows = module_table(summary)

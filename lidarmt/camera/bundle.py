@@ -211,17 +211,40 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
                                             pred=got["pred"], pred_t=got["pred_t"], title=title,
                                             expect=info["expect"]))
-        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
+        from lidarmt.engine.mcap import (
+            BUNDLE_MCAP,
+            LAYOUT_NAME,
+            stamp_ns,
+            write_camera_bundle_mcap,
+            write_layout,
+        )
 
         write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=got["window"][-1], transformed=got["transformed"][-1],
                                  label=cur.label, pred=got["pred"], pred_t=got["pred_t"], expect=info["expect"],
-                                 title=title, info={k: info[k] for k in ("id", "transform", "params_label",
+                                 title=title, t_ns=stamp_ns(cur.stamp or 0.0),  # the seed frame's own time
+                                 info={k: info[k] for k in ("id", "transform", "params_label",
                                                                          "frame_id", "relation")})
         write_layout(tmp / LAYOUT_NAME, "camera-bundle")
-        (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
+        md = _report(info, out_dir)
+        (tmp / "report.md").write_text(md, encoding="utf-8")
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
-        write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME])
+        from lidarmt.engine.html import BUNDLE_PAGE, table, write_bundle_page
+
+        def deg(v: float | None) -> str:
+            return "–" if v is None else f"{math.degrees(v):+.2f}°"
+
+        expected = got["pred"] if info["expect"] == "keep" else -got["pred"]
+        angles = table(["label θᵗ", "θ(i) on the seed", "θ(τ(i)) on the transformed image",
+                        "expected θ(τ(i))", "change from the expected"],
+                       [[deg(cur.label), deg(got["pred"]), deg(got["pred_t"]), deg(expected),
+                         deg(got["pred_t"] - expected)]], ident="angles-table", sortable=False)
+        write_bundle_page(tmp, md, name=info["id"], pictures=[("pair.png", title), ("seed.png", "seed image"),
+                                                              ("transformed.png", "transformed image")],
+                          tables=[(f"relation: {relation['name']}", angles)], tables_title="Steering angles",
+                          commands=[f"lidarmt replay {shlex.quote(str(out_dir))}"]
+                          + (["# the campaign that found it:", command] if command else []))
+        write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME, BUNDLE_PAGE])
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)

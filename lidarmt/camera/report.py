@@ -22,14 +22,12 @@ from lidarmt.camera.relations import DEEPROAD_EPS_DEG, DEEPTEST_EPSILONS, DEEPTE
 from lidarmt.engine.html import (
     MAX_PAIR_ROWS,
     Cell,
-    Html,
     Page,
+    bundle_link,
+    bundle_thumb,
     chart_images,
     command_facts,
     file_links,
-    href,
-    image,
-    link,
     p,
     page_writer,
     table,
@@ -316,14 +314,13 @@ def camera_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles: 
                 rows.append([bid, "", "", "", "", "", "", "", "", "", Cell(f"failed: {str(b['error'])[:200]}",
                                                                            cls="bad"), ""])
                 continue
-            pic = (image(href(folder, "pair.png"), f"{bid}: seed and transformed image", cls="thumb", lazy=True)
-                   if (out / folder / "pair.png").is_file() else Html(""))
-            rows.append([link(href(folder, "report.md"), bid) if (out / folder / "report.md").is_file() else bid,
+            pic = bundle_thumb(out, folder, "pair.png", f"{bid}: seed and transformed image")
+            rows.append([bundle_link(out, folder, bid),
                          b.get("model", ""), b.get("transform", ""), b.get("params", ""), b.get("frame_id", ""),
                          _deg_cell(b.get("label")), _deg_cell(b.get("pred")), _deg_cell(b.get("pred_t")),
                          _plain_deg(b.get("change_deg")), b.get("relation", ""), pic,
-                         file_links(out, folder, [("bundle.mcap", "MCAP"), ("foxglove-layout.json", "layout"),
-                                                   ("report.md", "report"), ("seed.png", "seed"),
+                         file_links(out, folder, [("report.html", "page"), ("bundle.mcap", "MCAP"),
+                                                   ("foxglove-layout.json", "layout"), ("seed.png", "seed"),
                                                    ("transformed.png", "transformed")])])
         body.append(table(head, rows, ident="worst-table", filter_box=True))
         body.append(p("Arrows in the pictures: label green, θ(i) blue, θ(τ(i)) red. bundle.mcap shows both "

@@ -250,7 +250,7 @@ def _check_suts(plan) -> None:
 
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
-             is_violation, engine_options: dict | None = None, backend: str = "local",
+             is_violation=None, count=None, engine_options: dict | None = None, backend: str = "local",
              address: str | None = None) -> dict:
     """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts.
     ``backend``/``address``: where the workers run (as ``lidarmt fuzz``); modules on a local CUDA device get at
@@ -279,7 +279,11 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     bars: list[Any] = []
 
     def on_module(m, resuming: bool):
-        bar = CampaignProgress(quiet=quiet, is_violation=is_violation, description=m.name)
+        if count is not None:  # counted on a live tally, by the rule of the bench's table
+            bar = CampaignProgress(quiet=quiet, description=m.name, tally=m.config.new_tally(), count=count,
+                                   journal=plan.folder(m) / JOURNAL_NAME)
+        else:
+            bar = CampaignProgress(quiet=quiet, is_violation=is_violation, description=m.name)
         bars.append(bar)
         return bar.on_start, bar.on_pair
 
@@ -342,15 +346,19 @@ def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, al
 
 def report(out: Path, summary: dict, run: dict) -> None:
     """Write the bench's reports and print its tables and verdict."""
-    from lidarmt.bench.report import rich_tables, verdict_line, write_reports
+    from lidarmt.bench.report import independence_lines, rich_tables, verdict_line, write_reports
     from lidarmt.cli._common import console, wide_console
 
     paths = write_reports(out, summary, run=run)
     wide = wide_console()
     for t in rich_tables(summary):
         wide.print(t)
+    for w in independence_lines(summary):
+        console.print(w, style="yellow", highlight=False, markup=False, soft_wrap=True)
     console.print(verdict_line(summary), highlight=False, soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}",
+    from lidarmt.engine.report import reports_line
+
+    console.print(reports_line(paths),
                   soft_wrap=True)
 
 

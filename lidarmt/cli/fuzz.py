@@ -261,9 +261,11 @@ def fuzz(
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
 
     from lidarmt.cli._common import CampaignProgress
+    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.lidar.mr1.campaign import is_violating
 
-    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: r["verdict"]["count_violation"]
-                           or r["verdict"]["subset_violation"])
+    bar = CampaignProgress(quiet=quiet, is_violation=lambda r: is_violating(r, lost_filter=lost_filter),
+                           journal=out / JOURNAL_NAME)
 
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
@@ -375,7 +377,9 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
                       f"{b.get('lost')}{what}{mini}")
     if len(bundle_infos) > 12:
         say(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
-    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    from lidarmt.engine.report import reports_line
+
+    say(reports_line(paths))
     bad = sum(r["count_relation"]["k"] + r["subset_relation"]["k"] + r["crashes"] + r["timeouts"]
               for r in summary["by_n"])
     if fail_on_violation and bad:

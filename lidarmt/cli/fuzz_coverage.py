@@ -23,8 +23,9 @@ def fuzz_coverage(
     bag: Annotated[str, typer.Option("--bag", help="Recording: ROS1/ROS2 bag, Cyber record, PCD/KITTI/.npz folder.")],
     map: Annotated[str, typer.Option("--map", "--roi", help="The ROI: an HD map (Apollo .bin/.txt/.xml, GeoJSON) "
                                      "or its folder.")],
-    out: Annotated[Path, typer.Option("--out", help="Run folder for the reports (refused if it holds files, "
-                                      "unless --force).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Run folder for the reports (refused if it holds "
+                                             "files, unless --force; default runs/coverage-<recording name>).")]
+    = None,
     n: Annotated[str, typer.Option("--n", help="Points to add, comma-separated.")] = "10,100,1000",
     frames: Annotated[int | None, typer.Option("--frames", help="Source frames, drawn as 'lidarmt fuzz' draws "
                                                "them with the same --seed (default: all).")] = None,
@@ -84,6 +85,7 @@ def fuzz_coverage(
     from lidarmt.lidar.mr1.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
     from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
 
+    out = out or Path("runs") / f"coverage-{Path(bag.rstrip('/')).name.split('.')[0]}"
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise OutputError(f"{out}: exists and is not empty; pass --force to overwrite its reports or choose "
                           f"another --out")
@@ -124,9 +126,12 @@ def fuzz_coverage(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"{out}: cannot create the run folder ({err.strerror or err})") from err
-    write_lidar_reports(out, summary, run=run)
+    paths = write_lidar_reports(out, summary, run=run)
     wide = wide_console()
     for t in lidar_rich_tables(summary):
         wide.print(t)
     wide.print(f"{len(summary['frames'])} frames × (1 + {len(cfg.ns)}·{trials}) perception calls in "
-               f"{run['seconds']:.1f} s; reports in {out}/")
+               f"{run['seconds']:.1f} s")
+    from lidarmt.engine.report import reports_line
+
+    wide.print(reports_line(paths), soft_wrap=True)

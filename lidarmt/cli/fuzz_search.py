@@ -45,7 +45,7 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
                                seed=seed, top=top, timeout=timeout, run_dir=str(out))
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("subset_violation")), description="search",
-                           unit="candidates")
+                           unit="candidates", journal=out / JOURNAL_NAME)
     with RunLock(out) as lock:
         try:
             result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,
@@ -69,7 +69,9 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
         if not b.get("error"):
             console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} "
                           f"obstacles, {b.get('lost')}", highlight=False, soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)
+    from lidarmt.engine.report import reports_line
+
+    console.print(reports_line(paths), soft_wrap=True)
 
 
 def _bundles(config, tally, out: Path, *, per_condition: int | None, ddmin_budget: int, command: str,

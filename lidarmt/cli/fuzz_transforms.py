@@ -70,7 +70,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     def violates(r: dict) -> bool:
         return bool(judge_facts(r["facts"], refs[int(r["key"][1])].relation, th))
 
-    bar = CampaignProgress(quiet=quiet, is_violation=violates)
+    bar = CampaignProgress(quiet=quiet, is_violation=violates, journal=out / JOURNAL_NAME)
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
     if note:
@@ -131,7 +131,9 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         mini = (f"; {dd.get('size')} of {b.get('edits')} point edits suffice"
                 f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
         say(f"  bundle {out / 'violations' / b['id']}: {b.get('findings')}{mini}")
-    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    from lidarmt.engine.report import reports_line
+
+    say(reports_line(paths))
     tot = summary["total"]
     if fail_on_violation and tot["violations"] + tot["crashes"] + tot["timeouts"]:
         raise typer.Exit(1)
@@ -192,7 +194,7 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
                                    thresholds=thresholds, run_dir=str(out))
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("violations")), description="search",
-                           unit="candidates")
+                           unit="candidates", journal=out / JOURNAL_NAME)
     with RunLock(out) as lock:
         try:
             result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,
@@ -210,4 +212,6 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
                "elapsed_s": round(result.elapsed, 3)}
         paths = write_reports(out, summary, run=run)
     wide_console().print(paths["table.txt"].read_text(encoding="utf-8"), soft_wrap=True, highlight=False)
-    wide_console().print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)
+    from lidarmt.engine.report import reports_line
+
+    wide_console().print(reports_line(paths), soft_wrap=True)

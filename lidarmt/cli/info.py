@@ -79,6 +79,11 @@ def info(
                 poses.append(_pose_row(f))
             yield f
 
+    from lidarmt.io.factory import is_plain_mcap
+
+    if is_plain_mcap(path):  # lidarmt's own MCAP (export, bug bundles) or any other non-ROS MCAP file
+        _mcap_info(path, json_out=json_out)
+        return
     with open_recording(path, topic=topic, allow_empty=True, recover=recover) as rec:
         n = len(rec)
         bar = not json_out and err_console.is_terminal and n > 50 and (sample is None or sample > 50)
@@ -121,6 +126,50 @@ def info(
         raise PoseError(f"{path}: {missing} of {summary.frames_scanned} frame(s) have {NO_POSE} "
                         f"(pose source: {summary.pose_source}); record /tf and /tf_static (or .pose files, or "
                         f"OXTS packets) with the clouds")
+
+
+def _mcap_info(path: Path, *, json_out: bool) -> None:
+    """An MCAP file of Foxglove messages (``lidarmt export``, a bug bundle's ``bundle.mcap``): profile, time
+    range, topics with schemas and message counts, and lidarmt's metadata record."""
+    import json
+    import sys
+
+    from rich.table import Table
+    from rich.text import Text
+
+    from lidarmt.engine.mcap import describe_mcap
+    from lidarmt.io.errors import FormatError
+
+    try:
+        d = describe_mcap(path)
+    except Exception as err:  # noqa: BLE001 - a damaged file is the user's data: one line
+        raise FormatError(f"{path}: unreadable MCAP file ({type(err).__name__}: {err})"[:300]) from err
+    if json_out:
+        sys.stdout.write(json.dumps(d, indent=2, sort_keys=True) + "\n")
+        return
+    def shown(v: object) -> Text:  # text from the file: no markup, no control characters
+        return Text("".join(c if c.isprintable() else "?" for c in str(v)))
+
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold", no_wrap=True)
+    head.add_column(overflow="fold")
+    head.add_row("path", shown(path))
+    head.add_row("format", shown(f"MCAP (profile {d['profile'] or 'none'}, written by {d['library'] or '?'})"))
+    head.add_row("messages", f"{d['messages']:,}")
+    if d["start_ns"] is not None:
+        s0, s1 = d["start_ns"] * 1e-9, d["end_ns"] * 1e-9
+        head.add_row("time", f"{s0:.6f} … {s1:.6f}  (duration {s1 - s0:.3f} s)")
+    for name, rec in d["metadata"].items():
+        line = ", ".join(f"{k}={v}" for k, v in list(rec.items())[:8])
+        head.add_row(shown(f"metadata {name}"), shown(line[:400] + ("…" if len(line) > 400 else "")))
+    console.print(head)
+    t = Table(title="topics", title_justify="left")
+    t.add_column("topic", overflow="fold")
+    t.add_column("schema", overflow="fold")
+    t.add_column("messages", justify="right")
+    for name, ti in sorted(d["topics"].items()):
+        t.add_row(shown(name), shown(ti["schema"]), f"{ti['messages']:,}")
+    console.print(t)
 
 
 POSE_ROWS = 5  # poses printed by `lidarmt info` (evenly spaced over the frames read)

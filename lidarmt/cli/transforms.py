@@ -95,15 +95,18 @@ def _frame_and_context(bag, index, library, seed, chosen):
         return frame, TransformContext(library=lib), where
     from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
+    from lidarmt.lidar.sim.record import sim_truth
 
     with open_recording(bag) as rec:
         if not 0 <= index < len(rec):
             raise ArgumentError(f"--frame {index}: {bag} holds frames 0..{len(rec) - 1}")
-        frame = rec[index]
+        truth = sim_truth(bag, rec)  # a simulated bag: the simulator's truth beside it labels its frames
+        at = truth[0] if truth is not None and truth[0] is not None else rec.__getitem__
+        frame = at(index)
         lib = None
         if needs_library and library is None:
-            others = [i for i in range(0, len(rec), max(1, len(rec) // 12)) if i != index]
-            lib = ObjectLibrary.from_frames((rec[i] for i in others), description=bag)
+            others = [i for i in range(0, len(rec), max(1, len(rec) // 12)) if i != index] or [index]
+            lib = ObjectLibrary.from_frames((at(i) for i in others), description=str(bag))
             if not len(lib):
                 raise ArgumentError(f"insert needs an object library and {bag} has no labelled object with enough "
                                     "points; pass --library LABELLED_RECORDING or leave insert out")

@@ -271,6 +271,108 @@ def check_links(page: str | os.PathLike[str]) -> list[str]:
     return bad
 
 
+# ----------------------------------------------------------------------------------------------- bug bundles
+
+#: The page of a bug bundle, beside its report.md.
+BUNDLE_PAGE = "report.html"
+#: What a bundle's files are, in the order its page lists them (any other file follows under its own name).
+BUNDLE_FILES = (("bundle.mcap", "MCAP (Foxglove)"), ("foxglove-layout.json", "Foxglove layout"),
+                ("replay.bag", "ROS1 bag"), ("source.pcd", "source PCD"), ("followup.pcd", "follow-up PCD"),
+                ("minimal.pcd", "minimal PCD"), ("source.npz", "source frame"), ("followup.npz", "follow-up frame"),
+                ("seed.png", "seed image"), ("transformed.png", "transformed image"), ("window.npz", "windows"),
+                ("bundle.json", "bundle.json"), ("MANIFEST.json", "MANIFEST.json"), ("report.md", "report.md"))
+
+
+def bundle_link(out: Path, folder: str, text: Any) -> Html:
+    """A link to a bug bundle (``folder``, relative to the run folder ``out``): its page, else its report.md
+    (bundles written before the pages), else the id as text."""
+    for name in (BUNDLE_PAGE, "report.md"):
+        if (Path(out) / folder / name).is_file():
+            return link(href(folder, name), text)
+    return Html(esc(text))
+
+
+def bundle_thumb(out: Path, folder: str, picture: str, alt: str) -> Html:
+    """A bundle's picture as a thumbnail that opens its page (where the picture is at full size), else the
+    picture itself; empty when the bundle has no such picture."""
+    if not (Path(out) / folder / picture).is_file():
+        return Html("")
+    img = image(href(folder, picture), alt, cls="thumb", lazy=True, link_to_self=False)
+    page = BUNDLE_PAGE if (Path(out) / folder / BUNDLE_PAGE).is_file() else picture
+    return Html(f'<a href="{href(folder, page)}">{img}</a>')
+
+
+def obstacle_table(obstacles: Sequence[Mapping[str, Any]], *, ident: str,
+                   lost: Mapping[int, str] | None = None, names: Sequence[str] | None = None) -> Html:
+    """Obstacles as :meth:`lidarmt.types.Obstacle.to_dict` writes them (a bundle's obstacles_*.json): number,
+    class, score, points, centre, distance, size, heading; ``lost`` (index -> what happened) marks rows red,
+    ``names`` overrides the numbers shown (e.g. a shared identity)."""
+    lost = lost or {}
+    rows = []
+    for i, o in enumerate(obstacles):
+        c = [float(v) for v in (o.get("center") or [0.0, 0.0, 0.0])[:3]]
+        dist = math.hypot(c[0], c[1])
+        what = lost.get(i)
+        rows.append([Cell(names[i] if names else f"#{i}", sort=i), o.get("class", ""),
+                     Cell(f"{float(o.get('score', 0.0)):.2f}", sort=float(o.get("score", 0.0))),
+                     int(o.get("num_points", len(o.get("point_indices") or []))),
+                     f"{c[0]:.1f}, {c[1]:.1f}, {c[2]:.1f}", Cell(f"{dist:.1f}", sort=dist),
+                     f"{float(o.get('length', 0)):.1f} × {float(o.get('width', 0)):.1f} × "
+                     f"{float(o.get('height', 0)):.1f}",
+                     Cell(f"{math.degrees(float(o.get('heading', 0.0))):.0f}°", sort=float(o.get("heading", 0.0))),
+                     Cell(what, cls="bad") if what else ""])
+    return table(["obstacle", "class", "score", "points", "centre x, y, z (m)", "distance m", "size l × w × h m",
+                  "heading", "lost"], rows, ident=ident)
+
+
+def bundle_page(folder: str | os.PathLike[str], markdown: str, *, pictures: Sequence[tuple[str, str]] = (),
+                tables: Sequence[tuple[str, Html]] = (), commands: Sequence[str] = (),
+                name: str | None = None, tables_title: str = "Obstacles") -> str:
+    """The page of one bug bundle (``report.html`` in its folder): its pictures at full size, its obstacle
+    ``tables`` ((title, table)), the commands that reproduce it, links to every file (MCAP and its layout, the
+    bag, clouds, frames, bundle.json), then its report.md. Everything is relative to the bundle's folder, so it
+    opens from the run's report.html, from a zip, anywhere. ``name``: the bundle's id (default: the folder's
+    name; a bundle is written in a staging folder, so its writer passes the id)."""
+    folder = Path(folder)
+    name = name or folder.name
+    page = Page(markdown_title(markdown, f"bug bundle {name}"),
+                subtitle=f"bug bundle {name}: lidarmt replay re-runs it; the run's report.html lists the others")
+    shown = [(n, alt) for n, alt in pictures if (folder / n).is_file()]
+    if shown:
+        body = page.section("pictures", "Pictures")
+        body.extend(f'<figure>{image(href(n), alt, cls="full")}<figcaption>{esc(alt)}</figcaption></figure>'
+                    for n, alt in shown)
+    if tables:
+        body = page.section("tables", tables_title)
+        for title, t in tables:
+            body += [f"<h3>{esc(title)}</h3>", t]
+    if commands:
+        body = page.section("reproduce", "Reproduce")
+        body.append("<pre><code>" + esc("\n".join(commands)) + "</code></pre>")
+    names = {n for n, _ in BUNDLE_FILES}
+    # the manifest is written last, after this page (it lists the page): linked all the same
+    present = [(n, label) for n, label in BUNDLE_FILES if (folder / n).is_file() or n == "MANIFEST.json"]
+    present += [(f.name, f.name) for f in sorted(folder.iterdir()) if f.is_file() and f.name not in names
+                and f.name != BUNDLE_PAGE and not f.name.startswith(".")]
+    body = page.section("files", "Files")
+    body.append('<ul class="facts">' + "".join(f"<li>{link(href(n), label)}"
+                                                + (f" <code>{esc(n)}</code>" if label != n else "") + "</li>"
+                                                for n, label in present) + "</ul>")
+    add_markdown(page, markdown, folder=folder, first_section=("details", "Details"),
+                 skip_images=[n for n, _ in shown])
+    return page.render()
+
+
+def write_bundle_page(folder: str | os.PathLike[str], markdown: str, **kwargs: Any) -> Path:
+    """Write :func:`bundle_page` as ``report.html`` in a bundle's (staging) folder; call it before the
+    manifest, which lists it."""
+    from lidarmt._atomic import atomic_write_text
+
+    path = Path(folder) / BUNDLE_PAGE
+    atomic_write_text(path, bundle_page(folder, markdown, **kwargs))
+    return path
+
+
 # ----------------------------------------------------------------------------------------------- any report.md
 
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
@@ -279,21 +381,25 @@ _MD_CODE = re.compile(r"`([^`]+)`")
 _MD_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
-def _md_target(url: str) -> str | None:
+def _md_target(url: str, folder: Path | None = None) -> str | None:
     """A Markdown link target as a relative :func:`href` (with its ``#anchor`` and trailing ``/``), or None
-    for anything with a scheme or host (never followed: the page makes no request outside its folder)."""
+    for anything with a scheme or host (never followed: the page makes no request outside its folder). With
+    the page's ``folder``, a link to a bundle's ``report.md`` goes to its page (``report.html``) when it has one."""
     from urllib.parse import unquote, urlsplit
 
     u = urlsplit(url)
     if u.scheme or u.netloc or url.startswith("/"):
         return None
     path = unquote(u.path)
+    if folder is not None and Path(path).name == "report.md" and (folder / path).with_name("report.html").is_file():
+        path = str(Path(path).with_name("report.html"))
     target = href(path) + ("/" if path.endswith("/") and path.strip("/") else "")
     return target + (f"#{esc(quote(u.fragment, safe=''))}" if u.fragment else "")
 
 
-def _md_inline(text: str) -> str:
-    """One line of the project's Markdown as HTML: escaped, then code, bold, pictures and relative links."""
+def _md_line(text: str, folder: Path | None = None, skip_images: frozenset[str] = frozenset()) -> str:
+    """One line of the project's Markdown as HTML: escaped, then code, bold, pictures and relative links
+    (pictures named in ``skip_images`` are left out: the page shows them already)."""
     codes: list[str] = []
 
     def keep_code(m: re.Match) -> str:
@@ -303,11 +409,14 @@ def _md_inline(text: str) -> str:
     out = _MD_CODE.sub(keep_code, esc(text.replace("\\|", "|")))
 
     def img(m: re.Match) -> str:
-        t = _md_target(_html.unescape(m.group(2)))
+        raw = _html.unescape(m.group(2))
+        if raw in skip_images:
+            return ""
+        t = _md_target(raw, folder)
         return image(t, _html.unescape(m.group(1)), cls="thumb" if "/" in m.group(2) else "chart") if t else m.group(0)
 
     def lnk(m: re.Match) -> str:
-        t = _md_target(_html.unescape(m.group(2)))
+        t = _md_target(_html.unescape(m.group(2)), folder)
         return f'<a href="{t}">{m.group(1)}</a>' if t else m.group(1)
 
     out = _MD_LINK.sub(lnk, _MD_IMAGE.sub(img, out))
@@ -323,14 +432,35 @@ def _md_cells(line: str) -> list[str]:
     return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
 
 
-def markdown_page(markdown: str, *, title: str = "lidarmt report") -> str:
+def markdown_page(markdown: str, *, title: str = "lidarmt report", folder: str | os.PathLike[str] | None = None
+                  ) -> str:
     """``report.md`` as a page (for the reports without a page of their own: coverage, searches): headings,
-    paragraphs, lists, code blocks, pictures, relative links and sortable tables, everything escaped."""
+    paragraphs, lists, code blocks, pictures, relative links and sortable tables, everything escaped. With the
+    run ``folder``, links to a bundle's ``report.md`` go to its page when it has one."""
+    page = Page(markdown_title(markdown, title))
+    add_markdown(page, markdown, folder=folder)
+    return page.render()
+
+
+def markdown_title(markdown: str, default: str = "lidarmt report") -> str:
+    """The first ``# `` heading of a Markdown text (else ``default``)."""
+    return next((ln[2:].strip() for ln in markdown.splitlines() if ln.startswith("# ")), default)
+
+
+def add_markdown(page: Page, markdown: str, *, folder: str | os.PathLike[str] | None = None,
+                 first_section: tuple[str, str] = ("report", "Report"),
+                 skip_images: Iterable[str] = ()) -> None:
+    """Render the project's Markdown into ``page``'s sections (see :func:`markdown_page`); ``skip_images``:
+    picture targets the page shows elsewhere."""
+    folder = None if folder is None else Path(folder)
+    skip = frozenset(skip_images)
+
+    def _md_inline(text: str) -> str:  # noqa: F811 - this page's folder and pictures
+        return _md_line(text, folder, skip)
+
     lines = markdown.splitlines()
-    heading = next((ln[2:].strip() for ln in lines if ln.startswith("# ")), title)
-    page = Page(heading)
-    body = page.section("report", "Report")
-    n_tables = 0
+    body = page.section(*first_section)
+    n_tables = sum(1 for _, _, b in page.sections for x in b if "<table" in x)
     i = 0
     para: list[str] = []
 
@@ -387,4 +517,3 @@ def markdown_page(markdown: str, *, title: str = "lidarmt report") -> str:
             para.append(s)
         i += 1
     flush()
-    return page.render()

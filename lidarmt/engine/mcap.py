@@ -19,10 +19,13 @@ it without a converter; each file comes with a layout (``foxglove-layout.json`` 
   (``foxglove.CompressedImage``, PNG) with ``foxglove.ImageAnnotations`` (label, θ(i), θ(τ(i)) as steering
   arrows and text).
 * :class:`RecordingMcapWriter` — any recording with perception output (``lidarmt export``): per frame the
-  cloud, the obstacles, the ROI and the pose.
+  cloud, the obstacles, the ROI and the pose; each frame's SceneUpdate deletes the previous frame's entities it
+  does not redraw, so playback shows no ghost boxes.
 
 The files are deterministic (log times come from the data, not the clock), so a bundle written twice has the
-same checksums. Nothing is read back here except by :func:`summarize` (topics, schemas, message counts).
+same checksums. Reading back: :func:`summarize` (topics, schemas, message counts), :func:`describe_mcap` (what
+``lidarmt info`` prints), :func:`visible_entities` (what a player shows after each SceneUpdate),
+:func:`read_messages`.
 """
 
 from __future__ import annotations
@@ -100,6 +103,7 @@ def _fox():
         Pose_pb2,
         Quaternion_pb2,
         SceneEntity_pb2,
+        SceneEntityDeletion_pb2,
         SceneUpdate_pb2,
         TextAnnotation_pb2,
         TextPrimitive_pb2,
@@ -122,6 +126,7 @@ def _fox():
         Pose = Pose_pb2.Pose
         Quaternion = Quaternion_pb2.Quaternion
         SceneEntity = SceneEntity_pb2.SceneEntity
+        SceneEntityDeletion = SceneEntityDeletion_pb2.SceneEntityDeletion
         SceneUpdate = SceneUpdate_pb2.SceneUpdate
         TextAnnotation = TextAnnotation_pb2.TextAnnotation
         TextPrimitive = TextPrimitive_pb2.TextPrimitive
@@ -445,7 +450,9 @@ def write_camera_bundle_mcap(path: str | os.PathLike[str], *, seed: np.ndarray, 
                              title: str = "", info: Mapping[str, Any] | None = None, t_ns: int = 0) -> Path:
     """Write one camera violation as MCAP: both images (PNG, RGB input) and their annotations — the steering
     angles as arrows from the bottom centre (label green, θ(i) blue, θ(τ(i)) red; on the transformed image the
-    label and θ(i) as the relation expects them, negated for the mirror) and as text."""
+    label and θ(i) as the relation expects them, negated for the mirror) and as text. ``t_ns`` is the seed
+    frame's own time (its stamp; 0 only for a source without times, an image folder), so the bundle lines up with
+    the drive it came from."""
     import cv2
 
     F = _fox()
@@ -518,6 +525,10 @@ class RecordingMcapWriter:
         with RecordingMcapWriter("x.mcap") as w:
             for frame, roi, obstacles in ...:
                 w.add(frame, obstacles, roi=roi)
+
+    Each frame's SceneUpdate deletes (``SceneEntityDeletion`` MATCHING_ID, stamped with the frame's time) every
+    entity the previous frame showed on that topic and this frame does not redraw, so a player shows exactly
+    this frame's obstacles and ROI: no box of an earlier frame with more obstacles stays on screen.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] | None = None) -> None:
@@ -526,10 +537,27 @@ class RecordingMcapWriter:
         self._meta = metadata
         self.frames = 0
         self._last = -1
+        self._shown: dict[str, set[str]] = {}  # topic -> entity ids the previous frame left on screen
 
     def __enter__(self) -> RecordingMcapWriter:
         self._w.__enter__()
         return self
+
+    def _scene(self, topic: str, upd: Any, t: int) -> None:
+        """Write ``upd`` (or nothing, when None) on ``topic``, first deleting what the previous frame showed
+        there and this one does not redraw (a redrawn id replaces its entity)."""
+        F = self._F
+        ids = set() if upd is None else {e.id for e in upd.entities}
+        gone = sorted(self._shown.get(topic, set()) - ids)
+        if upd is None and not gone:
+            return
+        upd = F.SceneUpdate() if upd is None else upd
+        for ident in gone:
+            d = F.SceneEntityDeletion(type=F.SceneEntityDeletion.MATCHING_ID, id=ident)
+            _ts(d.timestamp, t)
+            upd.deletions.append(d)
+        self._w.write(topic, upd, t)
+        self._shown[topic] = ids
 
     def add(self, frame: Frame, obstacles: Sequence[Obstacle], *, roi: Any = None,
             roi_indices: np.ndarray | None = None) -> None:
@@ -540,17 +568,39 @@ class RecordingMcapWriter:
         self._last = t
         self._w.write(TOPIC_TF, frame_transform(F, frame, t_ns=t), t)
         self._w.write(TOPIC_POINTS, frame_cloud(F, frame, t_ns=t), t)
-        self._w.write(TOPIC_OBSTACLES, obstacles_update(F, obstacles, prefix="obstacle", frame_id=frame.frame_id,
-                                                        t_ns=t), t)
-        upd = roi_update(F, roi, frame, t_ns=t, roi_indices=roi_indices)
-        if upd is not None:
-            self._w.write(TOPIC_ROI, upd, t)
+        self._scene(TOPIC_OBSTACLES, obstacles_update(F, obstacles, prefix="obstacle", frame_id=frame.frame_id,
+                                                      t_ns=t), t)
+        self._scene(TOPIC_ROI, roi_update(F, roi, frame, t_ns=t, roi_indices=roi_indices), t)
         self.frames += 1
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None and self._meta:
             self._w.metadata("lidarmt", _flat_meta(self._meta))
         self._w.__exit__(exc_type, exc, tb)
+
+
+def visible_entities(path: str | os.PathLike[str], topic: str) -> list[tuple[int, set[str]]]:
+    """(log time, ids on screen after it) for every SceneUpdate on ``topic``, as a player applies them: an
+    update's deletions first (MATCHING_ID: that id, ALL: everything, either only entities stamped before the
+    deletion), then its entities (an id replaces the entity of the same id). Entities with a lifetime are kept
+    until replaced or deleted (lidarmt writes none)."""
+    from mcap.reader import make_reader
+    from mcap_protobuf.decoder import DecoderFactory
+
+    shown: dict[str, int] = {}  # id -> timestamp (ns)
+    out = []
+    with open(path, "rb") as fh:
+        reader = make_reader(fh, decoder_factories=[DecoderFactory()])
+        for _, _, message, upd in reader.iter_decoded_messages(topics=[topic]):
+            for d in upd.deletions:
+                t = d.timestamp.seconds * 1_000_000_000 + d.timestamp.nanos
+                for ident in [k for k, ts in shown.items()
+                              if (d.type == 1 or k == d.id) and ts < t]:
+                    del shown[ident]
+            for e in upd.entities:
+                shown[e.id] = e.timestamp.seconds * 1_000_000_000 + e.timestamp.nanos
+            out.append((int(message.log_time), set(shown)))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -571,6 +621,29 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         out[ch.topic] = {"schema": schema.name if schema else "", "encoding": ch.message_encoding,
                          "messages": int(counts.get(cid, 0))}
     return out
+
+
+def describe_mcap(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """What ``lidarmt info`` prints of an MCAP file (lidarmt's own, or any other): its profile and library, the
+    time range of its messages (ns), the topics (schema, encoding, messages) and the metadata records (a
+    lidarmt file holds ``lidarmt``: the bundle's or the export's facts). Raises ValueError for a file without a
+    summary section (unfinished or damaged)."""
+    from mcap.reader import make_reader
+
+    with open(path, "rb") as fh:
+        reader = make_reader(fh)
+        header = reader.get_header()
+        summary = reader.get_summary()
+        if summary is None:
+            raise ValueError("no summary section (an unfinished or damaged MCAP file)")
+        stats = summary.statistics
+        meta = {m.name: dict(m.metadata) for m in reader.iter_metadata()}
+    topics = summarize(path)
+    return {"path": str(path), "format": "mcap", "profile": header.profile, "library": header.library,
+            "start_ns": int(stats.message_start_time) if stats and stats.message_count else None,
+            "end_ns": int(stats.message_end_time) if stats and stats.message_count else None,
+            "messages": int(stats.message_count) if stats else sum(t["messages"] for t in topics.values()),
+            "topics": topics, "metadata": meta}
 
 
 def read_messages(path: str | os.PathLike[str], topics: Iterable[str] | None = None) -> list[tuple[str, Any]]:

@@ -81,10 +81,17 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
         from lidarmt.engine.html import markdown_page
 
         def html(_: Path) -> str:
-            return markdown_page(markdown)
+            return markdown_page(markdown, folder=out)
     paths["report.html"] = out / "report.html"
     atomic_write_text(paths["report.html"], html(out))
     return paths
+
+
+def reports_line(paths: Mapping[str, Path]) -> str:
+    """The closing line of every command that writes a report set: the page to open first, then the rest."""
+    names = [n for n in ("report.html", "report.md", "summary.json", "junit.xml") if n in paths]
+    first = f"reports: {paths[names[0]]}" + (" (open in a browser)" if names[0] == "report.html" else "")
+    return "  ".join([first, *(str(paths[n]) for n in names[1:])])
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:

@@ -44,6 +44,10 @@ def sniff(path: str | os.PathLike[str]) -> str:
             return "pcd"
         if name.endswith(".npz"):
             return "npz"
+        if is_plain_mcap(p):
+            raise RecordingError(
+                f"{p}: an MCAP file of Foxglove messages (lidarmt export and the bug bundles write these), not a "
+                f"recording; `lidarmt info {p}` lists its topics, and a ROS2 bag is a folder with metadata.yaml")
         if name.endswith((".db3", ".mcap")):
             return "ros2"
         if name.endswith(".bin"):
@@ -94,6 +98,31 @@ def sniff(path: str | os.PathLike[str]) -> str:
                              f"folder, e.g. {p / pcd_dirs[0]}")
     raise RecordingError(f"{p}: folder holds no recording (no bag, metadata.yaml, .pcd, .npz, KITTI velodyne/, "
                          f"KITTI raw velodyne_points/ or SemanticKITTI sequence)")
+
+
+def mcap_profile(path: str | os.PathLike[str]) -> str | None:
+    """The profile in an MCAP file's header ("ros2" for a ROS2 bag's storage, "" for Foxglove's protobuf files
+    that lidarmt writes), or None when the file is not MCAP (no magic, no header record)."""
+    import struct
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8 + 1 + 8 + 4 + 256)
+    except OSError:
+        return None
+    if head[:8] != b"\x89MCAP0\r\n" or len(head) < 21 or head[8] != 0x01:  # magic, then the Header record
+        return None
+    (n,) = struct.unpack_from("<I", head, 17)
+    return head[21:21 + n].decode("utf-8", "replace") if n <= 256 else None
+
+
+def is_plain_mcap(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an MCAP file that is no ROS2 bag's storage (not profile "ros2", no metadata.yaml
+    beside it): Foxglove messages as ``lidarmt export`` and the bug bundles write them, which ``lidarmt info``
+    summarises and the campaigns refuse."""
+    p = Path(path)
+    return (p.is_file() and p.name.lower().endswith(".mcap") and not (p.parent / "metadata.yaml").is_file()
+            and mcap_profile(p) not in (None, "ros2"))
 
 
 def open_recording(

@@ -143,6 +143,25 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
             "ddmin": info["ddmin"], "ddmin_skipped": why_not}
 
 
+def _page(tmp: Path, md: str, info: dict[str, Any], j) -> None:
+    """The bundle's page (report.html): both bird's-eye views at full size, both obstacle tables (the lost
+    ones marked), the commands."""
+    from lidarmt.engine.html import obstacle_table, write_bundle_page
+
+    lost = {int(x["source"]): f"{x.get('kind', 'lost')}" for x in info.get("findings") or []
+            if x.get("source") is not None}
+    commands = [info["replay_command"]]
+    if info.get("command"):
+        commands += ["# the campaign that found it:", info["command"]]
+    write_bundle_page(tmp, md, name=info["id"], pictures=[("bev_source.png", "source"),
+                                         ("bev_followup.png", f"follow-up: {info['transform']} ({info['level']})")],
+                      tables=[(f"source: {len(j.source)} obstacles",
+                               obstacle_table(j.source.to_list(with_points=False), ident="source-table", lost=lost)),
+                              (f"follow-up: {len(j.follow)} obstacles",
+                               obstacle_table(j.follow.to_list(with_points=False), ident="followup-table"))],
+                      commands=commands)
+
+
 def _torch_threads() -> int | None:
     import sys
 
@@ -190,8 +209,10 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
                  title=f"{info['transform']} ({info['level']}): {len(j.follow)} obstacles",
                  added_from=int(added[0]) if len(added) else None)
         _write_mcap(tmp, info, j, change, minimal, roi_idx)
-        (tmp / "report.md").write_text(_markdown(info), encoding="utf-8")
+        md = _markdown(info)
+        (tmp / "report.md").write_text(md, encoding="utf-8")
         _json(tmp / "bundle.json", info)
+        _page(tmp, md, info, j)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))
         if out_dir.exists():
             shutil.rmtree(out_dir)

@@ -121,8 +121,14 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         f"- {caption(summary)}",
         "",
     ]
+    bundled = {tuple(b["key"]): b["id"] for b in bundles if b.get("key") is not None and not b.get("error")}
     for title, fn in TABLES:
         head, rows = fn(summary)
+        if fn is ranking_rows and bundled:  # each finding links to its bundle, where it has one
+            head = [*head, "bundle"]
+            rows = [[*r, (f"[{bundled[tuple(f['key'])]}](violations/{bundled[tuple(f['key'])]}/report.md)"
+                          if tuple(f.get("key") or ()) in bundled else "–")]
+                    for r, f in zip(rows, summary["ranking"], strict=True)]
         lines += [f"## {title}", "", markdown_table(head, rows) if rows else "(none)", ""]
     lines += [f"Table shape after {DEEPTEST_REF}; families after {DONG_REF}; ranking by distance after {SPETH_REF}.",
               "", "![violation rates](violations.png)", ""]

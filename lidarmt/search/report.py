@@ -194,7 +194,7 @@ def camera_markdown(summary: Mapping[str, Any], run: Mapping[str, Any], bundles:
                    "arm stopped with it (the same budget).", ""]
     if bundles:
         md += ["## Bundles", ""]
-        md += [f"- `violations/{b['id']}`: {b.get('params', '')}, frame {b.get('frame_id')}: "
+        md += [f"- [violations/{b['id']}](violations/{b['id']}/report.md): {b.get('params', '')}, frame {b.get('frame_id')}: "
                f"{math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°" for b in bundles
                if not b.get("error")]
         md.append("")
@@ -348,7 +348,8 @@ def write_lidar_reports(out: Path, summary: Mapping[str, Any], *, run: Mapping[s
         md.append("")
     if bundles:
         md += ["## Bundles", ""]
-        md += [f"- `violations/{b['id']}`: {b.get('n_source')} → {b.get('n_follow')} obstacles, {b.get('lost')}"
+        md += [f"- [violations/{b['id']}](violations/{b['id']}/report.md): {b.get('n_source')} → {b.get('n_follow')} "
+               f"obstacles, {b.get('lost')}"
                for b in bundles if not b.get("error")]
         md.append("")
     md += [f"{run.get('ran', 0)} records in {run.get('elapsed_s', 0):.1f} s in this invocation.", ""]

@@ -300,6 +300,42 @@ def training_mean(spec: str, options: dict[str, Any] | None = None) -> tuple[flo
     return None, f"{path.name} does not record its training labels' mean"
 
 
+def training_frames(spec: str, options: dict[str, Any] | None, labels: list[float | None]) -> dict[str, Any] | None:
+    """Which frames of a source trained the model, when its card (the metrics file ``camera train`` wrote
+    beside the weights: ``data``, ``data_frames``, ``train_frames``, ``labels_sha256``) shows the source *is*
+    its training drive (as many frames, the same labels' fingerprint): ``{"stop": first validation index,
+    "frames": data_frames, "data": the training folder as recorded}`` (frames ``0 .. stop-1`` trained it, split
+    in time); None when the card says nothing or the source is another drive."""
+    import json
+
+    import numpy as np
+
+    kind = kind_of(spec)
+    options = options or {}
+    if kind == "weights":
+        path = Path(spec.strip())
+    elif kind == "builtin":
+        path = Path(options["weights"]) if options.get("weights") else _zoo().shipped_weights(spec)
+    else:
+        return None
+    try:
+        doc = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    n, stop, sha = doc.get("data_frames"), doc.get("train_frames"), doc.get("labels_sha256")
+    if not (isinstance(n, int) and isinstance(stop, int) and isinstance(sha, str)) or len(labels) != n:
+        return None
+    if any(v is None for v in labels):
+        return None
+    from lidarmt.camera.models.train import labels_fingerprint
+
+    if labels_fingerprint(np.asarray(labels, dtype=np.float64)) != sha:
+        return None
+    return {"stop": int(stop), "frames": int(n), "data": str(doc.get("data", "")), "card": path.with_suffix(".json").name}
+
+
 def describe(spec: str) -> dict[str, Any]:
     """What ``lidarmt camera models`` shows about one name: the zoo's description, or a plugin's origin."""
     zoo = _zoo()

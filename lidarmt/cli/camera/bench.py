@@ -148,12 +148,12 @@ def _check_models(plan) -> None:
 def _run(plan, criteria, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float,
          correction: str, quiet: bool, fail_on_regression: bool, backend: str = "local",
          address: str | None = None) -> None:
-    from lidarmt.bench.camera import summarize
+    from lidarmt.bench.camera import summarize, violating_count
     from lidarmt.cli.bench import report, run_plan
 
     run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
                    quiet=quiet, backend=backend, address=address,
-                   is_violation=lambda r: False)
+                   count=lambda t: violating_count(t, criteria))
     summary = summarize(plan, criteria=criteria, alpha=alpha, correction=correction)
     report(plan.out, summary, run)
     if fail_on_regression and summary["verdict"] == "regression":

@@ -127,13 +127,15 @@ def coverage(
                "profile": prof_note, "seconds": round(time.perf_counter() - t0, 2),
                "forward_seconds": round(forward_s, 2), "resumed_from": result.resumed, "lidarmt": __version__}
         try:
-            write_reports(out, summary, run=run)
+            paths = write_reports(out, summary, run=run)
         except OSError as err:
             raise CameraOutputError(f"{out}: cannot write the reports ({err.strerror or err})") from err
     if not quiet:
         wide = wide_console()
         for t in rich_tables(summary):
             wide.print(t)
-    console.print(f"{summary['images']} images in {run['seconds']:.1f} s; reports in {out}/ (report.md, "
-                  f"summary.json, jaccard.png)")
+    from lidarmt.engine.report import reports_line
+
+    console.print(f"{summary['images']} images in {run['seconds']:.1f} s", highlight=False)
+    console.print(reports_line(paths), soft_wrap=True)
 

@@ -197,7 +197,8 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
         err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the same "
                           "command plus --resume")
 
-    bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="camera", unit="pairs")
+    bar = CampaignProgress(quiet=quiet, description="camera", unit="pairs", tally=config.new_tally(),
+                           count=lambda t: len(t.violations(criteria)), journal=out / JOURNAL_NAME)
     try:
         result = run_campaign(config, out, workers=workers, backend=backend, address=address, resume=resume,
                               force=force, on_pair=bar.on_pair,
@@ -286,7 +287,9 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
             console.print(f"  bundle {out / 'violations' / b['id']}: {b['model']} under "
                           f"{b.get('params', '')}: {math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°",
                           highlight=False, soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}", soft_wrap=True)
+    from lidarmt.engine.report import reports_line
+
+    console.print(reports_line(paths), soft_wrap=True)
     if fail_on_violation and (violations or findings):
         raise typer.Exit(1)
 

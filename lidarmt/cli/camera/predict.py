@@ -405,7 +405,13 @@ def predict(
             err_console.print(note, highlight=False, soft_wrap=True)
         result = run_predictions(model, src, frames=frames)
         sheet = contact_sheet(src, result) if out is not None else None
+        from lidarmt.camera.models.registry import training_frames
+
+        trained = training_frames(model_spec, options, src.labels())
     m = metrics(result["labels"], result["predictions"], train_mean=train_mean, train_mean_source=mean_source)
+    if trained is not None:
+        m["training_overlap"] = training_overlap(trained, result, train_mean=train_mean,
+                                                 train_mean_source=mean_source)
     if out is not None:
         write_picture(out, sheet)
     if json_out:
@@ -420,6 +426,29 @@ def predict(
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     _print(model, src_path, result, m, out)
+
+
+def training_overlap(trained: dict[str, Any], result: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """How many predicted frames trained the model (``trained``: :func:`~lidarmt.camera.models.registry.
+    training_frames`) and the metrics on the others alone (the held-out frames, None when there are none)."""
+    stop = trained["stop"]
+    keep = [k for k, i in enumerate(result["indices"]) if int(i) >= stop]
+    held = (metrics([result["labels"][k] for k in keep], [result["predictions"][k] for k in keep], **kw)
+            if keep else None)
+    return {**trained, "trained_on": len(result["indices"]) - len(keep), "predicted": len(result["indices"]),
+            "held_out": held}
+
+
+def overlap_note(model_name: str, o: dict[str, Any]) -> str:
+    """The line ``camera predict`` prints when frames it predicted trained the model."""
+    line = (f"note: {o['trained_on']:,} of these {o['predicted']:,} frame(s) trained {model_name} (frames 0-"
+            f"{o['stop'] - 1} of {o['data'] or 'its drive'}, per {o['card']}); the error on them is no test")
+    h = o.get("held_out")
+    if h and h.get("labelled"):
+        line += f"; on the {h['labelled']:,} held-out frame(s) alone: RMSE {h['rmse_deg']:.2f}°"
+    elif o["trained_on"] == o["predicted"]:
+        line += f"; its held-out frames are {o['stop']}-{o['frames'] - 1}"
+    return line
 
 
 def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any], out: Path | None) -> None:
@@ -450,5 +479,8 @@ def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any]
             highlight=False,
         )
         console.print(baseline_line(m), highlight=False)
+    o = m.get("training_overlap")
+    if o and o["trained_on"]:
+        console.print(overlap_note(model.name, o), highlight=False, markup=False, soft_wrap=True)
     if out is not None:
         console.print(f"contact sheet: {out} (label green, prediction red)", highlight=False)

@@ -164,7 +164,9 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
     from lidarmt.search.camera import arm_comparison, comparison_table
     from lidarmt.search.report import camera_summary, camera_table, write_camera_reports
 
-    bar = CampaignProgress(quiet=quiet, is_violation=lambda rec: False, description="search", unit="candidates")
+    bar = CampaignProgress(quiet=quiet, description="search", unit="candidates", tally=config.new_tally(),
+                           count=lambda t: len(_worst(config, t, lam=lam, tolerance=tolerance)),
+                           journal=out / JOURNAL_NAME)
     try:
         result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair, on_start=bar.on_start,
                               lock=lock, header_extra={"command": command, "environment": environment()})
@@ -200,7 +202,9 @@ def _run(config, out: Path, *, lock, resume: bool, force: bool, bundles: int, la
             console.print(f"  bundle {out / 'violations' / b['id']}: {b.get('params', '')}: "
                           f"{math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°", highlight=False,
                           soft_wrap=True)
-    console.print(f"reports: {paths['report.md']}  {paths['summary.json']}", soft_wrap=True)
+    from lidarmt.engine.report import reports_line
+
+    console.print(reports_line(paths), soft_wrap=True)
 
 
 def _worst(config, tally, *, lam: float, tolerance: float) -> list[tuple[tuple, dict]]:

@@ -203,8 +203,10 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
                                 roi=roi, roi_indices=roi_indices,
                                 info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
         write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
-        atomic_write_text(tmp / "report.md", bundle_markdown(info, source, follow, verdict))
+        md = bundle_markdown(info, source, follow, verdict)
+        atomic_write_text(tmp / "report.md", md)
         _json(tmp / "bundle.json", info)
+        _page(tmp, md, info, source, follow, {int(m.source): m.describe() for m in verdict.missing})
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -215,6 +217,22 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _page(tmp: Path, md: str, info: dict, source: Obstacles, follow: Obstacles, lost: dict[int, str]) -> None:
+    """The bundle's page (report.html): the pictures at full size, both obstacle tables, the commands."""
+    from lidarmt.engine.html import obstacle_table, write_bundle_page
+
+    commands = [info["replay_command"]]
+    if info.get("command"):
+        commands += ["# the campaign that found it:", info["command"]]
+    write_bundle_page(tmp, md, name=info["id"], pictures=[("bev.png", "bird's-eye view: the source, the follow-up and what was lost"),
+                                         ("bev_source.png", "source t"), ("bev_followup.png", "follow-up t′")],
+                      tables=[(f"source t: {len(source)} obstacles",
+                               obstacle_table(source.to_list(with_points=False), ident="source-table", lost=lost)),
+                              (f"follow-up t′: {len(follow)} obstacles",
+                               obstacle_table(follow.to_list(with_points=False), ident="followup-table"))],
+                      commands=commands)
 
 
 def _json(path: Path, obj: Any) -> None:

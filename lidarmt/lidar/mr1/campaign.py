@@ -287,13 +287,20 @@ def violating_keys(out: str | os.PathLike[str], *,
     """(key, record) of every pair that violates the count or the subset relation, sorted by (n, frame, trial).
     With an active ``lost_filter`` (--min-points, --min-size), only pairs that lost an obstacle passing it."""
     found: dict[Key, dict] = {}
-    flt = lost_filter if lost_filter is not None and lost_filter.active else None
     for rec in iter_records(Path(out) / JOURNAL_NAME):
-        if rec["status"] == "ok" and (rec["verdict"]["count_violation"] or rec["verdict"]["subset_violation"]):
-            if flt is not None and not any(flt.keeps(m) for m in rec["verdict"]["missing"]):
-                continue
+        if is_violating(rec, lost_filter=lost_filter):
             found.setdefault(record_key(rec), rec)
     return sorted(found.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2]))
+
+
+def is_violating(rec: Mapping[str, Any], *, lost_filter: LostFilter | None = None) -> bool:
+    """Whether one journal record is a violation the campaign counts (:func:`violating_keys`, and the progress
+    bar's count): an ok pair that violates the count or the subset relation, and with an active
+    ``lost_filter`` lost an obstacle passing it."""
+    if rec["status"] != "ok" or not (rec["verdict"]["count_violation"] or rec["verdict"]["subset_violation"]):
+        return False
+    flt = lost_filter if lost_filter is not None and lost_filter.active else None
+    return flt is None or any(flt.keeps(m) for m in rec["verdict"]["missing"])
 
 
 def lost_labelled(rec: Mapping[str, Any]) -> bool:

@@ -25,13 +25,12 @@ from lidarmt.engine.html import (
     Cell,
     Html,
     Page,
+    bundle_link,
+    bundle_thumb,
     chart_images,
     command_facts,
     esc,
     file_links,
-    href,
-    image,
-    link,
     p,
     page_writer,
     rate_cell,
@@ -717,7 +716,7 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
                               len(miss), ", ".join(f"{n} {k}" for k, n in kinds.items())]
             if labelled:
                 row.append(sum(1 for m in miss if m.get("label") == "labelled"))
-            row.append(link(href("violations", bid, "report.md"), bid) if bid in bundled else "")
+            row.append(bundle_link(out, f"violations/{bid}", bid) if bid in bundled else "")
             rows.append(row)
         body.append(table(head, rows, ident="pairs-table", filter_box=True))
         if more:
@@ -750,17 +749,17 @@ def _lidar_bundle_rows(out: Path, bundles: Sequence[Mapping[str, Any]]) -> tuple
         mini = Cell(f"{dd.get('size')} point(s), " + ("1-minimal" if dd.get("one_minimal") else str(dd.get("stopped", "")))
                     if dd else "–", sort=dd.get("size", -1) if dd else -1, cls="num")
         ns, nf = b.get("n_source"), b.get("n_follow")
-        pic = (image(href(folder, "bev.png"), f"{bid}: bird's-eye view", cls="thumb", lazy=True)
-               if (out / folder / "bev.png").is_file() else Html(""))
+        pic = bundle_thumb(out, folder, "bev.png", f"{bid}: bird's-eye view")
         lost = (b.get("lost") or "") + (f": {b['lost_details']}" if b.get("lost_details") else "")
-        rows.append([link(href(folder, "report.md"), bid) if (out / folder / "report.md").is_file() else bid,
+        rows.append([bundle_link(out, folder, bid),
                      k[1], k[0], k[2], b.get("relation", ""),
                      Cell(f"{ns} → {nf}", sort=(ns - nf) if isinstance(ns, int) and isinstance(nf, int) else 0,
                           cls="num"),
                      lost, mini, pic,
-                     file_links(out, folder, [("bundle.mcap", "MCAP"), ("foxglove-layout.json", "layout"),
-                                               ("report.md", "report"), ("replay.bag", "bag"),
-                                               ("bev_source.png", "source"), ("bev_followup.png", "follow-up")])])
+                     file_links(out, folder, [("report.html", "page"), ("bundle.mcap", "MCAP"),
+                                               ("foxglove-layout.json", "layout"), ("replay.bag", "bag"),
+                                               ("bev.png", "picture"), ("bev_source.png", "source"),
+                                               ("bev_followup.png", "follow-up")])])
     return head, rows
 
 

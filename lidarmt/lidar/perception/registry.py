@@ -35,9 +35,14 @@ class UnknownPerceptionError(ArgumentError):
 
 def _apollo(grid: int, **preset: Any) -> Callable[..., Perception]:
     def factory(**options: Any) -> Perception:
+        from lidarmt._plugins import check_options, keyword_options
         from lidarmt.lidar.perception.apollo.config import ApolloConfig
         from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
 
+        cfg_names = list(ApolloConfig.keys())
+        lop_keys = [k for k in keyword_options(ApolloLOP) or [] if k != "config" and k not in cfg_names]
+        check_options(options, ["config", "set", "overrides", *cfg_names, *lop_keys],
+                      what=f"the Apollo perception ({grid}x{grid} grid)", error=ArgumentError)
         config = options.pop("config", None)
         sets = options.pop("set", None) or options.pop("overrides", None)
         cfg_keys = set(ApolloConfig.keys())

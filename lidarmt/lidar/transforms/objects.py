@@ -115,12 +115,16 @@ class ObjectLibrary:
     @classmethod
     def from_recording(cls, path: str, *, frames: Iterable[int] | None = None, every: int = 1, **kwargs
                        ) -> ObjectLibrary:
-        """Objects of the labelled frames of a recording (``frames``: indices; default every ``every``-th)."""
+        """Objects of the labelled frames of a recording (``frames``: indices; default every ``every``-th); a
+        simulated bag's frames get their labels from the simulator's truth beside it (``x.labels.npz``)."""
         from lidarmt.io import open_recording
+        from lidarmt.lidar.sim.record import sim_truth
 
         with open_recording(path) as rec:
             idx = list(frames) if frames is not None else list(range(0, len(rec), max(1, every)))
-            lib = cls.from_frames((rec[i] for i in idx), description=path, **kwargs)
+            truth = sim_truth(path, rec)
+            at = truth[0] if truth is not None and truth[0] is not None else rec.__getitem__
+            lib = cls.from_frames((at(i) for i in idx), description=str(path), **kwargs)
         if not lib.objects:
             raise ObjectLibraryError(f"{path}: no labelled object with enough points to build an object library "
                                      "(it needs frames with boxes: KITTI labels, tracklets or simulator truth)")
