@@ -983,3 +983,59 @@ def test_lz4_chunk_content_size_claim_is_checked_before_allocating(data, claim):
         except RuntimeError:  # lz4's own error for a corrupt frame (a checksum): the readers wrap it
             return
     assert len(out) == claim
+
+
+# ----------------------------------------------------------------------------------------------- image headers
+
+#: every format opencv's imdecode reads in lidarmt's build, by the suffix cv2.imencode writes it under
+IMAGE_EXTS = (".png", ".jpg", ".bmp", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".pfm", ".ras", ".hdr", ".jp2",
+              ".pam", ".avif", ".gif")
+
+
+def _encode(ext: str, img: np.ndarray) -> bytes:
+    import cv2
+
+    if ext in (".pgm", ".pbm"):
+        img = img[:, :, 0]
+    ok, enc = cv2.imencode(ext, img)
+    assert ok, ext
+    return enc.tobytes()
+
+
+@CHEAP
+@given(ext=st.sampled_from(IMAGE_EXTS), w=st.integers(32, 64), h=st.integers(32, 64), seed=st.integers(0, 2**16))
+def test_image_header_agrees_with_opencv_in_every_format(ext, w, h, seed):
+    """The size read from the header of any format opencv decodes is the size opencv decodes (issue 29, item 1)."""
+    from lidarmt._limits import image_header
+    from lidarmt.camera.sources.decode import decode_bytes
+
+    img = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    data = _encode(ext, img)
+    assert image_header(data)[:2] == (w, h), ext
+    assert decode_bytes(data, "x").shape == (h, w, 3)
+
+
+@DAMAGE
+@given(ext=st.sampled_from(IMAGE_EXTS), at=st.integers(0, 63), patch=st.binary(min_size=1, max_size=8),
+       w=st.integers(32, 40), h=st.integers(32, 40))
+def test_a_damaged_image_header_is_refused_or_decodes_to_its_size(ext, at, patch, w, h):
+    """Whatever a damaged header says, opencv never decodes more than lidarmt read from it: the image is refused
+    (a UserError) or decodes to exactly the header's size, and the pixel cap is applied before decoding."""
+    import lidarmt._limits as limits
+    from lidarmt.camera.sources.decode import decode_bytes
+
+    data = bytearray(_encode(ext, np.full((h, w, 3), 77, np.uint8)))
+    data[at:at + len(patch)] = patch
+    data = bytes(data)
+    old, limits.MAX_IMAGE_PIXELS = limits.MAX_IMAGE_PIXELS, 1 << 16
+    try:
+        with guarded(memory=256 << 20):
+            try:
+                img = decode_bytes(data, "x")
+            except UserError:
+                return
+    finally:
+        limits.MAX_IMAGE_PIXELS = old
+    head = limits.image_header(data)
+    assert head is not None and img.shape[:2] == (head[1], head[0]), (ext, head, img.shape)
+    assert head[0] * head[1] <= 1 << 16  # (opencv's JPEG 2000 decoder needs 32×32 at least)
