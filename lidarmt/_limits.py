@@ -304,7 +304,7 @@ def check_image(data: bytes, *, what: str, error: type[UserError] = InputError,
     max_pixels = MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
     head = image_header(data)
     if head is None:
-        raise error(f"{what}: not an image lidarmt reads, or its header is damaged (the formats read are "
+        raise error(f"{what}: not a readable image (not in a format lidarmt reads, or a damaged header; it reads "
                     f"{', '.join(IMAGE_FORMATS)})")
     w, h, c = head
     if w * h > max_pixels:
