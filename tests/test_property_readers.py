@@ -1039,3 +1039,73 @@ def test_a_damaged_image_header_is_refused_or_decodes_to_its_size(ext, at, patch
     head = limits.image_header(data)
     assert head is not None and img.shape[:2] == (head[1], head[0]), (ext, head, img.shape)
     assert head[0] * head[1] <= 1 << 16  # (opencv's JPEG 2000 decoder needs 32×32 at least)
+
+
+# ----------------------------------------------------------------------------------------------- .pt files
+
+
+@st.composite
+def crafted_tensors(draw):
+    """A tensor as a stranger's .pt may hold one: honest, a view at an offset, transposed, or expanded (stride 0)
+    to claim far more elements than it stores."""
+    import torch
+
+    kind = draw(st.sampled_from(["honest", "expanded", "view", "transposed", "int"]))
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=0, max_size=3)))
+    if kind == "expanded":
+        big = tuple(draw(st.lists(st.integers(1, 1 << 20), min_size=1, max_size=4)))
+        return torch.zeros(1, dtype=torch.float16).expand(*big) if len(big) else torch.zeros(1)
+    if kind == "view":
+        base = torch.zeros(256, dtype=torch.float16)
+        n = int(np.prod(shape)) if shape else 1
+        off = draw(st.integers(0, 256 - n))
+        return base[off:off + n].view(shape)
+    if kind == "transposed" and len(shape) >= 2:
+        return torch.zeros(shape, dtype=torch.float16).transpose(0, 1)
+    if kind == "int":
+        return torch.zeros(shape, dtype=torch.int64)
+    return torch.zeros(shape, dtype=torch.float16)
+
+
+@st.composite
+def meta_values(draw):
+    depth = draw(st.integers(0, 3))
+    if depth == 3:
+        n = draw(st.integers(150, 50_000))
+        return "[" * n + "]" * n
+    return draw(st.one_of(st.just("{}"), st.text(max_size=40), st.integers(), st.none(),
+                          st.just('{"a": [1, 2, {"b": null}]}'), st.binary(max_size=20)))
+
+
+@DAMAGE
+@given(arch=st.sampled_from(["dave-orig", "epoch", "nonsense", 3]), keep=st.floats(0, 1), data=st.data(),
+       meta=meta_values())
+def test_crafted_weights_files_load_or_raise_one_line(arch, keep, data, meta):
+    """A steering weights file with any tensors (shapes, strides, expansions, names) and any ``meta`` either
+    loads into its architecture or raises ModelError, with bounded memory and time (issue 29, item 3)."""
+    import torch
+
+    from lidarmt.camera.models.archs import ARCHS
+    from lidarmt.camera.models.weightsfile import WEIGHTS_FORMAT, WEIGHTS_VERSION
+    from lidarmt.camera.models.zoo import model_from_file
+
+    real = ARCHS["dave-orig"].build().state_dict()
+    names = list(real)
+    state = {k: torch.zeros_like(v, dtype=torch.float16) for k, v in real.items()}
+    for k in names[: int(keep * len(names))]:  # some tensors crafted, under a real name or a made-up one
+        name = data.draw(st.sampled_from([k, k + ".x", "z" * 300]))
+        state.pop(k)
+        state[name] = data.draw(crafted_tensors())
+    blob = {"format": WEIGHTS_FORMAT, "version": WEIGHTS_VERSION, "arch": arch, "dtype": "float16",
+            "state_dict": state, "meta": meta}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "w.pt"
+        torch.save(blob, path)
+        with guarded(memory=512 << 20):
+            try:
+                model = model_from_file(path)
+            except UserError as err:
+                assert "\n" not in str(err)
+                return
+    loaded = model.module.state_dict() if hasattr(model, "module") else None
+    assert arch == "dave-orig" and (loaded is None or all(loaded[k].shape == v.shape for k, v in real.items()))
