@@ -1109,3 +1109,79 @@ def test_crafted_weights_files_load_or_raise_one_line(arch, keep, data, meta):
                 return
     loaded = model.module.state_dict() if hasattr(model, "module") else None
     assert arch == "dave-orig" and (loaded is None or all(loaded[k].shape == v.shape for k, v in real.items()))
+
+
+# ----------------------------------------------------------------------------------------------- label files
+
+LABEL_TOKENS = st.one_of(st.sampled_from(["Car", "Van", "DontCare", "Pedestrian", "Tram", "Zeppelin", "nan", "inf",
+                                          "-inf", "1e999", "-1", "0", "", "\u00e9"]),
+                         st.floats(-1e6, 1e6).map(repr))
+
+
+@st.composite
+def kitti_label_files(draw) -> str:
+    """label_2 text of any length: a few random lines (random tokens, numbers, nan/inf), maybe repeated past any
+    count a frame may have."""
+    lines = []
+    for _ in range(draw(st.integers(0, 8))):
+        if draw(st.booleans()):
+            nums = draw(st.lists(st.floats(0, 60, allow_nan=False), min_size=14, max_size=14))
+            lines.append(" ".join([draw(st.sampled_from(["Car", "Cyclist", "Misc"]))] + [repr(v) for v in nums]))
+        else:
+            lines.append(" ".join(draw(st.lists(LABEL_TOKENS, max_size=18))))
+    repeat = draw(st.sampled_from([1, 1, 1, 2_000, 10_001]))
+    return "\n".join(lines * repeat) + draw(st.sampled_from(["", "\n", "\r\n"]))
+
+
+@CHEAP
+@given(text=kitti_label_files())
+def test_kitti_label_files_of_any_length_read_finite_boxes_or_one_line(text):
+    """A label_2 file of any length and content gives finite boxes, at most MAX_BOXES_PER_FRAME of them, or a
+    one-line UserError (issue 29, items 4 and 5)."""
+    from lidarmt.io.kitti import read_label_boxes
+    from lidarmt.io.tracklets import MAX_BOX_SIDE, MAX_BOXES_PER_FRAME
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "000000.txt"
+        path.write_text(text, encoding="utf-8")
+        with guarded():
+            try:
+                boxes = read_label_boxes(path, np.eye(4))
+            except UserError as err:
+                assert "\n" not in str(err)
+                return
+    assert len(boxes) <= MAX_BOXES_PER_FRAME
+    assert all(np.isfinite(boxes[k]).all() for k in ("cx", "cy", "cz", "length", "width", "height", "yaw"))
+    assert (boxes["length"] <= MAX_BOX_SIDE).all() and (boxes["height"] >= 0).all()
+
+
+@st.composite
+def boxes_and_points(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n, m = draw(st.integers(0, 400)), draw(st.integers(0, 30))
+    span = draw(st.sampled_from([1.0, 10.0, 100.0]))
+    xyz = rng.uniform(-span, span, (n, 3)).astype(np.float32)
+    if n and draw(st.booleans()):
+        xyz[rng.integers(0, n, 3)] = np.nan
+    boxes = np.zeros(m, BOX_DTYPE)
+    for k in ("cx", "cy", "cz"):
+        boxes[k] = rng.uniform(-span, span, m)
+    for k in ("length", "width", "height"):
+        boxes[k] = rng.uniform(0, span, m) * rng.choice([0.0, 0.1, 1.0, 10.0], m)
+    boxes["yaw"] = rng.uniform(-7, 7, m)
+    boxes["instance"] = rng.integers(-1, 5, m)
+    boxes["meta"] = rng.integers(0, 5, m)
+    if m >= 2 and draw(st.booleans()):
+        boxes[1] = boxes[0]  # the same box twice: the tie rule
+    return make_points(xyz), boxes, draw(st.sampled_from([0.0, 0.2, -0.05]))
+
+
+@CHEAP
+@given(case=boxes_and_points())
+def test_points_in_boxes_agrees_with_its_numpy_reference(case):
+    """The grid-indexed box membership labels exactly the points the boxes × points reference labels."""
+    from lidarmt.io.tracklets import points_in_boxes, points_in_boxes_reference
+
+    pts, boxes, margin = case
+    got, want = points_in_boxes(pts, boxes, margin=margin), points_in_boxes_reference(pts, boxes, margin=margin)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
