@@ -308,3 +308,26 @@ def test_journal_lines_outside_the_plan_are_refused(small_run, tmp_path, change,
     with pytest.raises(FuzzInputError, match=words):
         run_campaign(cfg, out, resume=True)
     load_tally(run)  # the untouched journal folds as before
+
+
+def test_a_camera_bundle_without_transform_replays_without_a_traceback(tmp_path, capsys):
+    """Item 5: a camera bundle (a pairs campaign's, or a search's with its steps) without ``transform`` in
+    bundle.json (manifest rewritten) ended replay with a KeyError at its last print."""
+    from test_camera_model_paths import _folder
+
+    from lidarmt.engine.manifest import MANIFEST_NAME, write_manifest
+
+    src = _folder(tmp_path / "sunny", ["a.png", "b.png"], flip=False)
+    fu = _folder(tmp_path / "night", ["a.png", "b.png"], flip=True)
+    out = tmp_path / "run"
+    assert main(["camera", "fuzz", "--pairs", str(src), str(fu), "--model", "test_camera_campaign:tilt",
+                 "--tolerance", "5", "--out", str(out), "--bundles", "1", "-q"]) == 0
+    bundle = next((out / "violations").iterdir())
+    info = json.loads((bundle / "bundle.json").read_text())
+    info.pop("transform", None)
+    (bundle / "bundle.json").write_text(json.dumps(info))
+    names = list(json.loads((bundle / MANIFEST_NAME).read_text())["files"])
+    write_manifest(bundle, names)
+    capsys.readouterr()
+    assert main(["replay", str(bundle), "--trust-code"]) == 0
+    assert "external follow-up" in capsys.readouterr().out
