@@ -331,3 +331,20 @@ def test_a_camera_bundle_without_transform_replays_without_a_traceback(tmp_path,
     capsys.readouterr()
     assert main(["replay", str(bundle), "--trust-code"]) == 0
     assert "external follow-up" in capsys.readouterr().out
+
+
+def test_search_top_beyond_the_budget_is_one_line():
+    """Item 5: ``fuzz --search es --budget 2 --top 1000000`` planned 4,000,000 validation pairs and ended in a
+    MemoryError after a minute; an arm tries at most --budget conditions, so --top is bounded by it."""
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
+    from lidarmt.search.errors import SearchArgumentError
+    from lidarmt.search.lidar import LidarSearchConfig
+
+    def cfg(top: int) -> LidarSearchConfig:
+        return LidarSearchConfig(SourceSpec("x"), RoiSpec("test_fuzz_support:strip_roi"),
+                                 SutSpec("test_fuzz_support:grid_sut"), (0,), (1, 2), strategy="es", budget=2,
+                                 top=top)
+
+    with pytest.raises(SearchArgumentError, match="--top 1000000"):
+        cfg(1_000_000)
+    assert cfg(2).top == 2
