@@ -348,3 +348,51 @@ def test_search_top_beyond_the_budget_is_one_line():
     with pytest.raises(SearchArgumentError, match="--top 1000000"):
         cfg(1_000_000)
     assert cfg(2).top == 2
+
+
+# ----------------------------------------------------------------------------------------------- 9: recipes
+
+
+@pytest.mark.parametrize("option", [{"output": "1e308"}, {"output": -1e308}, {"output": "1e-300"},
+                                    {"scale": "x*1e308"}, {"lambda": "x/1e-308"}, {"scale": "x-1e308"}])
+def test_recipe_values_that_overflow_the_angles_are_refused(tmp_path, option):
+    """Item 9: ``--model-option output=1e308`` printed ±inf predictions, "MSE inf" and an undefined Pearson
+    correlation as +0.000, rc 0: a recipe value must be a plausible unit or normalisation."""
+    from test_camera_keras import keras2_layers, write_keras
+
+    from lidarmt.camera.errors import ModelError
+    from lidarmt.camera.models import keras as K
+
+    path = write_keras(tmp_path / "k2.h5", keras2_layers(), version=2)
+    with pytest.raises(ModelError, match="output|lambda"):
+        K.load_keras(path, **option)
+    assert K.load_keras(path, output="0.5").keras.output == "x0.5"
+
+
+def test_predict_refuses_angles_past_the_campaign_limit(tmp_path, capsys):
+    """Item 9: a model whose angles are finite but beyond MAX_ANGLE_RAD (squares overflow: MSE inf) is one
+    line from ``camera predict``, as campaigns already count it a finding."""
+    import cv2
+
+    (tmp_path / "imgs").mkdir()
+    for i in range(2):
+        cv2.imwrite(str(tmp_path / "imgs" / f"{i}.png"), np.full((24, 32, 3), 90 * i, np.uint8))
+    assert main(["camera", "predict", str(tmp_path / "imgs"), "--model", "test_hardening_round3_content:huge_model",
+                 ]) == 2
+    _one_line(capsys, "out-of-range")
+
+
+def huge_model(**_options):
+    """A steering model whose angles are finite and absurd (1e300 rad)."""
+    from lidarmt.camera.models.base import InputSpec
+
+    class Huge:
+        name = "huge"
+        input_spec = InputSpec(24, 32)
+        module = None
+        card = ""
+
+        def predict(self, images):
+            return np.full(len(images), 1e300)
+
+    return Huge()
