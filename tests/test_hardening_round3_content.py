@@ -396,3 +396,26 @@ def huge_model(**_options):
             return np.full(len(images), 1e300)
 
     return Huge()
+
+
+# ----------------------------------------------------------------------------------------------- 12: options
+
+
+def test_a_level_setting_a_parameter_twice_is_one_line(capsys):
+    """Item 12: ``--levels 'visibility_m=50,visibility_m=60'`` ran only 60 m but labelled the run with both."""
+    from lidarmt.lidar.campaign import transform_refs
+    from lidarmt.lidar.errors import LidarTransformError
+
+    with pytest.raises(LidarTransformError, match="'visibility_m' is given twice"):
+        transform_refs(["fog"], levels=("visibility_m=50,visibility_m=60",))
+    assert len(transform_refs(["fog"], levels=("visibility_m=50", "visibility_m=60"))[0].levels) == 2
+    assert main(["fuzz", "--transforms", "fog", "--levels", "visibility_m=50,visibility_m=60", "--bag", "nowhere",
+                 "--map", "test_fuzz_support:strip_roi",
+                 "--out", "nowhere-run"]) == 2
+    _one_line(capsys, "given twice")
+
+
+def test_evaluate_frames_below_one_is_one_line(tmp_path, capsys):
+    """Item 12: ``evaluate --frames -1`` exited 0 with "0/-1" and an all-zero table."""
+    assert main(["evaluate", "--data", str(tmp_path), "--frames", "-1"]) == 2
+    _one_line(capsys, "--frames -1")
