@@ -231,6 +231,7 @@ def test_a_tracklet_frame_with_100000_boxes_is_refused():
         TrackletLabels([Tracklet("Car", 1.5, 1.8, 4.0, 0, one)] * (MAX_BOXES_PER_FRAME + 1))
 
 
+@pytest.mark.slow  # a million points, 100,000 boxes in a child
 def test_box_membership_scales_with_the_points_near_the_boxes():
     """Item 4: 100,000 small boxes over 1,000,000 points: the old boxes × points loop takes over half an hour on
     a quiet machine; the grid takes seconds. Bounded in a child far below the old time."""
@@ -419,3 +420,44 @@ def test_evaluate_frames_below_one_is_one_line(tmp_path, capsys):
     """Item 12: ``evaluate --frames -1`` exited 0 with "0/-1" and an all-zero table."""
     assert main(["evaluate", "--data", str(tmp_path), "--frames", "-1"]) == 2
     _one_line(capsys, "--frames -1")
+
+
+@pytest.fixture(scope="module")
+def trained_one_epoch(tmp_path_factory):
+    """A dave2 run of one epoch on 6 frames: its checkpoint.pt is what a stranger's --resume would trust."""
+    from test_camera_campaign import write_udacity
+
+    root = tmp_path_factory.mktemp("train")
+    drive = write_udacity(root / "drive", 6)
+    out = root / "run"
+    assert main(["camera", "train", "--arch", "dave2", "--data", str(drive), "--out", str(out), "--epochs", "1"]) == 0
+    return drive, out
+
+
+@pytest.mark.slow  # trains dave2 for an epoch (about 15 s on a quiet machine)
+@pytest.mark.parametrize("change, words", [
+    ({"best_mse": float("nan")}, "best_mse nan"),  # better epochs were never kept; the card reported the old one
+    ({"history": "[1, 2]"}, "history: record 1"),  # a TypeError at the end of training
+    ({"history": '[{"stage": "cnn"}]'}, "history: record 1"),  # a KeyError
+    ({"history": "[]"}, "0 records for 1 epochs"),
+    ({"best_state": None}, "best weights"),
+])
+def test_a_tampered_training_checkpoint_is_refused_on_resume(trained_one_epoch, tmp_path, capsys, change, words):
+    """Item 12: ``camera train --resume`` trusted a checkpoint's contents: ``history`` of the wrong shape gave a
+    TypeError or KeyError, ``best_mse = NaN`` kept every later epoch from being the best, rc 0."""
+    import shutil
+
+    import torch
+
+    drive, run = trained_one_epoch
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    ck = torch.load(out / "checkpoint.pt", weights_only=True)
+    ck.update(change)
+    torch.save(ck, out / "checkpoint.pt")
+    capsys.readouterr()
+    assert main(["camera", "train", "--arch", "dave2", "--data", str(drive), "--out", str(out), "--resume",
+                 "--epochs", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # progress lines, then the error
+    assert err[-1].startswith("lidarmt: error:") and "checkpoint.pt" in err[-1] and words in err[-1], err
+    assert not any("Traceback" in x for x in err)
