@@ -461,3 +461,30 @@ def test_a_tampered_training_checkpoint_is_refused_on_resume(trained_one_epoch, 
     err = capsys.readouterr().err.strip().splitlines()  # progress lines, then the error
     assert err[-1].startswith("lidarmt: error:") and "checkpoint.pt" in err[-1] and words in err[-1], err
     assert not any("Traceback" in x for x in err)
+
+
+def test_a_disk_full_before_the_journal_header_resumes_as_it_says(small_run, tmp_path, monkeypatch):
+    """Item 12: a full disk before the journal's header was written said "run the same command with --resume",
+    which then refused the empty journal ("not a lidarmt campaign journal"): both now agree."""
+    import errno
+
+    from lidarmt.engine import journal as J
+    from lidarmt.engine.errors import FuzzOutputError
+    from lidarmt.lidar.mr1.campaign import run_campaign
+
+    cfg, _ = small_run
+    real = J.Journal.write
+
+    def full(self, record):
+        if record.get("type") == "header":
+            raise J._disk_error(self.path, OSError(errno.ENOSPC, "No space left on device"))
+        return real(self, record)
+
+    monkeypatch.setattr(J.Journal, "write", full)
+    out = tmp_path / "run"
+    with pytest.raises(FuzzOutputError, match="--resume"):
+        run_campaign(cfg, out)
+    assert (out / J.JOURNAL_NAME).stat().st_size == 0
+    monkeypatch.setattr(J.Journal, "write", real)
+    res = run_campaign(cfg, out, resume=True)
+    assert res.tally.done == cfg.total == 4

@@ -954,6 +954,10 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
                   header_extra: Mapping[str, Any] | None) -> tuple[Any, Journal, int]:
     path = out / JOURNAL_NAME
     tally = config.new_tally()
+    if resuming and path.is_file() and path.stat().st_size == 0:
+        # a journal whose header never reached the disk (it was full): nothing was judged, so --resume, as
+        # the full-disk message says, starts the campaign afresh rather than refusing the empty file
+        resuming = False
     if resuming:
         header = read_header(path)
         stored = header.get("config", {})
