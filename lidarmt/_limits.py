@@ -9,8 +9,8 @@ that kind lives here, so that all commands apply the same rules:
   ``set_num_threads(100000)``);
 * :func:`check_memory`: an allocation a file or option asks for is at most the memory available now;
 * :func:`check_count`: a count (pairs, items) is at most a limit the caller states;
-* :func:`image_header` / :func:`check_image`: a PNG's or JPEG's size read from its header, before decoding
-  (a 30000×30000 PNG of a few kB decodes to 2.5 GB: a decompression bomb);
+* :func:`image_header` / :func:`check_image`: an image's size read from its header, before decoding, in every
+  format opencv decodes (a 30000×30000 PNG or BMP of a few kB decodes to 2.5 GB: a decompression bomb);
 * :func:`loads_json`: JSON of any nesting depth is parsed or refused in one line (``json.loads`` raises
   ``RecursionError`` on deep nesting).
 
@@ -109,52 +109,208 @@ def check_count(n: Any, *, what: str, limit: int, error: type[UserError] = Argum
 
 # ----------------------------------------------------------------------------------------------- images
 
+#: the image formats :func:`image_header` reads a size from: every format opencv's ``imdecode`` decodes in the
+#: build lidarmt uses (opencv picks the decoder by the bytes, whatever the file's name ends with), so no image
+#: reaches a decoder before its size is known; bytes of any other kind are refused
+IMAGE_FORMATS = ("PNG", "JPEG", "BMP", "GIF", "TIFF", "WebP", "PNM (PBM/PGM/PPM/PAM)", "PFM", "Sun raster",
+                 "Radiance HDR", "JPEG 2000", "AVIF")
+
+
+def _pnm_tokens(data: bytes, start: int, count: int) -> list[int] | None:
+    """The first ``count`` whole numbers of a PNM/PFM header after the magic (``#`` comments skipped)."""
+    out: list[int] = []
+    i, n = start, min(len(data), 4096)
+    while len(out) < count and i < n:
+        ch = data[i]
+        if ch == 0x23:  # '#': a comment to the end of the line
+            while i < n and data[i] not in (0x0A, 0x0D):
+                i += 1
+        elif chr(ch).isspace():
+            i += 1
+        elif 0x30 <= ch <= 0x39:
+            j = i
+            while j < n and 0x30 <= data[j] <= 0x39 and j - i < 12:
+                j += 1
+            out.append(int(data[i:j]))
+            i = j
+        else:
+            return None
+    return out if len(out) == count else None
+
+
+def _tiff_header(data: bytes) -> tuple[int, int, int] | None:
+    """Width, height, samples per pixel from a (Big)TIFF's first image directory."""
+    end = "<" if data[:2] == b"II" else ">"
+    big = struct.unpack_from(end + "H", data, 2)[0] == 43
+    if big:
+        (ifd,) = struct.unpack_from(end + "Q", data, 8)
+        (n,) = struct.unpack_from(end + "Q", data, ifd)
+        first, size, entry = ifd + 8, 20, end + "HHQ"
+    else:
+        (ifd,) = struct.unpack_from(end + "I", data, 4)
+        (n,) = struct.unpack_from(end + "H", data, ifd)
+        first, size, entry = ifd + 2, 12, end + "HHI"
+    tags: dict[int, int] = {}
+    for k in range(min(n, 4096)):
+        at = first + k * size
+        tag, kind, _count = struct.unpack_from(entry, data, at)
+        value_at = at + struct.calcsize(entry)
+        if kind == 3:  # SHORT
+            tags[tag] = struct.unpack_from(end + "H", data, value_at)[0]
+        elif kind == 4:  # LONG
+            tags[tag] = struct.unpack_from(end + "I", data, value_at)[0]
+        elif kind == 16:  # LONG8 (BigTIFF)
+            tags[tag] = struct.unpack_from(end + "Q", data, value_at)[0]
+    if 256 not in tags or 257 not in tags:
+        return None
+    return tags[256], tags[257], max(1, tags.get(277, 1))
+
+
+def _webp_header(data: bytes) -> tuple[int, int, int] | None:
+    kind = data[12:16]
+    if kind == b"VP8X":
+        w = 1 + int.from_bytes(data[24:27], "little")
+        h = 1 + int.from_bytes(data[27:30], "little")
+        return (w, h, 4) if len(data) >= 30 else None
+    if kind == b"VP8L":
+        if data[20] != 0x2F:
+            return None
+        (bits,) = struct.unpack_from("<I", data, 21)
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1, 4
+    if kind == b"VP8 ":
+        if data[23:26] != b"\x9d\x01\x2a":
+            return None
+        w, h = struct.unpack_from("<HH", data, 26)
+        return w & 0x3FFF, h & 0x3FFF, 3
+    return None
+
+
+def _hdr_header(data: bytes) -> tuple[int, int, int] | None:
+    """A Radiance HDR's size: the resolution line (``-Y h +X w``) after the blank line that ends the header."""
+    end = data.find(b"\n\n", 0, 65536)
+    if end < 0:
+        return None
+    line = data[end + 2:end + 2 + 64].split(b"\n", 1)[0].split()
+    if len(line) != 4 or not (line[1].isdigit() and line[3].isdigit()):
+        return None
+    a, b = int(line[1]), int(line[3])
+    return (b, a, 3) if line[0][-1:] in (b"Y", b"y") else (a, b, 3)
+
+
+def _jp2_header(data: bytes) -> tuple[int, int, int] | None:
+    if data[:4] == b"\xff\x4f\xff\x51":  # a bare codestream: its SIZ marker
+        xs, ys, xo, yo = struct.unpack_from(">IIII", data, 8)
+        (nc,) = struct.unpack_from(">H", data, 40)
+        return max(0, xs - xo), max(0, ys - yo), max(1, nc)
+    at = data.find(b"ihdr", 0, 65536)  # a JP2 file: the image header box
+    if at < 0:
+        return None
+    h, w, nc = struct.unpack_from(">IIH", data, at + 4)
+    return w, h, max(1, nc)
+
+
+def _avif_header(data: bytes) -> tuple[int, int, int] | None:
+    """The largest image spatial extent (``ispe``) an AVIF declares: every item, grid or tile, has one."""
+    best: tuple[int, int, int] | None = None
+    at = data.find(b"ispe")
+    while at >= 0:
+        w, h = struct.unpack_from(">II", data, at + 8)
+        if best is None or w * h > best[0] * best[1]:
+            best = (w, h, 4)
+        at = data.find(b"ispe", at + 4)
+    return best
+
+
+def _jpeg_header(data: bytes) -> tuple[int, int, int] | None:
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            i += 1  # padding or garbage between segments
+            continue
+        marker = data[i + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+            i += 1 if marker == 0xFF else 2
+            continue
+        (length,) = struct.unpack(">H", data[i + 2:i + 4])
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOFn
+            if i + 10 > len(data):
+                return None
+            h, w = struct.unpack(">HH", data[i + 5:i + 9])
+            return w, h, data[i + 9]
+        if marker in (0xD9, 0xDA):  # end of image, start of scan: no frame header before it
+            return None
+        i += 2 + length
+    return None
+
 
 def image_header(data: bytes) -> tuple[int, int, int] | None:
-    """``(width, height, channels)`` of a PNG or JPEG from the first bytes of the file (a PNG's IHDR; a JPEG's
-    first SOF marker, which may come after a few kB of EXIF: give 64 kB or the whole file), or None when ``data``
-    is neither format or its header is cut off. Nothing is decoded."""
-    if data[:8] == b"\x89PNG\r\n\x1a\n":
-        if len(data) < 26 or data[12:16] != b"IHDR":
-            return None
-        w, h = struct.unpack(">II", data[16:24])
-        color = data[25]
-        channels = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}.get(color, 4)
-        return w, h, channels
-    if data[:2] == b"\xff\xd8":
-        i = 2
-        while i + 4 <= len(data):
-            if data[i] != 0xFF:
-                i += 1  # padding or garbage between segments
-                continue
-            marker = data[i + 1]
-            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
-                i += 1 if marker == 0xFF else 2
-                continue
-            (length,) = struct.unpack(">H", data[i + 2:i + 4])
-            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # SOFn
-                if i + 10 > len(data):
-                    return None
-                h, w = struct.unpack(">HH", data[i + 5:i + 9])
-                return w, h, data[i + 9]
-            if marker in (0xD9, 0xDA):  # end of image, start of scan: no frame header before it
+    """``(width, height, channels)`` of an image in any of :data:`IMAGE_FORMATS`, read from its header (a PNG's
+    IHDR, a JPEG's first SOF marker, a BMP's info header, a TIFF's first directory, ...), or None when ``data``
+    is none of them or its header is cut off or damaged. Nothing is decoded. Give the whole file: a JPEG's SOF
+    may follow a large EXIF block, a TIFF's directory may lie at its end."""
+    data = bytes(data)
+    try:
+        if data[:8] == b"\x89PNG\r\n\x1a\n":
+            if len(data) < 26 or data[12:16] != b"IHDR":
                 return None
-            i += 2 + length
+            w, h = struct.unpack(">II", data[16:24])
+            return w, h, {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}.get(data[25], 4)
+        if data[:2] == b"\xff\xd8":
+            return _jpeg_header(data)
+        if data[:2] == b"BM":
+            (dib,) = struct.unpack_from("<I", data, 14)
+            if dib == 12:  # OS/2 core header
+                w, h, _planes, bpp = struct.unpack_from("<HHHH", data, 18)
+            else:
+                w, h, _planes, bpp = struct.unpack_from("<iiHH", data, 18)
+            return abs(w), abs(h), max(3, bpp // 8)
+        if data[:6] in (b"GIF87a", b"GIF89a"):
+            w, h = struct.unpack_from("<HH", data, 6)
+            return w, h, 4
+        if data[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+"):
+            return _tiff_header(data)
+        if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            return _webp_header(data)
+        if data[:1] == b"P" and data[1:2] in (b"1", b"2", b"3", b"4", b"5", b"6"):
+            wh = _pnm_tokens(data, 2, 2)
+            return None if wh is None else (wh[0], wh[1], 3)
+        if data[:2] in (b"PF", b"Pf"):
+            wh = _pnm_tokens(data, 2, 2)
+            return None if wh is None else (wh[0], wh[1], 3 * 4)  # 32-bit floats per channel
+        if data[:3] == b"P7\n":
+            head = data[:4096].split(b"ENDHDR", 1)[0].split()
+            fields = {k: v for k, v in zip(head[1::2], head[2::2], strict=False)}
+            w, h = int(fields[b"WIDTH"]), int(fields[b"HEIGHT"])
+            return w, h, max(1, int(fields.get(b"DEPTH", b"3")))
+        if data[:4] == b"\x59\xa6\x6a\x95":
+            w, h = struct.unpack_from(">II", data, 4)
+            return w, h, 3
+        if data[:2] == b"#?":
+            return _hdr_header(data)
+        if data[:12] == b"\x00\x00\x00\x0cjP  \r\n\x87\n" or data[:4] == b"\xff\x4f\xff\x51":
+            return _jp2_header(data)
+        if data[4:8] == b"ftyp":
+            return _avif_header(data)
+    except (struct.error, ValueError, KeyError, IndexError):
+        return None
     return None
 
 
 def check_image(data: bytes, *, what: str, error: type[UserError] = InputError,
-                max_pixels: int = MAX_IMAGE_PIXELS) -> None:
-    """Refuse (one line) a PNG or JPEG whose header claims more than ``max_pixels`` pixels or more memory than
-    is available, before it is decoded; other formats and unreadable headers are left to the decoder."""
+                max_pixels: int | None = None) -> None:
+    """Refuse (one line) an image whose header claims more than ``max_pixels`` pixels or more memory than is
+    available, before it is decoded; refuse too bytes in no format of :data:`IMAGE_FORMATS` or with a damaged
+    header, since the decoder would then be the first to learn the size. Give the whole file."""
+    max_pixels = MAX_IMAGE_PIXELS if max_pixels is None else max_pixels
     head = image_header(data)
     if head is None:
-        return
+        raise error(f"{what}: not a readable image (not in a format lidarmt reads, or a damaged header; it reads "
+                    f"{', '.join(IMAGE_FORMATS)})")
     w, h, c = head
     if w * h > max_pixels:
         raise error(f"{what}: the image claims {w}×{h} pixels, more than the {max_pixels:,} lidarmt decodes "
                     "(a decompression bomb, or not a camera frame), so it is refused")
-    check_memory(w * h * max(3, c), what=f"{what}: its {w}×{h} image", error=error)
+    check_memory(w * h * max(3, c) * 2, what=f"{what}: its {w}×{h} image", error=error)
 
 
 # ----------------------------------------------------------------------------------------------- JSON

@@ -983,3 +983,205 @@ def test_lz4_chunk_content_size_claim_is_checked_before_allocating(data, claim):
         except RuntimeError:  # lz4's own error for a corrupt frame (a checksum): the readers wrap it
             return
     assert len(out) == claim
+
+
+# ----------------------------------------------------------------------------------------------- image headers
+
+#: every format opencv's imdecode reads in lidarmt's build, by the suffix cv2.imencode writes it under
+IMAGE_EXTS = (".png", ".jpg", ".bmp", ".tiff", ".webp", ".ppm", ".pgm", ".pbm", ".pfm", ".ras", ".hdr", ".jp2",
+              ".pam", ".avif", ".gif")
+
+
+def _encode(ext: str, img: np.ndarray) -> bytes:
+    import cv2
+
+    if ext in (".pgm", ".pbm"):
+        img = img[:, :, 0]
+    ok, enc = cv2.imencode(ext, img)
+    assert ok, ext
+    return enc.tobytes()
+
+
+@CHEAP
+@given(ext=st.sampled_from(IMAGE_EXTS), w=st.integers(32, 64), h=st.integers(32, 64), seed=st.integers(0, 2**16))
+def test_image_header_agrees_with_opencv_in_every_format(ext, w, h, seed):
+    """The size read from the header of any format opencv decodes is the size opencv decodes (issue 29, item 1)."""
+    from lidarmt._limits import image_header
+    from lidarmt.camera.sources.decode import decode_bytes
+
+    img = np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    data = _encode(ext, img)
+    assert image_header(data)[:2] == (w, h), ext
+    assert decode_bytes(data, "x").shape == (h, w, 3)
+
+
+@DAMAGE
+@given(ext=st.sampled_from(IMAGE_EXTS), at=st.integers(0, 63), patch=st.binary(min_size=1, max_size=8),
+       w=st.integers(32, 40), h=st.integers(32, 40))
+def test_a_damaged_image_header_is_refused_or_decodes_to_its_size(ext, at, patch, w, h):
+    """Whatever a damaged header says, opencv never decodes more than lidarmt read from it: the image is refused
+    (a UserError) or decodes to exactly the header's size, and the pixel cap is applied before decoding."""
+    import lidarmt._limits as limits
+    from lidarmt.camera.sources.decode import decode_bytes
+
+    data = bytearray(_encode(ext, np.full((h, w, 3), 77, np.uint8)))
+    data[at:at + len(patch)] = patch
+    data = bytes(data)
+    old, limits.MAX_IMAGE_PIXELS = limits.MAX_IMAGE_PIXELS, 1 << 16
+    try:
+        with guarded(memory=256 << 20):
+            try:
+                img = decode_bytes(data, "x")
+            except UserError:
+                return
+    finally:
+        limits.MAX_IMAGE_PIXELS = old
+    head = limits.image_header(data)
+    assert head is not None and img.shape[:2] == (head[1], head[0]), (ext, head, img.shape)
+    assert head[0] * head[1] <= 1 << 16  # (opencv's JPEG 2000 decoder needs 32×32 at least)
+
+
+# ----------------------------------------------------------------------------------------------- .pt files
+
+
+@st.composite
+def crafted_tensors(draw):
+    """A tensor as a stranger's .pt may hold one: honest, a view at an offset, transposed, or expanded (stride 0)
+    to claim far more elements than it stores."""
+    import torch
+
+    kind = draw(st.sampled_from(["honest", "expanded", "view", "transposed", "int"]))
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=0, max_size=3)))
+    if kind == "expanded":
+        big = tuple(draw(st.lists(st.integers(1, 1 << 20), min_size=1, max_size=3)))  # numel < 2**63
+        return torch.zeros(1, dtype=torch.float16).expand(*big) if len(big) else torch.zeros(1)
+    if kind == "view":
+        base = torch.zeros(256, dtype=torch.float16)
+        n = int(np.prod(shape)) if shape else 1
+        off = draw(st.integers(0, 256 - n))
+        return base[off:off + n].view(shape)
+    if kind == "transposed" and len(shape) >= 2:
+        return torch.zeros(shape, dtype=torch.float16).transpose(0, 1)
+    if kind == "int":
+        return torch.zeros(shape, dtype=torch.int64)
+    return torch.zeros(shape, dtype=torch.float16)
+
+
+@st.composite
+def meta_values(draw):
+    depth = draw(st.integers(0, 3))
+    if depth == 3:
+        n = draw(st.integers(150, 50_000))
+        return "[" * n + "]" * n
+    return draw(st.one_of(st.just("{}"), st.text(max_size=40), st.integers(), st.none(),
+                          st.just('{"a": [1, 2, {"b": null}]}'), st.binary(max_size=20)))
+
+
+@ROUND  # each example builds and saves a 4 MB model
+@given(arch=st.sampled_from(["dave-orig", "epoch", "nonsense", 3]), keep=st.floats(0, 1), data=st.data(),
+       meta=meta_values())
+def test_crafted_weights_files_load_or_raise_one_line(arch, keep, data, meta):
+    """A steering weights file with any tensors (shapes, strides, expansions, names) and any ``meta`` either
+    loads into its architecture or raises ModelError, with bounded memory and time (issue 29, item 3)."""
+    import torch
+
+    from lidarmt.camera.models.archs import ARCHS
+    from lidarmt.camera.models.weightsfile import WEIGHTS_FORMAT, WEIGHTS_VERSION
+    from lidarmt.camera.models.zoo import model_from_file
+
+    real = ARCHS["dave-orig"].build().state_dict()
+    names = list(real)
+    state = {k: torch.zeros_like(v, dtype=torch.float16) for k, v in real.items()}
+    for k in names[: int(keep * len(names))]:  # some tensors crafted, under a real name or a made-up one
+        name = data.draw(st.sampled_from([k, k + ".x", "z" * 300]))
+        state.pop(k)
+        state[name] = data.draw(crafted_tensors())
+    blob = {"format": WEIGHTS_FORMAT, "version": WEIGHTS_VERSION, "arch": arch, "dtype": "float16",
+            "state_dict": state, "meta": meta}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "w.pt"
+        torch.save(blob, path)
+        with guarded(memory=512 << 20):
+            try:
+                model = model_from_file(path)
+            except UserError as err:
+                assert "\n" not in str(err)
+                return
+    loaded = model.module.state_dict() if hasattr(model, "module") else None
+    assert arch == "dave-orig" and (loaded is None or all(loaded[k].shape == v.shape for k, v in real.items()))
+
+
+# ----------------------------------------------------------------------------------------------- label files
+
+LABEL_TOKENS = st.one_of(st.sampled_from(["Car", "Van", "DontCare", "Pedestrian", "Tram", "Zeppelin", "nan", "inf",
+                                          "-inf", "1e999", "-1", "0", "", "\u00e9"]),
+                         st.floats(-1e6, 1e6).map(repr))
+
+
+@st.composite
+def kitti_label_files(draw) -> str:
+    """label_2 text of any length: a few random lines (random tokens, numbers, nan/inf), maybe repeated past any
+    count a frame may have."""
+    lines = []
+    for _ in range(draw(st.integers(0, 8))):
+        if draw(st.booleans()):
+            nums = draw(st.lists(st.floats(0, 60, allow_nan=False), min_size=14, max_size=14))
+            lines.append(" ".join([draw(st.sampled_from(["Car", "Cyclist", "Misc"]))] + [repr(v) for v in nums]))
+        else:
+            lines.append(" ".join(draw(st.lists(LABEL_TOKENS, max_size=18))))
+    repeat = draw(st.sampled_from([1, 1, 1, 2_000, 10_001]))
+    return "\n".join(lines * repeat) + draw(st.sampled_from(["", "\n", "\r\n"]))
+
+
+@CHEAP
+@given(text=kitti_label_files())
+def test_kitti_label_files_of_any_length_read_finite_boxes_or_one_line(text):
+    """A label_2 file of any length and content gives finite boxes, at most MAX_BOXES_PER_FRAME of them, or a
+    one-line UserError (issue 29, items 4 and 5)."""
+    from lidarmt.io.kitti import read_label_boxes
+    from lidarmt.io.tracklets import MAX_BOX_SIDE, MAX_BOXES_PER_FRAME
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "000000.txt"
+        path.write_text(text, encoding="utf-8")
+        with guarded():
+            try:
+                boxes = read_label_boxes(path, np.eye(4))
+            except UserError as err:
+                assert "\n" not in str(err)
+                return
+    assert len(boxes) <= MAX_BOXES_PER_FRAME
+    assert all(np.isfinite(boxes[k]).all() for k in ("cx", "cy", "cz", "length", "width", "height", "yaw"))
+    assert (boxes["length"] <= MAX_BOX_SIDE).all() and (boxes["height"] >= 0).all()
+
+
+@st.composite
+def boxes_and_points(draw):
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n, m = draw(st.integers(0, 400)), draw(st.integers(0, 30))
+    span = draw(st.sampled_from([1.0, 10.0, 100.0]))
+    xyz = rng.uniform(-span, span, (n, 3)).astype(np.float32)
+    if n and draw(st.booleans()):
+        xyz[rng.integers(0, n, 3)] = np.nan
+    boxes = np.zeros(m, BOX_DTYPE)
+    for k in ("cx", "cy", "cz"):
+        boxes[k] = rng.uniform(-span, span, m)
+    for k in ("length", "width", "height"):
+        boxes[k] = rng.uniform(0, span, m) * rng.choice([0.0, 0.1, 1.0, 10.0], m)
+    boxes["yaw"] = rng.uniform(-7, 7, m)
+    boxes["instance"] = rng.integers(-1, 5, m)
+    boxes["meta"] = rng.integers(0, 5, m)
+    if m >= 2 and draw(st.booleans()):
+        boxes[1] = boxes[0]  # the same box twice: the tie rule
+    return make_points(xyz), boxes, draw(st.sampled_from([0.0, 0.2, -0.05]))
+
+
+@CHEAP
+@given(case=boxes_and_points())
+def test_points_in_boxes_agrees_with_its_numpy_reference(case):
+    """The grid-indexed box membership labels exactly the points the boxes × points reference labels."""
+    from lidarmt.io.tracklets import points_in_boxes, points_in_boxes_reference
+
+    pts, boxes, margin = case
+    got, want = points_in_boxes(pts, boxes, margin=margin), points_in_boxes_reference(pts, boxes, margin=margin)
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])

@@ -169,6 +169,8 @@ def evaluate(
         raise ArgumentError("nothing to evaluate: pass --data DIR (labelled frames) and/or --kitti DIR")
     if mode not in ("exact", "fast"):
         raise ArgumentError(f"--mode must be exact or fast, got {mode!r}")
+    if frames is not None and frames < 1:  # -1 evaluated nothing and printed "0/-1" and an all-zero table, rc 0
+        raise ArgumentError(f"--frames {frames}: give a positive number of frames (or leave it out: all of them)")
     if max_range is not None and not max_range > 0:
         raise ArgumentError(f"--max-range {max_range}: give a positive number of metres")
     if map_frame not in ("auto", "world", "sensor"):

@@ -82,7 +82,9 @@ class Profile:
                 sizes = tuple(int(s) for s in z["sizes"].reshape(-1))
                 arrays = [np.asarray(z[k], dtype=np.float32).reshape(-1) for k in ("low", "high", "mean", "std")]
                 count = int(z["count"])
-                meta = json.loads(str(z["meta"]))
+                from lidarmt._limits import loads_json
+
+                meta = loads_json(str(z["meta"]), what=f"{path}: its meta", error=ProfileError)
         except ProfileError:
             raise
         except FileNotFoundError as err:

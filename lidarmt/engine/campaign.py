@@ -25,6 +25,7 @@ relations (never by importing a name read from the file).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import shutil
@@ -97,17 +98,48 @@ class Evaluator(Protocol):
     def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]: ...
 
 
-def fold_records(tally: Any, path: str | os.PathLike[str], *, repair: bool = False) -> None:
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same JSON type (``"11"`` is not ``11``, ``true`` is not ``1``, ``1.0`` is not ``1``)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(b, np.generic):  # what the campaign holds as a NumPy scalar, its journal holds as JSON
+        b = b.item()
+    return type(a) is type(b) and a == b
+
+
+def fold_records(tally: Any, path: str | os.PathLike[str], *, repair: bool = False,
+                 config: CampaignSpec | None = None) -> None:
     """Add every record of the journal ``path`` to ``tally``; a record of the wrong shape or types (a journal is
-    a file like any other) is one line, not a traceback."""
+    a file like any other) is one line, not a traceback. With ``config`` (the campaign the journal belongs to),
+    a record must also name a key of the campaign's plan, in the very fields and types the campaign writes
+    (an ``n = 7`` in a ``--n 10,100,1000`` run, frame 29 in a 2-frame sample, a frame written as ``"11"``):
+    folded into the totals, such a line would report pairs the campaign never planned, so it is refused."""
+    plan = {tuple(k) for item in config.items for k in config.keys_of(item)} if config is not None else None
     for i, rec in enumerate(iter_records(path, repair=repair)):
         try:
+            if config is not None and plan is not None:
+                key = config.record_key(rec)
+                if key not in plan:
+                    raise FuzzInputError(
+                        f"{path}: record {i + 1} is for {_key_text(rec)}, which is not in this campaign's plan "
+                        "(the journal was edited or comes from another campaign); use --force to start over")
+                want = config.key_fields(key)
+                bad = next((k for k, v in want.items() if not _same(rec.get(k), v)), None)
+                if bad is not None:
+                    raise FuzzInputError(
+                        f"{path}: record {i + 1} has {bad} {rec.get(bad)!r} where this campaign writes "
+                        f"{want[bad]!r} (the journal was edited); use --force to start over")
             tally.add(rec)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as err:
             if isinstance(err, UserError):
                 raise
             raise FuzzInputError(f"{path}: record {i + 1} is not a record of this campaign ({type(err).__name__}: "
                                  f"{err}); the journal was edited or damaged: use --force to start over") from err
+
+
+def _key_text(rec: Mapping[str, Any]) -> str:
+    fields = {k: rec[k] for k in ("key", "frame", "n", "trial", "transform", "level") if k in rec}
+    return ", ".join(f"{k} {json.dumps(v)[:40]}" for k, v in fields.items()) or "no key"
 
 
 # ----------------------------------------------------------------------------------------------- results
@@ -922,6 +954,10 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
                   header_extra: Mapping[str, Any] | None) -> tuple[Any, Journal, int]:
     path = out / JOURNAL_NAME
     tally = config.new_tally()
+    if resuming and path.is_file() and path.stat().st_size == 0:
+        # a journal whose header never reached the disk (it was full): nothing was judged, so --resume, as
+        # the full-disk message says, starts the campaign afresh rather than refusing the empty file
+        resuming = False
     if resuming:
         header = read_header(path)
         stored = header.get("config", {})
@@ -935,7 +971,7 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
                 f"--resume: the campaign in {out} was started with other settings ({', '.join(diff)} differ); "
                 "repeat its original options, or use --force to start over"
             )
-        fold_records(tally, path, repair=True)
+        fold_records(tally, path, repair=True, config=config)
         journal = Journal(path, sync_interval=_sync_interval(config))
     else:
         journal = create_journal(path, {"config": config.to_dict(), **dict(header_extra or {})},
@@ -956,7 +992,7 @@ def load_tally(out: str | os.PathLike[str]) -> tuple[Any, Any]:
         raise FuzzInputError(f"{path}: the journal's header holds no campaign configuration")
     config = config_from_dict(header["config"])
     tally = config.new_tally()
-    fold_records(tally, path)
+    fold_records(tally, path, config=config)
     return config, tally
 
 

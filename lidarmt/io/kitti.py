@@ -24,6 +24,7 @@ KITTI raw (:mod:`lidarmt.io.kitti_raw`) and SemanticKITTI (:mod:`lidarmt.io.sema
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ import numpy as np
 from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, RecordingError
 from lidarmt.io.kitti_region import read_calib
+from lidarmt.io.tracklets import MAX_BOX_SIDE, MAX_BOXES_PER_FRAME
 from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, finite_mask, make_points
 
 KITTI_META: dict[str, MetaType | None] = {
@@ -61,12 +63,27 @@ def velo_to_rect(calib: dict[str, np.ndarray], where: str) -> np.ndarray:
     return a @ b
 
 
+#: the most bytes a label_2 file may have: :data:`MAX_BOXES_PER_FRAME` lines of a few hundred characters
+MAX_LABEL_BYTES = MAX_BOXES_PER_FRAME * 256
+
+
 def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
-    """KITTI label_2 lines as sensor-frame boxes (BOX_DTYPE); DontCare and unknown types are skipped."""
+    """KITTI label_2 lines as sensor-frame boxes (BOX_DTYPE); DontCare and unknown types are skipped.
+
+    The file comes from whoever sent the folder, so it is read as data with limits, as the tracklet reader does:
+    at most :data:`MAX_LABEL_BYTES` bytes and :data:`MAX_BOXES_PER_FRAME` lines, finite numbers, box sides from
+    0 to :data:`MAX_BOX_SIDE` metres; anything else is a one-line :class:`FormatError` naming the line."""
     try:
-        lines = path.read_text().splitlines()
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_LABEL_BYTES + 1)
+        if len(data) > MAX_LABEL_BYTES:
+            raise FormatError(f"{path}: more than {MAX_LABEL_BYTES:,} bytes, too big for one frame's KITTI labels")
+        lines = data.decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise RecordingError(f"{path}: unreadable labels ({getattr(err, 'strerror', None) or err})") from err
+    if len(lines) > MAX_BOXES_PER_FRAME:
+        raise FormatError(f"{path}: {len(lines):,} lines, more than the {MAX_BOXES_PER_FRAME:,} boxes lidarmt "
+                          "reads for one frame")
     try:
         velo_from_rect = np.linalg.inv(rect_from_velo)
     except np.linalg.LinAlgError as err:
@@ -84,7 +101,12 @@ def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
         try:
             h, w, l_, x, y, z, ry = (float(v) for v in parts[8:15])
         except ValueError as err:
-            raise FormatError(f"{path}:{k + 1}: bad number in {line!r}") from err
+            raise FormatError(f"{path}:{k + 1}: bad number in {line[:200]!r}") from err
+        if not all(math.isfinite(v) for v in (h, w, l_, x, y, z, ry)):
+            raise FormatError(f"{path}:{k + 1}: a number that is not finite (nan or inf) in {line[:200]!r}")
+        if not all(0.0 <= v <= MAX_BOX_SIDE for v in (h, w, l_)):
+            raise FormatError(f"{path}:{k + 1}: box sides h w l {h:g} {w:g} {l_:g} m are not all from 0 to "
+                              f"{MAX_BOX_SIDE:g} m")
         c = velo_from_rect @ np.array([x, y - h / 2.0, z, 1.0])
         yaw = -ry - np.pi / 2.0
         yaw = (yaw + np.pi) % (2 * np.pi) - np.pi

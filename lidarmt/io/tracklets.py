@@ -45,6 +45,9 @@ MAX_BYTES = 256 * 1024 * 1024  # a long KITTI drive's file is a few MB
 MAX_TRACKLETS = 100_000
 MAX_FRAME = 10_000_000  # first_frame + poses: KITTI drives have at most a few thousand sweeps
 MAX_BOX_SIDE = 100.0  # metres
+#: the most boxes one frame's labels may hold, in any label format (a KITTI frame has a few dozen): a valid file
+#: with 100,000 boxes in a frame is refused in one line rather than labelled for minutes
+MAX_BOXES_PER_FRAME = 10_000
 
 #: KITTI tracklet type -> Apollo meta type (None: skipped). Other types are UNKNOWN.
 TRACKLET_META: dict[str, MetaType | None] = {
@@ -212,6 +215,10 @@ class TrackletLabels:
                 yaw = math.atan2(math.sin(pose["rz"]), math.cos(pose["rz"]))
                 rows.setdefault(t.first_frame + j, []).append(
                     (pose["tx"], pose["ty"], pose["tz"] + t.h / 2.0, t.l, t.w, t.h, yaw, int(meta), k))
+        for f, r in rows.items():
+            if len(r) > MAX_BOXES_PER_FRAME:
+                raise FormatError(f"{source or TRACKLET_FILE}: frame {f} has {len(r):,} boxes, more than the "
+                                  f"{MAX_BOXES_PER_FRAME:,} lidarmt reads for one frame")
         self._boxes = {f: np.array(r, dtype=BOX_DTYPE) for f, r in rows.items()}
 
     def boxes(self, frame: int) -> np.ndarray:
@@ -247,11 +254,109 @@ class TrackletLabels:
                 f"{self.box_count} boxes in {len(frames)} frames ({span})")
 
 
+def near_pairs(x: np.ndarray, y: np.ndarray, boxes: np.ndarray, reach: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(box index, point index)`` pairs of the points whose (x, y) lie in the square of half-side ``reach[i]``
+    around box ``i``'s centre (every point of a rotated box of half-diagonal ``reach`` is in it), and perhaps a
+    few more: the candidates a caller then tests exactly. Found through a grid of square cells (points sorted by
+    cell, each box looking only at the cells it covers), all in NumPy, so that the work grows with the points
+    near the boxes, not with boxes × points. Non-finite points and boxes are never near."""
+    empty = np.zeros(0, np.intp)
+    keep = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
+    reach = np.asarray(reach, np.float64) * (1 + 1e-9) + 1e-9  # never lose a point on the rim to rounding
+    cx, cy = boxes["cx"].astype(np.float64), boxes["cy"].astype(np.float64)
+    good = np.flatnonzero(np.isfinite(cx) & np.isfinite(cy) & np.isfinite(reach) & (reach >= 0))
+    if not len(keep) or not len(good):
+        return empty, empty
+    px, py, cx, cy, reach = x[keep], y[keep], cx[good], cy[good], reach[good]
+    # a cell about the size of a box, grown until the boxes cover a bounded number of cells in all
+    cell = max(float(np.median(reach)), 0.25)
+    lim = 1 << 30
+    while True:
+        def index(v: np.ndarray, cell: float = cell) -> np.ndarray:
+            return np.clip(np.floor(v / cell), -lim, lim).astype(np.int64)
+
+        x0, x1, y0, y1 = index(cx - reach), index(cx + reach), index(cy - reach), index(cy + reach)
+        ny = y1 - y0 + 1
+        ncell = (x1 - x0 + 1) * ny
+        if ncell.sum() <= 8 * (len(keep) + len(good)) + (1 << 16):
+            break
+        cell *= 2.0
+    key = (index(px) + lim) * (2 * lim + 1) + (index(py) + lim)
+    order = np.argsort(key, kind="stable")
+    cells, start, count = np.unique(key[order], return_index=True, return_counts=True)
+    # every (box, cell it covers)
+    bi = np.repeat(np.arange(len(good)), ncell)
+    k = np.arange(len(bi)) - np.repeat(np.cumsum(ncell) - ncell, ncell)
+    want = (x0[bi] + k // ny[bi] + lim) * (2 * lim + 1) + (y0[bi] + k % ny[bi] + lim)
+    at = np.minimum(np.searchsorted(cells, want), len(cells) - 1)
+    hit = cells[at] == want
+    bi, at = bi[hit], at[hit]
+    # every (box, point of such a cell), then the square test
+    n = count[at]
+    pb = np.repeat(bi, n)
+    pp = order[np.repeat(start[at], n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))]
+    sq = (np.abs(px[pp] - cx[pb]) <= reach[pb]) & (np.abs(py[pp] - cy[pb]) <= reach[pb])
+    return good[pb[sq]], keep[pp[sq]]
+
+
+def box_candidates(points: np.ndarray, boxes: np.ndarray, *, margin: float = 0.0) -> list[np.ndarray]:
+    """For each box, the sorted indices of the points near it (a superset of those inside it grown by
+    ``margin``), from :func:`near_pairs`: a frame with many boxes costs the points near
+    them, not boxes × points."""
+    reach = np.hypot(boxes["length"] / 2 + abs(margin), boxes["width"] / 2 + abs(margin))
+    bi, pi = near_pairs(points["x"].astype(np.float64), points["y"].astype(np.float64), boxes, reach)
+    by = np.lexsort((pi, bi))
+    bi, pi = bi[by], pi[by]
+    bounds = np.searchsorted(bi, np.arange(len(boxes) + 1))
+    return [pi[bounds[i]:bounds[i + 1]] for i in range(len(boxes))]
+
+
 def points_in_boxes(points: np.ndarray, boxes: np.ndarray, *, margin: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """(point_instance int32, point_meta int8) of the points inside each box (-1 outside every box).
 
     Inside = within the box's BEV rectangle (grown by ``margin`` metres) and between its bottom and top (grown
-    alike). A point in two boxes takes the smaller one's labels. ``points`` is a structured point array."""
+    alike). A point in two boxes takes the smaller one's labels. ``points`` is a structured point array. The
+    points near each box come from a grid of cells (:func:`near_pairs`): the cost grows with the points inside and
+    around the boxes, not with boxes × points; :func:`points_in_boxes_reference` is the plain NumPy loop the
+    tests cross-check it against."""
+    n = len(points)
+    inst = np.full(n, -1, dtype=np.int32)
+    meta = np.full(n, -1, dtype=np.int8)
+    if n == 0 or len(boxes) == 0:
+        return inst, meta
+    x = points["x"].astype(np.float64)
+    y = points["y"].astype(np.float64)
+    z = points["z"].astype(np.float64)
+    hl = boxes["length"] / 2 + margin
+    hw = boxes["width"] / 2 + margin
+    hh = boxes["height"] / 2 + margin
+    bi, pi = near_pairs(x, y, boxes, np.hypot(hl, hw))
+    cos = np.array([math.cos(v) for v in boxes["yaw"]])
+    sin = np.array([math.sin(v) for v in boxes["yaw"]])
+    dx, dy = x[pi] - boxes["cx"][bi], y[pi] - boxes["cy"][bi]
+    u = dx * cos[bi] + dy * sin[bi]
+    v = -dx * sin[bi] + dy * cos[bi]
+    ok = (np.abs(u) <= hl[bi]) & (np.abs(v) <= hw[bi]) & (np.abs(z[pi] - boxes["cz"][bi]) <= hh[bi])
+    bi, pi = bi[ok], pi[ok]
+    if not len(pi):
+        return inst, meta
+    # the reference labels larger boxes first and lets later (smaller) ones override: the winner of a point is
+    # the box that comes last in that order
+    order = np.argsort(-(boxes["length"] * boxes["width"] * boxes["height"]), kind="stable")
+    rank = np.empty(len(boxes), np.int64)
+    rank[order] = np.arange(len(boxes))
+    by = np.lexsort((rank[bi], pi))
+    pi, bi = pi[by], bi[by]
+    last = np.r_[pi[1:] != pi[:-1], True]
+    inst[pi[last]] = boxes["instance"][bi[last]]
+    meta[pi[last]] = boxes["meta"][bi[last]]
+    return inst, meta
+
+
+def points_in_boxes_reference(points: np.ndarray, boxes: np.ndarray, *, margin: float = 0.0
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`points_in_boxes` as a plain loop over the boxes (boxes × points): the reference the tests check
+    the grid version against."""
     n = len(points)
     inst = np.full(n, -1, dtype=np.int32)
     meta = np.full(n, -1, dtype=np.int8)

@@ -120,6 +120,9 @@ class LidarSearchConfig:
             raise SearchArgumentError(f"--n {self.n_max}: give at least 1 point")
         if self.top < 1:
             raise SearchArgumentError(f"top {self.top}: validate at least one condition")
+        if self.top > self.budget:  # an arm tries at most `budget` conditions: validating more plans empty pairs
+            raise SearchArgumentError(f"--top {self.top}: an arm tries at most --budget {self.budget} conditions, "
+                                      f"so give --top from 1 to {self.budget}")
 
     @property
     def arms(self) -> tuple[int, ...]:

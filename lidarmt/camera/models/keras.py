@@ -396,6 +396,10 @@ def parse_affine(text: str) -> tuple[float, float]:
     offset = 0.0
     if m["sign"]:
         offset = float(m["b"]) * (-1.0 if m["sign"] == "-" else 1.0)
+    if not (math.isfinite(scale) and 0.0 < abs(scale) <= MAX_INPUT_SCALE and math.isfinite(offset)
+            and abs(offset) <= MAX_INPUT_SCALE):
+        raise ModelError(f"lambda={text!r}: a scale or offset beyond ±{MAX_INPUT_SCALE:g} (or zero) is no pixel "
+                         "normalisation; it would feed the network infinities")
     return scale, offset
 
 
@@ -1281,9 +1285,17 @@ def _as_bool(key: str, v: Any) -> bool:
     raise ModelError(f"model option {key}={v!r}: expected true or false")
 
 
+#: the most a normalisation (``lambda``/``scale``) may multiply or shift 0..255 pixel values by
+MAX_INPUT_SCALE = 1e6
+#: radians per output unit: from a millionth (a network that outputs micro-radians) to a thousand (already far
+#: beyond any steering wheel); beyond, the angles overflow the error sums (``output=1e308``: MSE inf)
+OUTPUT_SCALE_RANGE = (1e-6, 1e3)
+
+
 def _output_scale(v: Any) -> tuple[float, str]:
-    bad = ModelError(f"model option output={v!r}: expected {', '.join(OUTPUTS)} or a finite, non-zero number "
-                     "(radians per output unit)")
+    lo, hi = OUTPUT_SCALE_RANGE
+    bad = ModelError(f"model option output={v!r}: expected {', '.join(OUTPUTS)} or a number of radians per "
+                     f"output unit from ±{lo:g} to ±{hi:g}")
     if isinstance(v, bool):
         raise bad
     if isinstance(v, (int, float)):
@@ -1296,7 +1308,7 @@ def _output_scale(v: Any) -> tuple[float, str]:
             value, name = float(s), f"x{float(s):g}"
         except ValueError as err:
             raise bad from err
-    if not math.isfinite(value) or value == 0.0:
+    if not math.isfinite(value) or not lo <= abs(value) <= hi:
         raise bad
     return value, name
 

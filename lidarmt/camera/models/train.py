@@ -477,7 +477,8 @@ def train(
     opt_state = None
     out.mkdir(parents=True, exist_ok=True)
     if resume and ckpt_path.is_file():
-        ck = _read_checkpoint(ckpt_path, arch.name, stages=[s for s, _ in stage_epochs])
+        ck = _read_checkpoint(ckpt_path, arch.name, stages=[s for s, _ in stage_epochs],
+                              shapes={k: tuple(v.shape) for k, v in module.state_dict().items()})
         _load_state(module, ck["model"], ckpt_path, "model weights")
         opt_state = ck["optimizer"]
         state = {k: ck[k] for k in ("stage", "epoch", "best_mse", "best_state")}
@@ -614,12 +615,19 @@ def _val_mse(module: Any, arch: Arch, prepared: np.ndarray, labels: np.ndarray, 
 _CHECKPOINT_HINT = "start again with --force (it discards the run in --out), or choose another --out"
 
 
-def _read_checkpoint(path: Path, arch: str, *, stages: list[str]) -> dict[str, Any]:
+def _read_checkpoint(path: Path, arch: str, *, stages: list[str],
+                     shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
     """``checkpoint.pt`` read as data (``weights_only``) and checked field by field: a damaged or foreign file is
-    one line (:class:`CameraOutputError`), never a traceback. ``history`` comes back parsed."""
+    one line (:class:`CameraOutputError`), never a traceback. ``history`` comes back parsed.
+
+    Its contents are checked as well as its types, since training goes on from them: ``best_mse`` is a
+    non-negative number or +inf with no best weights yet (NaN would keep every later epoch from being the
+    best, and the card would report the old one); ``history`` is one record per epoch done, of the stages run,
+    with finite validation errors; the best weights (``shapes``: the module's) fit the module."""
     import torch
 
     from lidarmt._limits import loads_json
+    from lidarmt._torchfile import check_tensors
 
     try:
         ck = torch.load(path, map_location="cpu", weights_only=True)
@@ -647,6 +655,28 @@ def _read_checkpoint(path: Path, arch: str, *, stages: list[str]) -> dict[str, A
                          error=CameraOutputError)
     if not isinstance(history, list):
         raise CameraOutputError(f"{path}: corrupt training checkpoint (history); {_CHECKPOINT_HINT}")
+    best = float(ck["best_mse"])
+    if not (best >= 0.0) or (best == math.inf) != (ck["best_state"] is None):  # NaN fails >= 0
+        raise CameraOutputError(f"{path}: corrupt training checkpoint (best_mse {ck['best_mse']!r} with "
+                                f"{'no best weights' if ck['best_state'] is None else 'best weights'}); {_CHECKPOINT_HINT}")
+
+    def record_ok(h: Any) -> bool:
+        def number(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+        return (isinstance(h, dict) and h.get("stage") in stages and isinstance(h.get("epoch"), int)
+                and not isinstance(h.get("epoch"), bool) and number(h.get("val_mse")) and number(h.get("train_mse"))
+                and isinstance(h.get("best"), bool))
+
+    bad = next((i for i, h in enumerate(history) if not record_ok(h)), None)
+    current = [h for h in history if isinstance(h, dict) and h.get("stage") == ck["stage"]]
+    if bad is not None or [h["epoch"] for h in current] != list(range(1, ck["epoch"] + 1)):
+        why = f"record {bad + 1}" if bad is not None else f"{len(current)} records for {ck['epoch']} epochs"
+        raise CameraOutputError(f"{path}: corrupt training checkpoint (history: {why}); {_CHECKPOINT_HINT}")
+    for name in ("model", "best_state"):
+        if ck[name] is not None:
+            check_tensors(ck[name], path=path, short="training checkpoint", error=CameraOutputError, expect=shapes,
+                          misfit=f"corrupt training checkpoint ({name} does not fit the {arch} module)")
     return {**ck, "history": history}
 
 

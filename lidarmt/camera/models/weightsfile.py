@@ -34,17 +34,28 @@ def read_weights(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], dic
 
     The file is read with ``torch.load(weights_only=True)``: tensors and plain containers only, never code.
     """
-    from lidarmt._torchfile import read_tensor_blob
+    from lidarmt._torchfile import read_meta, read_tensor_blob
 
     p = Path(path)
     blob, state = read_tensor_blob(p, fmt=WEIGHTS_FORMAT, version=WEIGHTS_VERSION, what="lidarmt steering weights file",
                                    short="weights file", hint="pass a .pt written by 'lidarmt camera train'",
-                                   error=ModelError, on_old_version="; retrain with this version")
-    try:
-        meta = json.loads(blob.get("meta") or "{}")
-    except json.JSONDecodeError as err:
-        raise ModelError(f"{p}: corrupt weights file (meta is not JSON)") from err
+                                   error=ModelError, on_old_version="; retrain with this version",
+                                   expect=expected_shapes)
+    meta = read_meta(blob, path=p, short="weights file", error=ModelError)
+    if not isinstance(meta, dict):
+        raise ModelError(f"{p}: corrupt weights file (meta is not a JSON object)")
     return str(blob.get("arch")), state, meta
+
+
+def expected_shapes(blob: dict[str, Any]) -> tuple[str, dict[str, tuple[int, ...]]] | None:
+    """``("weights do not fit architecture NAME", names and shapes of its tensors)`` for the architecture a weights file's blob names
+    (None when it names none lidarmt knows: the caller says so in its own words), from a freshly built module."""
+    from lidarmt.camera.models.archs import ARCHS
+
+    arch = ARCHS.get(blob.get("arch")) if isinstance(blob.get("arch"), str) else None
+    if arch is None:
+        return None
+    return f"weights do not fit architecture {arch.name}", {k: tuple(v.shape) for k, v in arch.build().state_dict().items()}
 
 
 def load_module(arch: Arch, state: dict[str, Any], *, path: str = "") -> Any:

@@ -103,7 +103,9 @@ def decode_bytes(data: bytes | memoryview | np.ndarray, where: str) -> np.ndarra
     check_complete(memoryview(buf), where)
     from lidarmt._limits import check_image
 
-    check_image(bytes(buf[:1 << 16]), what=where, error=ImageSourceError)  # a decompression bomb: by its header
+    # a decompression bomb, in any format opencv would decode: refused by its header (the whole file: a TIFF's
+    # directory may lie at its end); bytes of no format lidarmt knows a header of are refused too
+    check_image(buf.tobytes(), what=where, error=ImageSourceError)
     try:
         img = cv2.imdecode(buf, cv2.IMREAD_COLOR)
     except cv2.error as err:  # opencv raises for some malformed headers instead of returning None

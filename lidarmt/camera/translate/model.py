@@ -45,16 +45,13 @@ def write_translator(path: str | os.PathLike[str], state: dict[str, Any], meta: 
 
 def read_translator(path: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(fp32 state dict, meta)`` of a translator file, read as data (``weights_only=True``)."""
-    from lidarmt._torchfile import read_tensor_blob
+    from lidarmt._torchfile import read_meta, read_tensor_blob
 
     p = Path(path)
     blob, state = read_tensor_blob(p, fmt=TRANSLATOR_FORMAT, version=TRANSLATOR_VERSION, what="lidarmt translator file",
                                    short="translator file", error=ModelError,
                                    hint="pass a translator.pt written by 'lidarmt camera train-translator'")
-    try:
-        meta = json.loads(blob.get("meta") or "{}")
-    except (TypeError, json.JSONDecodeError) as err:
-        raise ModelError(f"{p}: corrupt translator file (meta is not JSON)") from err
+    meta = read_meta(blob, path=p, short="translator file", error=ModelError)
     if not isinstance(meta, dict) or not isinstance(meta.get("net"), dict):
         raise ModelError(f"{p}: corrupt translator file (no network settings)")
     return state, meta

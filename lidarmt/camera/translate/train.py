@@ -198,7 +198,11 @@ def read_domain(folder: str | os.PathLike[str], *, short_side: int, max_images: 
     for i, name in enumerate(names):
         try:
             data = np.fromfile(p / name, dtype=np.uint8)
-            check_image(data[:1 << 16].tobytes(), what=str(p / name), error=ImageSourceError)  # a bomb: by its header
+            if data.size:  # a bomb, in any format opencv decodes: by its header, before decoding
+                try:
+                    check_image(data.tobytes(), what=str(p / name), error=ImageSourceError)
+                except ImageSourceError as err:
+                    raise ImageSourceError(f"{err}; remove it or convert it to png/jpg") from err
             img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
         except (OSError, cv2.error) as err:
             raise ImageSourceError(f"{p / name}: not a readable image ({type(err).__name__}); remove it or "

@@ -33,6 +33,7 @@ def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int
     import numpy as np
 
     from lidarmt.camera.errors import ModelError
+    from lidarmt.camera.types import MAX_ANGLE_RAD
 
     n = len(src) if frames is None else min(frames, len(src))
     history = int(getattr(model.input_spec, "history", 0) or 0)
@@ -46,11 +47,12 @@ def run_predictions(model: Any, src: Any, *, frames: int | None, batch_size: int
             return
         images = np.stack(batch)
         y = np.asarray(model.predict(images), dtype=np.float64)
-        if y.shape != (len(batch),) or not np.all(np.isfinite(y)):
+        if y.shape != (len(batch),) or not np.all(np.isfinite(y)) or np.any(np.abs(y) > MAX_ANGLE_RAD):
             raise ModelError(
                 f"model {model.name}: predict returned {y.dtype} {y.shape} with "
-                f"{int(np.sum(~np.isfinite(y))) if y.size else 0} non-finite value(s) for "
-                f"{len(batch)} images; a steering model must return (N,) finite angles in radians"
+                f"{int(np.sum(~(np.abs(y) <= MAX_ANGLE_RAD))) if y.size else 0} non-finite or out-of-range "
+                f"value(s) for {len(batch)} images; a steering model must return (N,) finite angles in radians, "
+                f"at most {MAX_ANGLE_RAD:g} (the limit campaigns apply)"
             )
         for (i, fid, lab), v in zip(meta, y, strict=True):
             indices.append(i)

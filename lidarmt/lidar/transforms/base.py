@@ -177,6 +177,10 @@ def parse_params(text: str) -> dict[str, float]:
         name, eq, value = item.partition("=")
         if not eq or not name.strip():
             raise LidarTransformError(f"parameter {item!r} is not of the form name=value")
+        if name.strip() in out:  # 'visibility_m=50,visibility_m=60' ran only 60 m, labelled with both
+            raise LidarTransformError(
+                f"parameter {name.strip()!r} is given twice in {text!r}; one level sets each parameter once "
+                f"(several levels are separated by '/': '{name.strip()}=50/{name.strip()}=60')")
         try:
             out[name.strip()] = float(value)
         except ValueError as err:

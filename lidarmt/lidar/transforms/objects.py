@@ -89,16 +89,20 @@ class ObjectLibrary:
         for f in frames:
             if f.labels is None or len(f.labels.boxes) == 0:
                 continue
-            for b in f.labels.boxes:
+            from lidarmt.io.tracklets import box_candidates
+
+            near = box_candidates(f.points, f.labels.boxes, margin=BOX_MARGIN)
+            for k, b in enumerate(f.labels.boxes):
                 if allowed is not None and int(b["meta"]) not in allowed:
                     continue
                 rng = math.hypot(b["cx"], b["cy"])
                 if rng > max_range or int(b["meta"]) == MetaType.UNKNOWN:
                     continue
-                m = box_mask(f.points, b)
+                sub = f.points[near[k]]  # the points near the box, in frame order: not boxes × points
+                m = box_mask(sub, b)
                 if np.count_nonzero(m) < min_points:
                     continue
-                p = f.points[m]
+                p = sub[m]
                 dx = p["x"].astype(np.float64) - b["cx"]
                 dy = p["y"].astype(np.float64) - b["cy"]
                 c, s = math.cos(b["yaw"]), math.sin(b["yaw"])

@@ -297,9 +297,13 @@ class EvalResult:
 
 def points_in_box(frame: Frame, box: Any) -> np.ndarray:
     """Boolean mask of the frame's points inside a box (rotated, z within the box)."""
-    x = frame.points["x"].astype(np.float64) - float(box["cx"])
-    y = frame.points["y"].astype(np.float64) - float(box["cy"])
-    z = frame.points["z"].astype(np.float64) - float(box["cz"])
+    return _in_box(frame.points, box)
+
+
+def _in_box(points: np.ndarray, box: Any) -> np.ndarray:
+    x = points["x"].astype(np.float64) - float(box["cx"])
+    y = points["y"].astype(np.float64) - float(box["cy"])
+    z = points["z"].astype(np.float64) - float(box["cz"])
     c, s = math.cos(float(box["yaw"])), math.sin(float(box["yaw"]))
     u, v = x * c + y * s, -x * s + y * c
     return (np.abs(u) <= box["length"] / 2) & (np.abs(v) <= box["width"] / 2) & (np.abs(z) <= box["height"] / 2)
@@ -356,11 +360,17 @@ def frame_ground_truth(
     centres = np.c_[lb.boxes["cx"], lb.boxes["cy"]]
     centre_in = roi.contains(centres) if len(centres) else np.zeros(0, dtype=bool)
     out = []
+    near = None
     for k, b in enumerate(lb.boxes):
         if lb.point_instance is not None and int(b["instance"]) >= 0:
             members = lb.point_instance == b["instance"]
         else:
-            members = points_in_box(frame, b)
+            if near is None:  # the points near each box, once per frame: not boxes × points
+                from lidarmt.io.tracklets import box_candidates
+
+                near = box_candidates(frame.points, lb.boxes)
+            members = np.zeros(len(frame), dtype=bool)
+            members[near[k]] = _in_box(frame.points[near[k]], b)
         n = int(np.count_nonzero(members & in_roi))
         cx, cy = float(b["cx"]), float(b["cy"])
         ignored = (n < min_points or not bool(centre_in[k]) or max(abs(cx), abs(cy)) >= GRID_HALF_M

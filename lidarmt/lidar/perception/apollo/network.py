@@ -232,6 +232,9 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
         raise WeightsError(
             f"{p} holds no state_dict of tensors; save weights with torch.save(net.state_dict(), path)"
         )
+    from lidarmt._torchfile import check_tensors
+
+    check_tensors(obj, path=p, short="CNN weights file", error=WeightsError)  # no expanded 2**40-element tensor
     return obj
 
 
@@ -241,6 +244,11 @@ def load_network(path: str | os.PathLike[str], *, grid: int = 640) -> CnnSegNet:
     state = load_state_dict(path)
     # accept checkpoints from torch.compile'd / DataParallel models
     state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
+    from lidarmt._torchfile import check_tensors
+
+    check_tensors(state, path=path, short="CNN weights file", error=WeightsError,
+                  expect={k: tuple(v.shape) for k, v in net.state_dict().items()},
+                  misfit="does not fit Apollo's cnnseg network")
     try:
         net.load_state_dict(state, strict=True)
     except RuntimeError as err:
