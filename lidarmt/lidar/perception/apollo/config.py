@@ -56,8 +56,11 @@ class ApolloConfig:
     compile: bool = False  # torch.compile the network (fast mode)
     threads: int = 0  # torch intra-op threads for the CNN; 0 = leave torch's setting alone
     device: str = "cpu"  # where the CNN runs: cpu | cuda | cuda:N | auto (cuda when available), see docs/gpu.md
-    # None = the shipped weights for this grid size; a name of NAMED_WEIGHTS ("sim"); else a path to a .pt file
+    # None = the shipped weights for this grid size; a name of NAMED_WEIGHTS ("sim"); else a path to a .pt file,
+    # Apollo's .caffemodel (with its prototxt) or an .onnx file (run with onnxruntime)
     weights: str | None = field(default=None)
+    # Apollo's deploy.prototxt for a .caffemodel in weights (None: the deploy.prototxt beside it, else lidarmt's copy)
+    prototxt: str | None = field(default=None)
 
     def __post_init__(self) -> None:
         from lidarmt._limits import check_memory, check_threads
@@ -146,9 +149,10 @@ class ApolloConfig:
                                       f"{self.grid} (it has: {', '.join(map(str, sorted(named)))})")
                 return WEIGHTS_DIR / named[self.grid]
             path = Path(self.weights).expanduser()
-            if not path.exists() and "/" not in self.weights and not self.weights.lower().endswith(".pt"):
+            if (not path.exists() and "/" not in self.weights
+                    and not self.weights.lower().endswith((".pt", ".caffemodel", ".onnx"))):
                 raise ConfigError(f"weights={self.weights}: not a shipped name ({', '.join(NAMED_WEIGHTS)}) nor "
-                                  "a .pt file path")
+                                  "a .pt, .caffemodel or .onnx file path")
             return path
         return DEFAULT_WEIGHTS.get(self.grid, WEIGHTS_DIR / f"cnnseg{self.grid}.pt")
 

@@ -72,7 +72,7 @@ class ApolloLOP:
         seed: int = 0,
         network: Any = None,
     ) -> None:
-        from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network, load_network
+        from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network
 
         self.config = config or ApolloConfig()
         cfg = self.config
@@ -96,10 +96,31 @@ class ApolloLOP:
                 else:
                     hint = "pass an existing weights file, or train one with `lidarmt train`"
                 raise WeightsError(f"CNN weights {path} not found: {hint}")
-            net = load_network(path, grid=cfg.grid)
             self.weights_path = path
+            if path.suffix.lower() == ".onnx":
+                net = None
+            else:
+                from lidarmt.lidar.perception.apollo.caffe import load_any_network
+
+                net = load_any_network(path, grid=cfg.grid, prototxt=cfg.prototxt)
+                if net.in_channels != 8:
+                    raise WeightsError(f"{path}: a {net.in_channels}-channel network (Apollo 3.5+); this preset computes "
+                                       "Apollo 2.5/3.0's 8 feature channels (an apollo-3.5 preset would be needed)")
         self.network = net
-        self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads, device=cfg.device)
+        #: how reports name the weights: "Apollo 3.0 cnnseg, official weights", "caffemodel <sha256[:12]>", ...
+        self.weights_label = "random" if weights is None and network is None else "in-memory network"
+        if self.weights_path is not None:
+            from lidarmt.lidar.perception.apollo.caffe import weights_label
+
+            self.weights_label = weights_label(self.weights_path)
+        if net is None:  # an ONNX file: onnxruntime runs the CNN stage (fp32)
+            from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
+
+            self.runner: Any = OnnxCnnRunner(self.weights_path, grid=cfg.grid, device=cfg.device,
+                                             threads=cfg.threads)
+        else:
+            self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads,
+                                    device=cfg.device)
         self.last_timings: dict[str, float] = {}
         self._feat_buf: np.ndarray | None = None
         self._feat_key: tuple[int, float] | None = None
@@ -107,7 +128,7 @@ class ApolloLOP:
     def __repr__(self) -> str:
         w = self.weights_path.name if self.weights_path else "random/in-memory"
         return (f"ApolloLOP(grid={self.config.grid}, mode={self.config.mode}/{self.runner.precision}, "
-                f"device={self.runner.device}, weights={w})")
+                f"device={self.runner.device}, weights={w}, {self.weights_label})")
 
     # ------------------------------------------------------------------ stages
     def features(self, frame: Frame, roi_indices: np.ndarray | None = None) -> np.ndarray:
