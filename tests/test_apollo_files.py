@@ -122,8 +122,28 @@ def test_caffemodel_of_another_width_names_the_first_mismatch(tmp_path):
     # with its own prototxt it loads, and the 8-channel presets refuse it in one line
     (tmp_path / "deploy.prototxt").write_text(caffe.prototxt_text(6, GRID))
     assert caffe.read_caffemodel(tmp_path / "deploy.caffemodel").netdef.in_channels == 6
-    with pytest.raises(WeightsError, match="6-channel network"):
+    with pytest.raises(WeightsError, match="6-channel network.*apollo-3.5"):
         ApolloLOP(ApolloConfig(grid=GRID, weights=str(tmp_path / "deploy.caffemodel")))
+    # the apollo-3.5 preset's 6 channels are the 2.x generator's without direction and distance
+    lop = ApolloLOP(ApolloConfig(grid=GRID, range=70.0, in_channels=6,
+                                 weights=str(tmp_path / "deploy.caffemodel")))
+    frame = make_scene(0)
+    full = ApolloLOP(ApolloConfig(grid=GRID, range=70.0), weights=None, allow_random=True).features(frame).copy()
+    assert np.array_equal(lop.features(frame), full[[0, 1, 2, 4, 5, 7]])
+    assert lop.runner(lop.features(frame))["category_score"].shape == (GRID, GRID)  # the 6-channel CNN runs
+    lop.detect(frame, strip_roi().roi_for(frame))
+
+
+def test_apollo_3_5_preset_takes_the_sensor_and_needs_weights():
+    from lidarmt.lidar.perception.apollo.errors import ConfigError
+    from lidarmt.lidar.perception.registry import get_perception
+
+    with pytest.raises(ConfigError, match="no shipped weights"):
+        get_perception("apollo-3.5")
+    sut = get_perception("apollo-3.5", sensor="velodyne128", weights=None, allow_random=True)
+    assert (sut.config.grid, sut.config.range, sut.config.in_channels) == (576, 60.0, 4)
+    with pytest.raises(ConfigError, match="sensor must be"):
+        get_perception("apollo-3.5", sensor="hdl32")
 
 
 def test_blob_shape_mismatch_is_named(tmp_path, files):

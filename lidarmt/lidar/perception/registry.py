@@ -39,12 +39,16 @@ def _apollo(grid: int, **preset: Any) -> Callable[..., Perception]:
         from lidarmt.lidar.perception.apollo.pipeline import ApolloLOP
 
         config = options.pop("config", None)
+        chosen = dict(preset)
+        if "sensor" in preset:  # apollo-3.5: the sensor picks grid, range and channels
+            base = ApolloConfig.apollo_3_5(str(options.pop("sensor", preset["sensor"])))
+            chosen = {"grid": base.grid, "range": base.range, "in_channels": base.in_channels}
         sets = options.pop("set", None) or options.pop("overrides", None)
         cfg_keys = set(ApolloConfig.keys())
         direct = {k: options.pop(k) for k in list(options) if k in cfg_keys and k != "weights"}
         if options.get("weights") is not None:
             direct["weights"] = str(options.pop("weights"))
-        cfg = config or ApolloConfig(grid=grid, **preset)
+        cfg = config or ApolloConfig(**{"grid": grid, **chosen})
         if direct:
             cfg = cfg.replace(**direct)
         if sets:
@@ -60,6 +64,9 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     "apollo-640": _apollo(640),
     "apollo-512": _apollo(512),
     "apollo-3.0": _apollo(640, filter_noise=True, low_object_filter=True),
+    # Apollo 3.5+'s networks (--sut-option sensor=velodyne16|velodyne64|velodyne128): their grids, ranges and
+    # feature channels, so that Apollo's official 3.5+ weight files load; post-processing stays 2.x/3.0's
+    "apollo-3.5": _apollo(672, sensor="velodyne64"),
 }
 
 

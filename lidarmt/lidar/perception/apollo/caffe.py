@@ -602,7 +602,7 @@ def find_prototxt(weights: Path, prototxt: str | os.PathLike[str] | None) -> Pat
 
 
 def read_caffemodel(path: str | os.PathLike[str], *, prototxt: str | os.PathLike[str] | None = None,
-                    grid: int | None = None) -> CaffeWeights:
+                    grid: int | None = None, in_channels: int = 8) -> CaffeWeights:
     """Apollo's cnnseg weights from a ``.caffemodel`` as a ``CnnSegNet`` state_dict (torch tensors), checked
     against the prototxt (see the module docstring). Every problem is one :class:`WeightsError` line."""
     import torch
@@ -618,9 +618,9 @@ def read_caffemodel(path: str | os.PathLike[str], *, prototxt: str | os.PathLike
         netdef = read_prototxt(proto_path)
         where_net = str(proto_path)
     else:
-        g = grid or 640
-        netdef = NetDef("pcd_parsing", (1, 8, g, g), cnnseg_layers(8, g))
-        where_net = "lidarmt's copy of Apollo's cnnseg deploy.prototxt (8 channels; put the prototxt beside it)"
+        g, c = grid or 640, in_channels
+        netdef = NetDef("pcd_parsing", (1, c, g, g), cnnseg_layers(c, g))
+        where_net = f"lidarmt's copy of Apollo's cnnseg deploy.prototxt ({c} channels; put the prototxt beside it)"
     check_netdef(netdef, str(proto_path or "prototxt"))
     size = p.stat().st_size
     need = 4 * parameter_count(netdef.in_channels)
@@ -678,14 +678,14 @@ def read_caffemodel(path: str | os.PathLike[str], *, prototxt: str | os.PathLike
 
 
 def load_any_network(path: str | os.PathLike[str], *, grid: int = 640,
-                     prototxt: str | os.PathLike[str] | None = None) -> Any:
+                     prototxt: str | os.PathLike[str] | None = None, in_channels: int = 8) -> Any:
     """A ``CnnSegNet`` with the weights of ``path``: Apollo's ``.caffemodel`` (with its prototxt: beside it, or
     ``prototxt``) or a ``torch.save`` state_dict (:func:`~lidarmt.lidar.perception.apollo.network.load_network`)."""
     from lidarmt.lidar.perception.apollo.network import build_network, load_network
 
     if not str(path).lower().endswith(".caffemodel"):
-        return load_network(path, grid=grid)
-    cw = read_caffemodel(path, prototxt=prototxt, grid=grid)
+        return load_network(path, grid=grid, in_channels=in_channels)
+    cw = read_caffemodel(path, prototxt=prototxt, grid=grid, in_channels=in_channels)
     if cw.netdef.grid != grid:
         raise WeightsError(f"{path}: its prototxt ({cw.prototxt}) is for a {cw.netdef.grid}x{cw.netdef.grid} grid, "
                            f"the pipeline's is {grid}x{grid}; pass --sut-option grid={cw.netdef.grid}")

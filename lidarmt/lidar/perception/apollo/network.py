@@ -250,10 +250,10 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     return obj
 
 
-def load_network(path: str | os.PathLike[str], *, grid: int = 640) -> CnnSegNet:
+def load_network(path: str | os.PathLike[str], *, grid: int = 640, in_channels: int = 8) -> CnnSegNet:
     """A network with the weights of ``path``, a ``torch.save`` state_dict (see :func:`load_state_dict`; Apollo's
     ``.caffemodel`` files: :func:`lidarmt.lidar.perception.apollo.caffe.load_any_network`)."""
-    net = build_network(grid)
+    net = build_network(grid, in_channels=in_channels)
     state = load_state_dict(path)
     # accept checkpoints from torch.compile'd / DataParallel models
     state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}

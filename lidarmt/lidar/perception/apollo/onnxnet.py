@@ -10,8 +10,8 @@ Two layouts are run as they come:
   single 12-channel output is taken as Apollo's ``deconv0`` blob, and Apollo's heads are applied as the
   prototxt does (Slice at 1, 3, 4, 9, 11; Sigmoid; category × mask).
 
-Inputs are checked against the pipeline's grid and its 8 feature channels when the session is opened (a 6- or
-4-channel Apollo 3.5+ network is refused with a line saying so), outputs on every call. :class:`OnnxCnnRunner`
+Inputs are checked against the pipeline's grid and feature channels (8, or Apollo 3.5+'s 6 or 4 with the
+``apollo-3.5`` preset) when the session is opened, outputs on every call. :class:`OnnxCnnRunner`
 has :class:`~lidarmt.lidar.perception.apollo.network.CnnRunner`'s calling convention, and no torch module
 (``net`` is None): coverage, which needs the activations of a torch module, refuses such a SUT.
 """
@@ -68,8 +68,10 @@ class OnnxCnnRunner:
         if isinstance(c, int) and c != in_channels:
             kind = {6: " (Apollo 3.5+ velodyne16/64 or Autoware's vlp-16/hdl-64)",
                     4: " (Apollo 3.5+ velodyne128 or Autoware's vls-128)"}.get(c, "")
+            hint = ("--sut apollo-3.5 with sensor=velodyne16|velodyne64 (6 channels) or velodyne128 (4)" if c in (4, 6)
+                    else "--sut apollo (8 channels)" if c == 8 else "a cnnseg network of 8, 6 or 4 channels")
             raise WeightsError(f"{self.path}: input {inp.name!r} has {c} feature channels{kind}; this preset computes "
-                               f"Apollo 2.5/3.0's {in_channels} (an apollo-3.5 preset would be needed)")
+                               f"{in_channels}; use {hint}")
         for axis, d in zip(("height", "width"), shape[2:], strict=True):
             if isinstance(d, int) and d != grid:
                 raise WeightsError(f"{self.path}: input {inp.name!r} is {shape[2]}x{shape[3]}, the pipeline's grid is "

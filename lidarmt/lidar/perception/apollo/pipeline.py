@@ -86,7 +86,7 @@ class ApolloLOP:
                     "weights=None runs the CNN with random weights; pass allow_random=True to mean it "
                     "(tests and benchmarks only)"
                 )
-            net = build_network(cfg.grid, seed=seed)
+            net = build_network(cfg.grid, seed=seed, in_channels=cfg.in_channels)
             self.weights_path = None
         else:
             path = Path(cfg.weights_path() if weights is _DEFAULT else weights).expanduser()
@@ -102,10 +102,12 @@ class ApolloLOP:
             else:
                 from lidarmt.lidar.perception.apollo.caffe import load_any_network
 
-                net = load_any_network(path, grid=cfg.grid, prototxt=cfg.prototxt)
-                if net.in_channels != 8:
-                    raise WeightsError(f"{path}: a {net.in_channels}-channel network (Apollo 3.5+); this preset computes "
-                                       "Apollo 2.5/3.0's 8 feature channels (an apollo-3.5 preset would be needed)")
+                net = load_any_network(path, grid=cfg.grid, prototxt=cfg.prototxt, in_channels=cfg.in_channels)
+                if net.in_channels != cfg.in_channels:
+                    hint = ("use --sut apollo-3.5 (sensor=velodyne16|velodyne64|velodyne128)" if net.in_channels != 8
+                            else "use --sut apollo (Apollo 2.5/3.0)")
+                    raise WeightsError(f"{path}: a {net.in_channels}-channel network; this preset computes "
+                                       f"{cfg.in_channels} feature channels; {hint}")
         self.network = net
         #: how reports name the weights: "Apollo 3.0 cnnseg, official weights", "caffemodel <sha256[:12]>", ...
         self.weights_label = "random" if weights is None and network is None else "in-memory network"
@@ -116,8 +118,8 @@ class ApolloLOP:
         if net is None:  # an ONNX file: onnxruntime runs the CNN stage (fp32)
             from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
 
-            self.runner: Any = OnnxCnnRunner(self.weights_path, grid=cfg.grid, device=cfg.device,
-                                             threads=cfg.threads)
+            self.runner: Any = OnnxCnnRunner(self.weights_path, grid=cfg.grid, in_channels=cfg.in_channels,
+                                             device=cfg.device, threads=cfg.threads)
         else:
             self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads,
                                     device=cfg.device)
@@ -134,7 +136,8 @@ class ApolloLOP:
     def features(self, frame: Frame, roi_indices: np.ndarray | None = None) -> np.ndarray:
         """The (8, H, W) feature grid Apollo feeds the CNN: full cloud or (``use_full_cloud=False``) ROI points.
 
-        The returned array is a buffer reused by the next call; copy it to keep it."""
+        The returned array is a buffer reused by the next call; copy it to keep it. Apollo 3.5+'s networks
+        (``in_channels`` 6 or 4) get their channels of the same generator (``config.FEATURE_CHANNELS``)."""
         cfg = self.config
         key = (cfg.grid, float(cfg.range))
         fresh = self._feat_buf is None or self._feat_key != key
@@ -146,7 +149,7 @@ class ApolloLOP:
             if cfg.use_full_cloud
             else (roi_indices if roi_indices is not None else np.zeros(0, np.int64))
         )
-        return compute_features(
+        feats = compute_features(
             frame.points,
             grid=cfg.grid,
             range=cfg.range,
@@ -156,6 +159,11 @@ class ApolloLOP:
             out=self._feat_buf,
             constants_filled=not fresh,  # the buffer is private: channels 3 and 6 stay as written
         )
+        if cfg.in_channels != 8:
+            from lidarmt.lidar.perception.apollo.config import FEATURE_CHANNELS
+
+            return feats[list(FEATURE_CHANNELS[cfg.in_channels])]
+        return feats
 
     def forward_grid(self, frame: Frame, roi_indices: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Features and CNN outputs of a frame: the six heads plus ``"features"`` (a copy)."""
