@@ -27,6 +27,11 @@ HYP = settings(derandomize=True, database=None, deadline=None, max_examples=40,
                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
+def _needs_onnx() -> None:
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+
+
 def _features(seed: int = 0, c: int = 8) -> np.ndarray:
     f = np.random.default_rng(seed).random((c, GRID, GRID), dtype=np.float32)
     f[c - 1] = f[c - 1] > 0.4
@@ -44,9 +49,12 @@ def files(tmp_path_factory) -> dict[str, Path]:
     torch.save(net.state_dict(), d / "own.pt")
     (d / "deploy.caffemodel").write_bytes(caffe.caffemodel_bytes(net.state_dict()))
     (d / "deploy.prototxt").write_text(caffe.prototxt_text(8, GRID))
-    from lidarmt.lidar.perception.apollo.onnxnet import export_onnx
+    import importlib.util
 
-    export_onnx(net.state_dict(), d / "own.onnx", grid=GRID)
+    if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):  # the onnx extra
+        from lidarmt.lidar.perception.apollo.onnxnet import export_onnx
+
+        export_onnx(net.state_dict(), d / "own.onnx", grid=GRID)
     return {"dir": d, "pt": d / "own.pt", "caffemodel": d / "deploy.caffemodel", "prototxt": d / "deploy.prototxt",
             "onnx": d / "own.onnx"}
 
@@ -252,6 +260,7 @@ def test_cli_export_weights_writes_both_and_refuses_overwrite(tmp_path, files):
 
 
 def test_onnx_runner_matches_torch_within_tolerance(files):
+    _needs_onnx()
     from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
 
     torch_run = CnnRunner(load_network(files["pt"], grid=GRID))
@@ -265,6 +274,7 @@ def test_onnx_runner_matches_torch_within_tolerance(files):
 
 
 def test_onnx_sut_gives_the_torch_suts_obstacles(files):
+    _needs_onnx()
     roi = strip_roi()
     t = ApolloLOP(ApolloConfig(grid=GRID, weights=str(files["pt"])))
     o = ApolloLOP(ApolloConfig(grid=GRID, weights=str(files["onnx"])))
@@ -281,6 +291,7 @@ def test_onnx_sut_gives_the_torch_suts_obstacles(files):
 
 def test_autoware_single_output_layout(tmp_path, files):
     """One 12-channel output (Autoware's 'deconv0'): Apollo's heads are applied by lidarmt."""
+    _needs_onnx()
     import io
     import warnings
 
@@ -311,6 +322,7 @@ def test_autoware_single_output_layout(tmp_path, files):
 
 
 def test_damaged_onnx_is_one_line(tmp_path, files):
+    _needs_onnx()
     data = files["onnx"].read_bytes()
     for i, bad in enumerate((data[: len(data) // 2], b"\x00garbage" * 10, data[:100])):
         p = tmp_path / f"bad{i}.onnx"
@@ -323,6 +335,7 @@ def test_damaged_onnx_is_one_line(tmp_path, files):
 
 
 def test_onnx_with_external_data_is_refused(tmp_path, files):
+    _needs_onnx()
     import onnx
 
     model = onnx.load(str(files["onnx"]))
@@ -334,6 +347,7 @@ def test_onnx_with_external_data_is_refused(tmp_path, files):
 
 @pytest.mark.slow
 def test_campaign_with_onnx_sut_gives_the_torch_verdicts(files, tmp_path):
+    _needs_onnx()
     from lidarmt.lidar.mr1.campaign import CampaignConfig, run_campaign
     from lidarmt.lidar.mr1.inject import Region
     from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
@@ -352,3 +366,59 @@ def test_campaign_with_onnx_sut_gives_the_torch_verdicts(files, tmp_path):
     from lidarmt.lidar.perception.apollo.caffe import sha256_file, weights_note
 
     assert weights_note({"weights": str(files["onnx"])}) == f" (weights: onnx {sha256_file(files['onnx'])[:12]})"
+
+
+def _tiny_onnx() -> bytes:
+    import io
+    import warnings
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(8, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(4, 12, 1))
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(net.eval(), (torch.zeros(1, 8, GRID, GRID),), buf, dynamo=False, input_names=["data"],
+                          output_names=["deconv0"], opset_version=17)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx() -> bytes:
+    _needs_onnx()
+    return _tiny_onnx()
+
+
+def test_tiny_onnx_runs_as_autoware_layout(tmp_path, tiny_onnx):
+    from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
+
+    (tmp_path / "t.onnx").write_bytes(tiny_onnx)
+    heads = OnnxCnnRunner(tmp_path / "t.onnx", grid=GRID)(_features())
+    assert heads["class_score"].shape == (5, GRID, GRID)
+
+
+@HYP
+@given(cut=st.integers(min_value=0, max_value=1 << 20), flips=st.lists(
+    st.tuples(st.integers(0, 1 << 20), st.integers(0, 7)), max_size=3))
+def test_damaged_onnx_is_one_line_or_runs(tmp_path_factory, tiny_onnx, cut, flips):
+    from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
+
+    data = bytearray(tiny_onnx)
+    for pos, bit in flips:
+        data[pos % len(data)] ^= 1 << bit
+    data = bytes(data[: cut % (len(data) + 1)]) if cut % 3 == 0 else bytes(data)
+    p = tmp_path_factory.mktemp("onnx") / "x.onnx"
+    p.write_bytes(data)
+    try:
+        OnnxCnnRunner(p, grid=GRID)(_features())
+    except WeightsError as err:
+        assert "\n" not in str(err)
+
+
+def test_oversized_onnx_is_refused_before_reading(tmp_path):
+    _needs_onnx()
+    from lidarmt._onnx import MAX_ONNX_BYTES
+
+    p = tmp_path / "big.onnx"
+    with open(p, "wb") as fh:  # sparse
+        fh.truncate(MAX_ONNX_BYTES + 1)
+    with pytest.raises(WeightsError, match="more than lidarmt opens"):
+        ApolloLOP(ApolloConfig(grid=GRID, weights=str(p)))

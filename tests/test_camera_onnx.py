@@ -16,6 +16,7 @@ from lidarmt.camera.models.registry import file_sha256, get_model, kind_of
 from lidarmt.cli import main
 
 pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
 
 
 def _export(module: torch.nn.Module, path: Path, shape: tuple[int, int, int], *, nhwc: bool = False) -> Path:

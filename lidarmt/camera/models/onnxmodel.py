@@ -66,7 +66,11 @@ class OnnxSteeringModel:
             x = _prepare_batch(images[i : i + self.batch_size], self.recipe, (h, w))
             if self.onnx.layout == "nhwc":
                 x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-            (y, *_rest) = self.session.run(None, {self.onnx.input_name: x.astype(np.float32, copy=False)})
+            try:
+                (y, *_rest) = self.session.run(None, {self.onnx.input_name: x.astype(np.float32, copy=False)})
+            except Exception as err:  # noqa: BLE001 - onnxruntime's own error classes
+                raise ModelError(f"onnxruntime cannot run {self.onnx.path} on {x.shape[0]} image(s): "
+                                 f"{' '.join(str(err).split())[:300]}") from err
             y = np.asarray(y, dtype=np.float64).reshape(-1)
             if len(y) != len(x):
                 raise ModelError(f"{self.onnx.path}: the model gave {len(y)} values for {len(x)} images; a steering "

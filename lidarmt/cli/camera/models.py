@@ -80,7 +80,7 @@ def models(
         str | None,
         typer.Argument(
             help="Show one model in detail: a zoo or plugin name, the path "
-            "of a Keras .h5 file (its layers, input and preprocessing), or of a weights .pt from 'camera train'."
+            "of a Keras .h5 or .onnx file (its layers or graph, input and preprocessing), or of a weights .pt from 'camera train'."
         ),
     ] = None,
     model_option: Annotated[

@@ -324,7 +324,7 @@ def predict(
             "--model",
             "-m",
             help="A model of 'lidarmt camera models', the path "
-            "of a Keras .h5 file, or package.module:callable.",
+            "of a Keras .h5 or .onnx file, or package.module:callable.",
         ),
     ],
     model_option: Annotated[

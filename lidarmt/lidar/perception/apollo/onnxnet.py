@@ -113,7 +113,11 @@ class OnnxCnnRunner:
 
     def __call__(self, features: np.ndarray) -> dict[str, np.ndarray]:
         x = np.ascontiguousarray(features, dtype=np.float32)[None]
-        res = self.session.run(None, {self.input_name: x})
+        try:
+            res = self.session.run(None, {self.input_name: x})
+        except Exception as err:  # noqa: BLE001 - onnxruntime's own error classes
+            raise WeightsError(f"onnxruntime cannot run {self.path} on a {x.shape[1:]} feature grid: "
+                               f"{' '.join(str(err).split())[:300]}") from err
         return self._heads(dict(zip(self.outputs, res, strict=True)), features)
 
     def run_many(self, features: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
