@@ -193,10 +193,25 @@ def test_damaged_netparameter_is_one_line_or_parses(cut, flips):
     for pos, bit in flips:
         data[pos % len(data)] ^= 1 << bit
     data = bytes(data[: cut % (len(data) + 1)])
+    import tracemalloc
+
+    tracemalloc.start()
     try:
         caffe.parse_caffemodel(data)
     except WeightsError as err:
         assert "\n" not in str(err)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert peak < 256 * 1024  # nothing a damaged length claims is allocated
+
+
+def test_a_huge_declared_length_is_refused_unallocated():
+    # a layer that claims 2**40 bytes, a blob that claims 2**33 floats in a 20-byte message
+    for data in (caffe._key(100, 2) + caffe._enc_varint(1 << 40) + b"x" * 10,
+                 caffe._ld(100, caffe._str(1, "conv0") + caffe._key(7, 2) + caffe._enc_varint(1 << 35))):
+        with pytest.raises(WeightsError, match="truncated or damaged"):
+            caffe.parse_caffemodel(data)
 
 
 @HYP

@@ -628,52 +628,60 @@ def read_caffemodel(path: str | os.PathLike[str], *, prototxt: str | os.PathLike
         raise WeightsError(f"{p}: {size:,} bytes is far more than Apollo's cnnseg weights (about {need:,}); "
                            "is it the right file?")
     if size < need:
+        known = [label for label, nbytes in OFFICIAL.values() if nbytes == size]
+        which = f" ({known[0]}: {'its prototxt is not known' if size == 7_203_408 else 'another network'})" \
+            if known and label_for(sha256_file(p)) == known[0] else ""
         raise WeightsError(f"{p}: {size:,} bytes cannot hold the {need // 4:,} parameters of a {netdef.in_channels}-"
-                           f"channel cnnseg network ({need:,} bytes); truncated or another network")
+                           f"channel cnnseg network ({need:,} bytes); truncated or another network{which}")
     check_memory(2 * size, what=f"{p.name}", error=WeightsError)
     raw = p.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     where = str(p)
-    _name, layers = parse_caffemodel(raw, where)
-    shapes = blob_shapes(netdef.in_channels)
-    types = {lay.name: lay.type for lay in netdef.layers}
-    state: dict[str, Any] = {}
-    for lay in layers:
-        if not lay.blobs:
-            continue
-        if lay.name not in shapes:
-            raise WeightsError(f"{where}: layer {lay.name!r} has weights but is not a weighted layer of Apollo's "
-                               "cnnseg network")
-        if lay.type and lay.type != types.get(lay.name):
-            raise WeightsError(f"{where}: layer {lay.name!r} is a {lay.type} layer, the prototxt says "
-                               f"{types.get(lay.name)}")
-        if lay.name + ".weight" in state:
-            raise WeightsError(f"{where}: layer {lay.name!r} has weights twice")
-        w_shape, b_shape = shapes[lay.name]
-        if len(lay.blobs) != 2:
-            raise WeightsError(f"{where}: layer {lay.name!r} has {len(lay.blobs)} blob(s), Apollo's has 2 (weights, "
-                               "bias)")
-        for blob, want, key in ((lay.blobs[0], w_shape, "weight"), (lay.blobs[1], b_shape, "bias")):
-            got = blob.shape
-            if key == "bias" and len(got) == 4 and got[:3] == (1, 1, 1):  # legacy 4-D bias
-                got = got[3:]
-            if tuple(got) != tuple(want):
-                raise WeightsError(f"{where}: layer {lay.name!r} {key} blob has shape {tuple(got)}, the prototxt's "
-                                   f"network needs {tuple(want)}")
-            n = int(np.prod(want))
-            if blob.data is None or blob.count != n:
-                raise WeightsError(f"{where}: layer {lay.name!r} {key} blob holds {blob.count:,} floats for shape "
-                                   f"{tuple(want)} ({n:,}); damaged or truncated")
-            arr = np.frombuffer(raw, dtype="<f4", count=n, offset=blob.data[0]).reshape(want)
-            state[f"{lay.name}.{key}"] = torch.from_numpy(arr.astype(np.float32))
-    missing = [name for name in shapes if f"{name}.weight" not in state]
-    if missing:
-        raise WeightsError(f"{where}: no weights for layer {missing[0]!r}"
-                           + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
-                           + "; truncated, or weights of another network")
-    for key, t in state.items():
-        if not torch.isfinite(t).all():
-            raise WeightsError(f"{where}: {key} holds NaN or infinite values; damaged")
+    try:
+        _name, layers = parse_caffemodel(raw, where)
+        shapes = blob_shapes(netdef.in_channels)
+        types = {lay.name: lay.type for lay in netdef.layers}
+        state: dict[str, Any] = {}
+        for lay in layers:
+            if not lay.blobs:
+                continue
+            if lay.name not in shapes:
+                raise WeightsError(f"{where}: layer {lay.name!r} has weights but is not a weighted layer of Apollo's "
+                                   "cnnseg network")
+            if lay.type and lay.type != types.get(lay.name):
+                raise WeightsError(f"{where}: layer {lay.name!r} is a {lay.type} layer, the prototxt says "
+                                   f"{types.get(lay.name)}")
+            if lay.name + ".weight" in state:
+                raise WeightsError(f"{where}: layer {lay.name!r} has weights twice")
+            w_shape, b_shape = shapes[lay.name]
+            if len(lay.blobs) != 2:
+                raise WeightsError(f"{where}: layer {lay.name!r} has {len(lay.blobs)} blob(s), Apollo's has 2 (weights, "
+                                   "bias)")
+            for blob, want, key in ((lay.blobs[0], w_shape, "weight"), (lay.blobs[1], b_shape, "bias")):
+                got = blob.shape
+                if key == "bias" and len(got) == 4 and got[:3] == (1, 1, 1):  # legacy 4-D bias
+                    got = got[3:]
+                if tuple(got) != tuple(want):
+                    raise WeightsError(f"{where}: layer {lay.name!r} {key} blob has shape {tuple(got)}, the prototxt's "
+                                       f"network needs {tuple(want)}")
+                n = int(np.prod(want))
+                if blob.data is None or blob.count != n:
+                    raise WeightsError(f"{where}: layer {lay.name!r} {key} blob holds {blob.count:,} floats for shape "
+                                       f"{tuple(want)} ({n:,}); damaged or truncated")
+                arr = np.frombuffer(raw, dtype="<f4", count=n, offset=blob.data[0]).reshape(want)
+                state[f"{lay.name}.{key}"] = torch.from_numpy(arr.astype(np.float32))
+        missing = [name for name in shapes if f"{name}.weight" not in state]
+        if missing:
+            raise WeightsError(f"{where}: no weights for layer {missing[0]!r}"
+                               + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+                               + "; truncated, or weights of another network")
+        for key, t in state.items():
+            if not torch.isfinite(t).all():
+                raise WeightsError(f"{where}: {key} holds NaN or infinite values; damaged")
+    except WeightsError as err:
+        if digest in OFFICIAL:  # say which of Apollo's files it is: the prototxt given does not fit it
+            raise WeightsError(f"{err} ({OFFICIAL[digest][0]}; give its own deploy.prototxt)") from err
+        raise
     return CaffeWeights(state, netdef, str(proto_path) if proto_path else where_net, digest, size)
 
 
