@@ -437,3 +437,15 @@ def test_oversized_onnx_is_refused_before_reading(tmp_path):
         fh.truncate(MAX_ONNX_BYTES + 1)
     with pytest.raises(WeightsError, match="more than lidarmt opens"):
         ApolloLOP(ApolloConfig(grid=GRID, weights=str(p)))
+
+
+def test_a_3_5_network_starts_from_the_8_channel_weights(tmp_path, files):
+    from lidarmt.lidar.perception.apollo.train import TrainConfig, write_start_checkpoint
+
+    path = write_start_checkpoint(files["pt"], tmp_path / "run", grid=GRID, in_channels=6)
+    state = torch.load(path, weights_only=True)["model"]
+    own = torch.load(files["pt"], weights_only=True)
+    assert torch.equal(state["conv0_1.weight"], own["conv0_1.weight"][:, [0, 1, 2, 4, 5, 7]])
+    assert torch.equal(state["deconv0.weight"], own["deconv0.weight"])
+    with pytest.raises(Exception, match="in_channels"):
+        TrainConfig(data=("x",), out=str(tmp_path / "o"), in_channels=5)

@@ -27,6 +27,12 @@ NAMED_WEIGHTS: dict[str, dict[int, str]] = {
 }
 
 MODES = ("exact", "fast")
+
+
+def shipped_name(grid: int, in_channels: int = 8) -> str:
+    """The file name of the shipped weights of a network: ``cnnseg640.pt``; Apollo 3.5+'s ``cnnseg672_6ch.pt``."""
+    return f"cnnseg{grid}.pt" if in_channels == 8 else f"cnnseg{grid}_{in_channels}ch.pt"
+
 #: the feature channels each network takes, as indices into the 8 of Apollo 2.x's feature generator (max height,
 #: mean height, log count, direction, top intensity, mean intensity, distance, non-empty): Apollo 3.5+ drops the
 #: constant direction/distance channels (``use_constant_feature: false``), velodyne128 the intensities too
@@ -174,8 +180,12 @@ class ApolloConfig:
                                   "a .pt, .caffemodel or .onnx file path")
             return path
         if self.in_channels != 8:
-            raise ConfigError(f"no shipped weights for Apollo 3.5+'s {self.in_channels}-channel network; pass "
-                              "weights=PATH (Apollo's deploy.caffemodel for it, an .onnx or a .pt of that network)")
+            shipped = WEIGHTS_DIR / shipped_name(self.grid, self.in_channels)
+            if shipped.is_file():
+                return shipped
+            raise ConfigError(f"no shipped weights for Apollo 3.5+'s {self.in_channels}-channel network on a "
+                              f"{self.grid} grid; pass weights=PATH (Apollo's deploy.caffemodel for it, an .onnx or "
+                              "a .pt of that network)")
         return DEFAULT_WEIGHTS.get(self.grid, WEIGHTS_DIR / f"cnnseg{self.grid}.pt")
 
     def to_dict(self) -> dict[str, Any]:
