@@ -692,7 +692,7 @@ def load_any_network(path: str | os.PathLike[str], *, grid: int = 640,
     from lidarmt.lidar.perception.apollo.network import build_network, load_network
 
     if not str(path).lower().endswith(".caffemodel"):
-        return load_network(path, grid=grid, in_channels=in_channels)
+        return load_network(path, grid=grid)  # its own channel count: the caller checks it
     cw = read_caffemodel(path, prototxt=prototxt, grid=grid, in_channels=in_channels)
     if cw.netdef.grid != grid:
         raise WeightsError(f"{path}: its prototxt ({cw.prototxt}) is for a {cw.netdef.grid}x{cw.netdef.grid} grid, "

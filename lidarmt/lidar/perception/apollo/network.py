@@ -250,13 +250,17 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     return obj
 
 
-def load_network(path: str | os.PathLike[str], *, grid: int = 640, in_channels: int = 8) -> CnnSegNet:
+def load_network(path: str | os.PathLike[str], *, grid: int = 640, in_channels: int | None = None) -> CnnSegNet:
     """A network with the weights of ``path``, a ``torch.save`` state_dict (see :func:`load_state_dict`; Apollo's
-    ``.caffemodel`` files: :func:`lidarmt.lidar.perception.apollo.caffe.load_any_network`)."""
-    net = build_network(grid, in_channels=in_channels)
+    ``.caffemodel`` files: :func:`lidarmt.lidar.perception.apollo.caffe.load_any_network`). ``in_channels`` None:
+    as the file's ``conv0_1`` says (8, or Apollo 3.5+'s 6 or 4); the caller compares it with what it computes."""
     state = load_state_dict(path)
     # accept checkpoints from torch.compile'd / DataParallel models
     state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
+    if in_channels is None:
+        w = state.get("conv0_1.weight")
+        in_channels = int(w.shape[1]) if w is not None and w.ndim == 4 and int(w.shape[1]) in (8, 6, 4) else 8
+    net = build_network(grid, in_channels=in_channels)
     try:
         net.load_state_dict(state, strict=True)
     except RuntimeError as err:

@@ -477,7 +477,10 @@ def write_start_checkpoint(weights: str | os.PathLike[str], out: str | os.PathLi
     if owned_files(out):
         raise TrainingOutputError(f"{out} already holds a training run; choose a new folder")
     net = load_network(weights, grid=grid)
-    if in_channels != 8:
+    if net.in_channels != in_channels and net.in_channels != 8:
+        raise ArgumentError(f"{weights} is a {net.in_channels}-channel network; a {in_channels}-channel run starts "
+                            "from an 8-channel one or its own kind")
+    if net.in_channels != in_channels:
         from lidarmt.lidar.perception.apollo.config import FEATURE_CHANNELS
         from lidarmt.lidar.perception.apollo.network import build_network
 
