@@ -147,7 +147,9 @@ def test_apollo_3_5_preset_takes_the_sensor_and_needs_weights():
     from lidarmt.lidar.perception.registry import get_perception
 
     with pytest.raises(ConfigError, match="no shipped weights"):
-        get_perception("apollo-3.5")
+        get_perception("apollo-3.5", sensor="velodyne128")
+    shipped = get_perception("apollo-3.5", mode="exact")  # velodyne64: the shipped 6-channel weights
+    assert shipped.network.in_channels == 6 and shipped.weights_path.name == "cnnseg672_6ch.pt"
     sut = get_perception("apollo-3.5", sensor="velodyne128", weights=None, allow_random=True)
     assert (sut.config.grid, sut.config.range, sut.config.in_channels) == (576, 60.0, 4)
     with pytest.raises(ConfigError, match="sensor must be"):
