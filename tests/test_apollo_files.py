@@ -250,6 +250,7 @@ def test_oversized_and_foreign_files_are_refused_before_reading(tmp_path, files)
         caffe.read_caffemodel(big)
 
 
+@pytest.mark.slow  # a subprocess: seconds of start-up
 def test_cli_damaged_caffemodel_is_one_line_exit_2(tmp_path, files):
     (tmp_path / "deploy.caffemodel").write_bytes(files["caffemodel"].read_bytes()[:-5000])
     (tmp_path / "deploy.prototxt").write_bytes(files["prototxt"].read_bytes())
@@ -260,6 +261,7 @@ def test_cli_damaged_caffemodel_is_one_line_exit_2(tmp_path, files):
     assert not (tmp_path / "x.onnx").exists()
 
 
+@pytest.mark.slow  # two subprocesses writing 12 MB files
 def test_cli_export_weights_writes_both_and_refuses_overwrite(tmp_path, files):
     out = tmp_path / "w" / "deploy.caffemodel"
     out.parent.mkdir()

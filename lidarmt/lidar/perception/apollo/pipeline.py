@@ -109,12 +109,6 @@ class ApolloLOP:
                     raise WeightsError(f"{path}: a {net.in_channels}-channel network; this preset computes "
                                        f"{cfg.in_channels} feature channels; {hint}")
         self.network = net
-        #: how reports name the weights: "Apollo 3.0 cnnseg, official weights", "caffemodel <sha256[:12]>", ...
-        self.weights_label = "random" if weights is None and network is None else "in-memory network"
-        if self.weights_path is not None:
-            from lidarmt.lidar.perception.apollo.caffe import weights_label
-
-            self.weights_label = weights_label(self.weights_path)
         if net is None:  # an ONNX file: onnxruntime runs the CNN stage (fp32)
             from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
 
@@ -123,6 +117,13 @@ class ApolloLOP:
         else:
             self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads,
                                     device=cfg.device)
+        #: how reports name the weights: "Apollo 3.0 cnnseg, official weights", "caffemodel <sha256[:12]>", ...
+        #: (hashed after the file passed its reader's size checks)
+        self.weights_label = "random" if weights is None and network is None else "in-memory network"
+        if self.weights_path is not None:
+            from lidarmt.lidar.perception.apollo.caffe import weights_label
+
+            self.weights_label = weights_label(self.weights_path)
         self.last_timings: dict[str, float] = {}
         self._feat_buf: np.ndarray | None = None
         self._feat_key: tuple[int, float] | None = None
