@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # the extras to install: everything by default (make test, CI); `make demo` asks for sim only
-EXTRAS=${EXTRAS:-sim,dev,ray}
+EXTRAS=${EXTRAS:-sim,dev,ray,onnx}
 STAMP_NAME=${STAMP_NAME:-.installed}
 step() { echo "setup: $(date +%H:%M:%S) $*"; }
 

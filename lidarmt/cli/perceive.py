@@ -122,7 +122,8 @@ def perceive(
     weights: Annotated[
         Path | None,
         typer.Option(
-            "--weights", "-w", help="CNN weights (state_dict .pt); default: the shipped cnnseg<grid>.pt."
+            "--weights", "-w", help="CNN weights: a state_dict .pt, Apollo's .caffemodel (its deploy.prototxt beside it) "
+            "or an .onnx file; default: the shipped cnnseg<grid>.pt."
         ),
     ] = None,
     grid: Annotated[
@@ -244,6 +245,7 @@ def perceive(
             "frame": frame_index,
             "perception": getattr(sut, "name", str(perception)),
             "config": sut.config.to_dict() if hasattr(sut, "config") else None,
+            "weights": getattr(sut, "weights_label", None),
             "points": len(frame),
             "roi_points": len(roi_idx),
             "counts": counts,
@@ -261,8 +263,10 @@ def perceive(
 
     from lidarmt.cli._common import wide_console
 
+    label = getattr(sut, "weights_label", None)
     table = Table(title=f"{recording.name} · frame {frame_index} · {len(frame):,} points · "
-                        f"{len(roi_idx):,} in the ROI", title_justify="left")  # fmt: skip
+                        f"{len(roi_idx):,} in the ROI" + (f" · {label}" if label else ""),
+                  title_justify="left")  # fmt: skip
     for col, just in [("#", "right"), ("class", "left"), ("score", "right"), ("points", "right"),
                       ("centre x,y,z m", "right"), ("l×w×h m", "right"), ("head°", "right")]:  # fmt: skip
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]

@@ -24,6 +24,8 @@ def train(
     seed: Annotated[int, typer.Option(help="Seeds the initialisation and every sample drawn.")] = 0,
     steps: Annotated[int, typer.Option(help="Optimizer steps (the learning-rate schedule spans them).")] = 1500,
     grid: Annotated[int, typer.Option(help="Feature grid (640: Apollo 2.5/3.0; 512: 2.0).")] = 640,
+    range_: Annotated[float, typer.Option("--range", help="Half-size of the grid, metres (60: Apollo 2.x/3.0; 70: 3.5+ velodyne16/64).")] = 60.0,
+    in_channels: Annotated[int, typer.Option("--in-channels", help="Feature channels: 8 (Apollo 2.x/3.0), 6 (3.5+ velodyne16/64: no direction/distance), 4 (3.5+ velodyne128: no intensities either).")] = 8,
     crop: Annotated[int, typer.Option(help="Side of the random square crops of the grid, cells (multiple of 32).")] = 256,
     batch: Annotated[int, typer.Option(help="Crops per step.")] = 4,
     lr: Annotated[float, typer.Option(help="Peak AdamW learning rate.")] = 2e-3,
@@ -76,7 +78,7 @@ def train(
             raise ArgumentError(f"--data-weights must be comma-separated numbers, got {data_weights!r}") from err
 
     cfg = TrainConfig(
-        data=tuple(str(p) for p in data), data_weights=dw, out=str(out), seed=seed, steps=steps, grid=grid, crop=crop, batch=batch,
+        data=tuple(str(p) for p in data), data_weights=dw, out=str(out), seed=seed, steps=steps, grid=grid, range=range_, in_channels=in_channels, crop=crop, batch=batch,
         lr=lr, weight_decay=weight_decay, warmup=warmup, augment=not no_augment, bf16=not fp32, threads=threads,
         checkpoint_minutes=checkpoint_minutes, max_minutes=max_minutes,
         loss=LossWeights(positive=pos_weight, class_cells=cw),  # type: ignore[arg-type]
@@ -90,9 +92,11 @@ def train(
         console.print("mean losses of the last 100 steps: " + ", ".join(f"{k} {v:.4f}" for k, v in losses.items()))
     console.print(f"weights: {weights}")
     if ship:
-        dest = DEFAULT_WEIGHTS.get(grid)
+        from lidarmt.lidar.perception.apollo.config import shipped_name
+
+        dest = DEFAULT_WEIGHTS.get(grid) if in_channels == 8 else None
         if dest is None:
-            dest = DEFAULT_WEIGHTS[640].with_name(f"cnnseg{grid}.pt")
+            dest = DEFAULT_WEIGHTS[640].with_name(shipped_name(grid, in_channels))
         from lidarmt._atomic import atomic_path
 
         with atomic_path(dest) as tmp:

@@ -29,9 +29,9 @@ TRAIN_SHARE = 0.8
 
 def profile_path_for(spec: str) -> Path | None:
     """The default profile path of a model spec: beside the zoo weights or a Keras file; None for plug-ins."""
-    from lidarmt.camera.models.registry import is_keras_path, is_weights_path
+    from lidarmt.camera.models.registry import is_keras_path, is_onnx_path, is_weights_path
 
-    if is_keras_path(spec) or is_weights_path(spec):  # beside a Keras file or a weights file from camera train
+    if is_keras_path(spec) or is_weights_path(spec) or is_onnx_path(spec):  # beside a Keras file or a weights file from camera train
         return Path(spec).with_suffix(".profile.npz")
     try:
         from lidarmt.camera.models import zoo

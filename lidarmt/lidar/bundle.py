@@ -125,6 +125,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "n_source": len(j.source), "n_follow": len(j.follow),
         "ddmin": dd.to_dict() if dd else None, "ddmin_skipped": why_not,
         "minimal_findings": minimal_lost, "sut_name": str(getattr(ev.sut, "name", cfg.sut.name)),
+        "sut_weights": getattr(ev.sut, "weights_label", None),
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
     }

@@ -28,6 +28,7 @@ from lidarmt.engine.report import (
     savefig,
     write_report_set,
 )
+from lidarmt.lidar.perception.apollo.caffe import weights_note
 from lidarmt.lidar.relations import MISSED_INSERT, SPURIOUS, WHATS, Thresholds, families
 
 DEEPTEST_REF = "Tian et al., DeepTest, ICSE 2018, Table 8"
@@ -115,7 +116,7 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         "# LiDAR transformation campaign",
         "",
         f"- recording `{cfg['source']['path']}`, {len(cfg['frames'])} frame(s), ROI `{cfg['roi']['map']}`, SUT "
-        f"`{cfg['sut']['name']}`, seed {cfg['seed']}, {cfg['trials']} trial(s)",
+        f"`{cfg['sut']['name']}`{weights_note(cfg['sut']['options'])}, seed {cfg['seed']}, {cfg['trials']} trial(s)",
         f"- {tot['pairs']} pairs judged, **{tot['violations']}** violate their relation; {tot['crashes']} crashes, "
         f"{tot['timeouts']} timeouts",
         f"- {caption(summary)}",

@@ -43,6 +43,7 @@ ENTRY_POINT_GROUP = "lidarmt.steering"
 ZOO_MODULE = "lidarmt.camera.models.zoo"
 KERAS_SUFFIXES = (".h5", ".hdf5")
 WEIGHTS_SUFFIXES = (".pt", ".pth")
+ONNX_SUFFIXES = (".onnx",)
 #: Options of the zoo's models (zoo.load) and of a weights file given by path (zoo.model_from_file).
 ZOO_OPTION_KEYS = ("weights", "device")
 WEIGHTS_OPTION_KEYS = ("device", "batch_size")
@@ -106,12 +107,19 @@ def is_weights_path(spec: str) -> bool:
     return spec.strip().lower().endswith(WEIGHTS_SUFFIXES)
 
 
+def is_onnx_path(spec: str) -> bool:
+    """Whether ``spec`` names an ONNX model file (by its suffix)."""
+    return spec.strip().lower().endswith(ONNX_SUFFIXES)
+
+
 def kind_of(spec: str) -> str:
-    """What a spec names: ``"keras"``, ``"weights"`` (a ``camera train`` file), ``"builtin"``, ``"code"``
-    (``module:callable``), ``"plugin"`` or ``"unknown"``."""
+    """What a spec names: ``"keras"``, ``"onnx"``, ``"weights"`` (a ``camera train`` file), ``"builtin"``,
+    ``"code"`` (``module:callable``), ``"plugin"`` or ``"unknown"``."""
     spec = spec.strip()
     if is_keras_path(spec):
         return "keras"
+    if is_onnx_path(spec):
+        return "onnx"
     if is_weights_path(spec):
         return "weights"
     zoo = _zoo()
@@ -155,6 +163,10 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
         from lidarmt.camera.models.keras import load_keras
 
         return load_keras(spec, **options)
+    if is_onnx_path(spec):
+        from lidarmt.camera.models.onnxmodel import load_onnx
+
+        return load_onnx(spec, **options)
     if is_weights_path(spec):
         _check_keys(spec, options, WEIGHTS_OPTION_KEYS)
         from lidarmt.camera.models.zoo import model_from_file
@@ -190,7 +202,7 @@ def get_model(spec: str, *, trust_code: bool = True, **options: Any) -> Steering
     names = available()
     raise UnknownModelError(
         f"unknown steering model {spec!r}; available: {', '.join(names) if names else '(none installed)'} "
-        "(or give the path of a Keras .h5 file, a weights .pt file from 'lidarmt camera train', or "
+        "(or give the path of a Keras .h5 file, an .onnx file, a weights .pt file from 'lidarmt camera train', or "
         "'package.module:callable')"
     )
 
@@ -221,6 +233,10 @@ def option_keys(spec: str) -> tuple[str, ...] | None:
         from lidarmt.camera.models.keras import OPTION_KEYS
 
         return (*OPTION_KEYS, "recipe")
+    if kind == "onnx":
+        from lidarmt.camera.models.onnxmodel import OPTION_KEYS as ONNX_KEYS
+
+        return (*ONNX_KEYS, "recipe")
     if kind == "weights":
         return WEIGHTS_OPTION_KEYS
     if kind == "builtin":
@@ -234,9 +250,9 @@ def resolve_options(spec: str, options: dict[str, Any]) -> dict[str, Any]:
     as given. The result is what a campaign records, so replay never reads the sidecar again."""
     options = dict(options)
     recipe = options.pop("recipe", None)
-    if kind_of(spec) != "keras":
+    if kind_of(spec) not in ("keras", "onnx"):
         if recipe is not None:
-            raise ModelError(f"steering model {spec}: recipe= is for Keras .h5 models (an input recipe); "
+            raise ModelError(f"steering model {spec}: recipe= is for Keras .h5 and ONNX models (an input recipe); "
                              f"{spec} prepares its own input")
         return options
     from lidarmt.camera.models.keras import recipe_options
@@ -246,7 +262,7 @@ def resolve_options(spec: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def file_sha256(spec: str) -> str | None:
     """The SHA-256 of the file a model spec names (a Keras or weights file), or None for names and code."""
-    if kind_of(spec) not in ("keras", "weights"):
+    if kind_of(spec) not in ("keras", "onnx", "weights"):
         return None
     import hashlib
 

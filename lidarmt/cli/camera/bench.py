@@ -40,7 +40,7 @@ Examples:
 
 def bench(
     images: Annotated[str, typer.Option("--images", help="Image source: Udacity folder, image folder, or a bag / Cyber record with a camera topic.")],
-    model: Annotated[list[str], typer.Option("--model", help="A steering model (repeat; the first is the baseline): zoo name, Keras .h5 path, package.module:callable.")] = [],  # noqa: B006
+    model: Annotated[list[str], typer.Option("--model", help="A steering model (repeat; the first is the baseline): zoo name, Keras .h5 or .onnx path, package.module:callable.")] = [],  # noqa: B006
     model_option: Annotated[list[str], typer.Option("--model-option", help="[I:]KEY=VALUE for model I (1-based, in --model order, or its name; without I: every model that takes KEY), repeatable.")] = [],  # noqa: B006
     baseline: Annotated[Path | None, typer.Option("--baseline", help="Reuse the baseline of an earlier camera bench (or a one-model `lidarmt camera fuzz` run folder); every --model is then a candidate.")] = None,
     trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow a --baseline folder to name code to import and run (a module:callable model in its journal); only for folders you trust.")] = False,

@@ -75,7 +75,7 @@ def _positive(name: str, value: float) -> None:
 def fuzz(
     images: Annotated[str | None, typer.Option("--images", help="Image source: Udacity folder (center/ + CSV), image folder, or a ROS1/ROS2 bag / Cyber record with a camera topic.")] = None,
     pairs: Annotated[tuple[str, str] | None, typer.Option("--pairs", metavar="SOURCES FOLLOW_UPS", help="Instead of --images and --transforms: follow-ups made elsewhere (a GAN, a diffusion editor). Two image sources matched by file name (without the extension); unmatched names are reported. FOLLOW_UPS may list several folders, comma-separated (night/,rain/,snow/), each reported as its own transformation. Judged by DeepRoad's label-free relation at --tolerance.")] = None,
-    model: Annotated[str, typer.Option("--model", help="Steering models, comma-separated: zoo names (lidarmt camera models), Keras .h5 paths, package.module:callable.")] = "dave-orig",
+    model: Annotated[str, typer.Option("--model", help="Steering models, comma-separated: zoo names (lidarmt camera models), Keras .h5 and .onnx paths, package.module:callable.")] = "dave-orig",
     transforms: Annotated[str, typer.Option("--transforms", help="all (simple, weather, mirror; no translator), simple, weather, mirror, translator (every installed learned translator), or comma-separated names, translator names and translator.pt paths.")] = "all",
     frames: Annotated[int | None, typer.Option("--frames", help="Seed frames sampled at random without replacement (default: all).")] = None,
     lam: Annotated[float, typer.Option("--lambda", help="DeepTest Eq. 2's λ: a pair errs when (θ(τ(i)) − θᵗ)² > λ·MSE_orig.")] = 5.0,

@@ -43,6 +43,20 @@ def _keras_detail(spec: str, options: dict[str, str]) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _onnx_detail(spec: str, options: dict[str, str]) -> dict[str, Any]:
+    from lidarmt.camera.models import registry
+    from lidarmt.camera.models.onnxmodel import load_onnx
+
+    model = load_onnx(spec, **options)
+    o = model.onnx
+    return {"name": model.name, "kind": "onnx", "path": o.path, "sha256": registry.file_sha256(spec),
+            "input": {"name": o.input_name, "layout": o.layout, "height": o.input_shape[0],
+                      "width": o.input_shape[1], "channels": o.input_shape[2], "colour": model.input_spec.colour,
+                      "history": 0, "note": model.input_spec.note},
+            "output": o.output_name, "recipe": o.recipe, "options": dict(options),
+            "coverage": "no: an ONNX model exposes no torch activations (coverage criteria need a torch module)"}
+
+
 def _weights_detail(spec: str) -> dict[str, Any]:
     """A weights file from ``lidarmt camera train``: its architecture (from the project's table), input and
     training numbers; read as data, like any use of the file."""
@@ -66,7 +80,7 @@ def models(
         str | None,
         typer.Argument(
             help="Show one model in detail: a zoo or plugin name, the path "
-            "of a Keras .h5 file (its layers, input and preprocessing), or of a weights .pt from 'camera train'."
+            "of a Keras .h5 or .onnx file (its layers or graph, input and preprocessing), or of a weights .pt from 'camera train'."
         ),
     ] = None,
     model_option: Annotated[
@@ -100,6 +114,10 @@ def models(
             from lidarmt.cli.camera.predict import model_options
 
             doc = _keras_detail(spec, model_options([spec], model_option, json_values=False)[0])
+        elif registry.is_onnx_path(spec):
+            from lidarmt.cli.camera.predict import model_options
+
+            doc = _onnx_detail(spec, model_options([spec], model_option, json_values=False)[0])
         elif registry.is_weights_path(spec):
             doc = _weights_detail(spec)
         else:
@@ -111,6 +129,9 @@ def models(
         return
     entries = [registry.describe(name) for name in registry.available()]
     doc = {"models": entries, "keras": _keras_help(),
+           "onnx": "an .onnx file by its path (onnxruntime; pip install \"lidarmt[onnx]\"): one image input "
+                   "(N,C,H,W) or (N,H,W,C), one value per image; the same input-recipe options as Keras files; "
+                   "no coverage (no torch activations)",
            "code": "package.module:callable returning a SteeringModel (imports code: refused from untrusted "
                    "files unless --trust-code)"}  # fmt: skip
     if json_out:
@@ -172,6 +193,8 @@ def _print_list(doc: dict[str, Any]) -> None:
         console.print(f"  output={name}: {o['note']}", highlight=False)
     console.print("  details of one file: lidarmt camera models PATH.h5", highlight=False)
     console.print()
+    console.print(f"[bold]ONNX files[/bold]: {doc['onnx']}; details of one file: lidarmt camera models PATH.onnx",
+                  highlight=False)
     console.print(f"[bold]Code[/bold]: {doc['code']}", highlight=False)
 
 

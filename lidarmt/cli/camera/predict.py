@@ -200,9 +200,9 @@ def model_options(names: list[str], items: list[str] | None, *, json_values: boo
         for i in takers:
             out[i][key] = val
     if recipe is not None:
-        keras = [i for i, n in enumerate(names) if kind_of(n) == "keras"]
+        keras = [i for i, n in enumerate(names) if kind_of(n) in ("keras", "onnx")]
         if not keras:
-            raise CameraArgumentError(f"--recipe {recipe}: an input recipe is for Keras .h5 models, and none of "
+            raise CameraArgumentError(f"--recipe {recipe}: an input recipe is for Keras .h5 and ONNX models, and none of "
                                       f"{', '.join(names)} is one")
         for i in keras:
             out[i].setdefault("recipe", recipe)
@@ -326,7 +326,7 @@ def predict(
             "--model",
             "-m",
             help="A model of 'lidarmt camera models', the path "
-            "of a Keras .h5 file, or package.module:callable.",
+            "of a Keras .h5 or .onnx file, or package.module:callable.",
         ),
     ],
     model_option: Annotated[

@@ -130,6 +130,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "base": fu.base,
         "config": cfg,
         "sut_name": str(getattr(ev.sut, "name", cfg["sut"]["name"])),
+        "sut_weights": getattr(ev.sut, "weights_label", None),
         "topic": topic,
         "verdict": verdict.to_dict(),
         "n_source": len(source),
@@ -421,7 +422,8 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "**Environment.**",
         "",
-        f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}",
+        f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}"
+        + (f"; weights: {info['sut_weights']}" if info.get("sut_weights") else ""),
         (f"- ROI: the area the source frame's ground labels cover (`--roi labels`, range {cfg['roi']['range']:g} m)"
          if cfg["roi"]["map"] == "labels" else f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)"),
         f"- lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "

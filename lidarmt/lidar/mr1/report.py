@@ -40,6 +40,7 @@ from lidarmt.engine.report import savefig, write_report_set
 from lidarmt.engine.stats import fmt_rate, rate
 from lidarmt.engine.tally import LABEL_KINDS, STUDY_RATES, Tally, breakdown_dict
 from lidarmt.lidar.mr1.oracle import describe_lost
+from lidarmt.lidar.perception.apollo.caffe import weights_note
 from lidarmt.lidar.perception.apollo.evaluate import LABEL_MATCH_RULE
 from lidarmt.types import CLASS_ORDER
 
@@ -454,7 +455,8 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
          f"(`--roi labels`, range {cfg['roi']['range']:g} m)"
          if cfg['roi']['map'] == "labels" else
          f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})"),
-        f"- system under test: `{cfg['sut']['name']}` {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}",
+        f"- system under test: `{cfg['sut']['name']}` {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}"
+        + weights_note(cfg["sut"]["options"]),
         f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: {cfg['trials']}, "
         f"seed: {cfg['seed']}, region: {cfg['region']['shape']} {cfg['region']['size']:g} m"
         + (f", timeout {cfg['timeout']:g} s" if cfg.get("timeout") else ""),

@@ -41,15 +41,20 @@ def _apollo(grid: int, **preset: Any) -> Callable[..., Perception]:
 
         cfg_names = list(ApolloConfig.keys())
         lop_keys = [k for k in keyword_options(ApolloLOP) or [] if k != "config" and k not in cfg_names]
-        check_options(options, ["config", "set", "overrides", *cfg_names, *lop_keys],
+        preset_keys = ["sensor"] if "sensor" in preset else []
+        check_options(options, ["config", "set", "overrides", *preset_keys, *cfg_names, *lop_keys],
                       what=f"the Apollo perception ({grid}x{grid} grid)", error=ArgumentError)
         config = options.pop("config", None)
+        chosen = dict(preset)
+        if "sensor" in preset:  # apollo-3.5: the sensor picks grid, range and channels
+            base = ApolloConfig.apollo_3_5(str(options.pop("sensor", preset["sensor"])))
+            chosen = {"grid": base.grid, "range": base.range, "in_channels": base.in_channels}
         sets = options.pop("set", None) or options.pop("overrides", None)
         cfg_keys = set(ApolloConfig.keys())
         direct = {k: options.pop(k) for k in list(options) if k in cfg_keys and k != "weights"}
         if options.get("weights") is not None:
             direct["weights"] = str(options.pop("weights"))
-        cfg = config or ApolloConfig(grid=grid, **preset)
+        cfg = config or ApolloConfig(**{"grid": grid, **chosen})
         if direct:
             cfg = cfg.replace(**direct)
         if sets:
@@ -65,6 +70,9 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     "apollo-640": _apollo(640),
     "apollo-512": _apollo(512),
     "apollo-3.0": _apollo(640, filter_noise=True, low_object_filter=True),
+    # Apollo 3.5+'s networks (--sut-option sensor=velodyne16|velodyne64|velodyne128): their grids, ranges and
+    # feature channels, so that Apollo's official 3.5+ weight files load; post-processing stays 2.x/3.0's
+    "apollo-3.5": _apollo(672, sensor="velodyne64"),
 }
 
 

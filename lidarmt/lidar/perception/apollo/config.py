@@ -27,6 +27,18 @@ NAMED_WEIGHTS: dict[str, dict[int, str]] = {
 }
 
 MODES = ("exact", "fast")
+
+
+def shipped_name(grid: int, in_channels: int = 8) -> str:
+    """The file name of the shipped weights of a network: ``cnnseg640.pt``; Apollo 3.5+'s ``cnnseg672_6ch.pt``."""
+    return f"cnnseg{grid}.pt" if in_channels == 8 else f"cnnseg{grid}_{in_channels}ch.pt"
+
+#: the feature channels each network takes, as indices into the 8 of Apollo 2.x's feature generator (max height,
+#: mean height, log count, direction, top intensity, mean intensity, distance, non-empty): Apollo 3.5+ drops the
+#: constant direction/distance channels (``use_constant_feature: false``), velodyne128 the intensities too
+FEATURE_CHANNELS = {8: (0, 1, 2, 3, 4, 5, 6, 7), 6: (0, 1, 2, 4, 5, 7), 4: (0, 1, 2, 7)}
+#: Apollo 3.5+'s networks per sensor (cnnseg_param.conf): grid, range, feature channels
+SENSORS_3_5 = {"velodyne16": (672, 70.0, 6), "velodyne64": (672, 70.0, 6), "velodyne128": (576, 60.0, 4)}
 #: a lower bound on the bytes per grid cell of one detect call: the 8 feature maps and the 12 output maps, fp32
 GRID_BYTES_PER_CELL = (8 + 12) * 4
 
@@ -55,9 +67,13 @@ class ApolloConfig:
     mode: str = "exact"  # "exact" (fp32, deterministic) | "fast" (channels_last + bf16 where supported)
     compile: bool = False  # torch.compile the network (fast mode)
     threads: int = 0  # torch intra-op threads for the CNN; 0 = leave torch's setting alone
+    in_channels: int = 8  # feature channels: 8 (2.x/3.0), 6 (3.5+ velodyne16/64), 4 (3.5+ velodyne128)
     device: str = "cpu"  # where the CNN runs: cpu | cuda | cuda:N | auto (cuda when available), see docs/gpu.md
-    # None = the shipped weights for this grid size; a name of NAMED_WEIGHTS ("sim"); else a path to a .pt file
+    # None = the shipped weights for this grid size; a name of NAMED_WEIGHTS ("sim"); else a path to a .pt file,
+    # Apollo's .caffemodel (with its prototxt) or an .onnx file (run with onnxruntime)
     weights: str | None = field(default=None)
+    # Apollo's deploy.prototxt for a .caffemodel in weights (None: the deploy.prototxt beside it, else lidarmt's copy)
+    prototxt: str | None = field(default=None)
 
     def __post_init__(self) -> None:
         from lidarmt._limits import check_memory, check_threads
@@ -70,6 +86,9 @@ class ApolloConfig:
             raise ConfigError(f"range must be positive, got {self.range}")
         if not self.min_height < self.max_height:
             raise ConfigError(f"min_height ({self.min_height}) must be below max_height ({self.max_height})")
+        if self.in_channels not in FEATURE_CHANNELS:
+            raise ConfigError(f"in_channels must be one of {', '.join(map(str, FEATURE_CHANNELS))} (Apollo's "
+                              f"cnnseg networks), got {self.in_channels}")
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.min_pts_num < 0:
@@ -88,6 +107,15 @@ class ApolloConfig:
     def apollo_2_0(cls, **overrides: Any) -> ApolloConfig:
         """The 2.0-era model (512x512 grid), as in the CACM paper's 2018-01-31 checkout."""
         return cls(grid=512, **overrides)
+
+    @classmethod
+    def apollo_3_5(cls, sensor: str = "velodyne64", **overrides: Any) -> ApolloConfig:
+        """Apollo 3.5+'s network for ``sensor`` (velodyne16/64: 672 grid, ±70 m, 6 channels; velodyne128: 576
+        grid, ±60 m, 4 channels), with 2.x/3.0's post-processing (see the registry's ``apollo-3.5``)."""
+        if sensor not in SENSORS_3_5:
+            raise ConfigError(f"sensor must be one of {', '.join(SENSORS_3_5)}, got {sensor!r}")
+        grid, rng, chans = SENSORS_3_5[sensor]
+        return cls(**{"grid": grid, "range": rng, "in_channels": chans, **overrides})
 
     @classmethod
     def apollo_3_0(cls, **overrides: Any) -> ApolloConfig:
@@ -146,10 +174,18 @@ class ApolloConfig:
                                       f"{self.grid} (it has: {', '.join(map(str, sorted(named)))})")
                 return WEIGHTS_DIR / named[self.grid]
             path = Path(self.weights).expanduser()
-            if not path.exists() and "/" not in self.weights and not self.weights.lower().endswith(".pt"):
+            if (not path.exists() and "/" not in self.weights
+                    and not self.weights.lower().endswith((".pt", ".caffemodel", ".onnx"))):
                 raise ConfigError(f"weights={self.weights}: not a shipped name ({', '.join(NAMED_WEIGHTS)}) nor "
-                                  "a .pt file path")
+                                  "a .pt, .caffemodel or .onnx file path")
             return path
+        if self.in_channels != 8:
+            shipped = WEIGHTS_DIR / shipped_name(self.grid, self.in_channels)
+            if shipped.is_file():
+                return shipped
+            raise ConfigError(f"no shipped weights for Apollo 3.5+'s {self.in_channels}-channel network on a "
+                              f"{self.grid} grid; pass weights=PATH (Apollo's deploy.caffemodel for it, an .onnx or "
+                              "a .pt of that network)")
         return DEFAULT_WEIGHTS.get(self.grid, WEIGHTS_DIR / f"cnnseg{self.grid}.pt")
 
     def to_dict(self) -> dict[str, Any]:

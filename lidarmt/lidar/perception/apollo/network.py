@@ -99,10 +99,12 @@ class CnnSegNet(nn.Module):
     """Apollo's cnnseg U-Net. ``forward(data)`` takes ``(B, 8, H, W)`` features (H, W multiples of 32) and
     returns the dict of the six output blobs (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_channels: int = 8) -> None:
         super().__init__()
+        #: feature channels: 8 (Apollo 2.x/3.0), 6 (3.5+ velodyne16/64), 4 (3.5+ velodyne128); the last is the mask
+        self.in_channels = int(in_channels)
         for name, cin, cout, k, s in _ENCODER:
-            self.add_module(name, _conv(cin, cout, k, s))
+            self.add_module(name, _conv(self.in_channels if name == "conv0_1" else cin, cout, k, s))
         self.deconv5_1 = _conv(192, 192, 3)
         for dname, cin, cout, _skip, cskip, fname in _DECODER:
             self.add_module(dname, _deconv(cin, cout))
@@ -126,7 +128,8 @@ class CnnSegNet(nn.Module):
 
     def forward(self, data: torch.Tensor) -> dict[str, torch.Tensor]:
         out = self.forward_raw(data)
-        mask = data[:, 7:8].to(out.dtype)
+        c = self.in_channels
+        mask = data[:, c - 1 : c].to(out.dtype)
         return {
             "category_score": torch.sigmoid(out[:, 0:1]) * mask,
             "instance_pt": out[:, 1:3],
@@ -137,16 +140,28 @@ class CnnSegNet(nn.Module):
         }
 
 
-def build_network(grid: int = 640, *, seed: int | None = None) -> CnnSegNet:
+def build_network(grid: int = 640, *, seed: int | None = None, in_channels: int = 8) -> CnnSegNet:
     """A fresh (randomly initialised) cnnseg network for a ``grid`` x ``grid`` input (512 or 640; any multiple
-    of 32 works). The topology does not depend on the grid; ``grid`` is checked so a caller notices a bad size."""
+    of 32 works). The topology does not depend on the grid; ``grid`` is checked so a caller notices a bad size.
+    ``in_channels``: 8 (Apollo 2.x/3.0); Apollo 3.5+'s networks take 6 or 4."""
     if grid <= 0 or grid % 32:
         raise ValueError(f"grid must be a positive multiple of 32, got {grid}")
     if seed is not None:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return CnnSegNet()
-    return CnnSegNet()
+            return CnnSegNet(in_channels)
+    return CnnSegNet(in_channels)
+
+
+def parameter_count(in_channels: int = 8) -> int:
+    """Weights and biases of the cnnseg network (2,974,044 for 8 input channels), from the layer table."""
+    total = 0
+    for name, cin, cout, k, _s in _ENCODER:
+        total += (in_channels if name == "conv0_1" else cin) * cout * k * k + cout
+    total += 192 * 192 * 9 + 192
+    for _d, cin, cout, _skip, cskip, _f in _DECODER:
+        total += cin * cout * 16 + cout + (cskip + cout) * cout * 9 + cout
+    return total + 48 * 12 * 16 + 12
 
 
 def conv_flops(grid: int) -> int:
@@ -238,12 +253,17 @@ def load_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     return obj
 
 
-def load_network(path: str | os.PathLike[str], *, grid: int = 640) -> CnnSegNet:
-    """A network with the weights of ``path`` (see :func:`load_state_dict`)."""
-    net = build_network(grid)
+def load_network(path: str | os.PathLike[str], *, grid: int = 640, in_channels: int | None = None) -> CnnSegNet:
+    """A network with the weights of ``path``, a ``torch.save`` state_dict (see :func:`load_state_dict`; Apollo's
+    ``.caffemodel`` files: :func:`lidarmt.lidar.perception.apollo.caffe.load_any_network`). ``in_channels`` None:
+    as the file's ``conv0_1`` says (8, or Apollo 3.5+'s 6 or 4); the caller compares it with what it computes."""
     state = load_state_dict(path)
     # accept checkpoints from torch.compile'd / DataParallel models
     state = {k.removeprefix("_orig_mod.").removeprefix("module."): v for k, v in state.items()}
+    if in_channels is None:
+        w = state.get("conv0_1.weight")
+        in_channels = int(w.shape[1]) if w is not None and w.ndim == 4 and int(w.shape[1]) in (8, 6, 4) else 8
+    net = build_network(grid, in_channels=in_channels)
     from lidarmt._torchfile import check_tensors
 
     check_tensors(state, path=path, short="CNN weights file", error=WeightsError,

@@ -72,7 +72,7 @@ class ApolloLOP:
         seed: int = 0,
         network: Any = None,
     ) -> None:
-        from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network, load_network
+        from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network
 
         self.config = config or ApolloConfig()
         cfg = self.config
@@ -86,7 +86,7 @@ class ApolloLOP:
                     "weights=None runs the CNN with random weights; pass allow_random=True to mean it "
                     "(tests and benchmarks only)"
                 )
-            net = build_network(cfg.grid, seed=seed)
+            net = build_network(cfg.grid, seed=seed, in_channels=cfg.in_channels)
             self.weights_path = None
         else:
             path = Path(cfg.weights_path() if weights is _DEFAULT else weights).expanduser()
@@ -96,10 +96,34 @@ class ApolloLOP:
                 else:
                     hint = "pass an existing weights file, or train one with `lidarmt train`"
                 raise WeightsError(f"CNN weights {path} not found: {hint}")
-            net = load_network(path, grid=cfg.grid)
             self.weights_path = path
+            if path.suffix.lower() == ".onnx":
+                net = None
+            else:
+                from lidarmt.lidar.perception.apollo.caffe import load_any_network
+
+                net = load_any_network(path, grid=cfg.grid, prototxt=cfg.prototxt, in_channels=cfg.in_channels)
+                if net.in_channels != cfg.in_channels:
+                    hint = ("use --sut apollo-3.5 (sensor=velodyne16|velodyne64|velodyne128)" if net.in_channels != 8
+                            else "use --sut apollo (Apollo 2.5/3.0)")
+                    raise WeightsError(f"{path}: a {net.in_channels}-channel network; this preset computes "
+                                       f"{cfg.in_channels} feature channels; {hint}")
         self.network = net
-        self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads, device=cfg.device)
+        if net is None:  # an ONNX file: onnxruntime runs the CNN stage (fp32)
+            from lidarmt.lidar.perception.apollo.onnxnet import OnnxCnnRunner
+
+            self.runner: Any = OnnxCnnRunner(self.weights_path, grid=cfg.grid, in_channels=cfg.in_channels,
+                                             device=cfg.device, threads=cfg.threads)
+        else:
+            self.runner = CnnRunner(net, mode=cfg.mode, compile=cfg.compile, threads=cfg.threads,
+                                    device=cfg.device)
+        #: how reports name the weights: "Apollo 3.0 cnnseg, official weights", "caffemodel <sha256[:12]>", ...
+        #: (hashed after the file passed its reader's size checks)
+        self.weights_label = "random" if weights is None and network is None else "in-memory network"
+        if self.weights_path is not None:
+            from lidarmt.lidar.perception.apollo.caffe import weights_label
+
+            self.weights_label = weights_label(self.weights_path)
         self.last_timings: dict[str, float] = {}
         self._feat_buf: np.ndarray | None = None
         self._feat_key: tuple[int, float] | None = None
@@ -107,13 +131,14 @@ class ApolloLOP:
     def __repr__(self) -> str:
         w = self.weights_path.name if self.weights_path else "random/in-memory"
         return (f"ApolloLOP(grid={self.config.grid}, mode={self.config.mode}/{self.runner.precision}, "
-                f"device={self.runner.device}, weights={w})")
+                f"device={self.runner.device}, weights={w}, {self.weights_label})")
 
     # ------------------------------------------------------------------ stages
     def features(self, frame: Frame, roi_indices: np.ndarray | None = None) -> np.ndarray:
         """The (8, H, W) feature grid Apollo feeds the CNN: full cloud or (``use_full_cloud=False``) ROI points.
 
-        The returned array is a buffer reused by the next call; copy it to keep it."""
+        The returned array is a buffer reused by the next call; copy it to keep it. Apollo 3.5+'s networks
+        (``in_channels`` 6 or 4) get their channels of the same generator (``config.FEATURE_CHANNELS``)."""
         cfg = self.config
         key = (cfg.grid, float(cfg.range))
         fresh = self._feat_buf is None or self._feat_key != key
@@ -125,7 +150,7 @@ class ApolloLOP:
             if cfg.use_full_cloud
             else (roi_indices if roi_indices is not None else np.zeros(0, np.int64))
         )
-        return compute_features(
+        feats = compute_features(
             frame.points,
             grid=cfg.grid,
             range=cfg.range,
@@ -135,6 +160,11 @@ class ApolloLOP:
             out=self._feat_buf,
             constants_filled=not fresh,  # the buffer is private: channels 3 and 6 stay as written
         )
+        if cfg.in_channels != 8:
+            from lidarmt.lidar.perception.apollo.config import FEATURE_CHANNELS
+
+            return feats[list(FEATURE_CHANNELS[cfg.in_channels])]
+        return feats
 
     def forward_grid(self, frame: Frame, roi_indices: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Features and CNN outputs of a frame: the six heads plus ``"features"`` (a copy)."""

@@ -89,6 +89,7 @@ class TrainConfig:
     steps: int = 1500
     grid: int = 640
     range: float = 60.0
+    in_channels: int = 8  # 8 (Apollo 2.x/3.0), 6 or 4 (Apollo 3.5+: config.FEATURE_CHANNELS)
     crop: int = 256
     batch: int = 4
     lr: float = 2e-3
@@ -108,6 +109,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.crop % 32 or self.crop <= 0 or self.crop > self.grid:
             raise ArgumentError(f"crop must be a positive multiple of 32 and at most the grid ({self.grid}), got {self.crop}")
+        from lidarmt.lidar.perception.apollo.config import FEATURE_CHANNELS
+
+        if self.in_channels not in FEATURE_CHANNELS:
+            raise ArgumentError(f"in_channels must be one of {', '.join(map(str, FEATURE_CHANNELS))}, got "
+                                f"{self.in_channels}")
+        if not self.range > 0:
+            raise ArgumentError(f"range must be positive, got {self.range}")
         if self.batch < 1 or self.steps < 1:
             raise ArgumentError(f"batch and steps must be >= 1, got batch={self.batch}, steps={self.steps}")
         from lidarmt._limits import check_threads
@@ -279,8 +287,10 @@ def make_sample(
     augment: AugmentConfig | None = None,
     object_crop_prob: float = 0.75,
     near_range: float = 40.0,
+    in_channels: int = 8,
 ) -> Sample:
-    """Augment (if ``augment``), featurise and crop one labelled frame."""
+    """Augment (if ``augment``), featurise and crop one labelled frame (``in_channels``: the network's feature
+    channels, ``config.FEATURE_CHANNELS``)."""
     from lidarmt.lidar.perception.apollo.features import compute_features
 
     if augment is not None:
@@ -318,7 +328,12 @@ def make_sample(
         r_c, c_c = int((range_ - x) * scale), int((range_ - y) * scale)
     r0 = int(np.clip(r_c - half, 0, grid - crop))
     c0 = int(np.clip(c_c - half, 0, grid - crop))
-    f = np.ascontiguousarray(feats[:, r0 : r0 + crop, c0 : c0 + crop])
+    if in_channels == 8:
+        f = np.ascontiguousarray(feats[:, r0 : r0 + crop, c0 : c0 + crop])
+    else:
+        from lidarmt.lidar.perception.apollo.config import FEATURE_CHANNELS
+
+        f = np.ascontiguousarray(feats[list(FEATURE_CHANNELS[in_channels]), r0 : r0 + crop, c0 : c0 + crop])
     t = tg.crop(r0, c0, crop)
     t = Targets(*(np.ascontiguousarray(getattr(t, f.name)) for f in fields(Targets)))
     return Sample(f, t)
@@ -441,7 +456,7 @@ def export_weights(state: dict[str, Any], path: str | os.PathLike[str], *, meta:
 
 
 def write_start_checkpoint(weights: str | os.PathLike[str], out: str | os.PathLike[str], *, grid: int = 640,
-                           lr: float = 2e-3, weight_decay: float = 1e-4) -> Path:
+                           lr: float = 2e-3, weight_decay: float = 1e-4, in_channels: int = 8) -> Path:
     """Start a fine-tuning run: write ``<out>/last.pt`` at step 0 holding ``weights`` (a shipped
     ``cnnseg*.pt``) and a fresh AdamW state, so that ``lidarmt train --out OUT --resume`` continues from these
     weights with its own schedule instead of a random initialisation.
@@ -449,7 +464,8 @@ def write_start_checkpoint(weights: str | os.PathLike[str], out: str | os.PathLi
     The 640 and 512 networks share one topology, so either grid can start from either file. ``lr`` and
     ``weight_decay`` must be the ones the run will use (``--lr``, ``--weight-decay``): the optimizer state
     carries them. The checkpoint records ``init`` (the file and its sha256), which the run's weights keep in
-    their ``meta``. Refuses an ``out`` that already holds a training run."""
+    their ``meta``. Refuses an ``out`` that already holds a training run. ``in_channels`` 6 or 4 (Apollo 3.5+)
+    starts that network from an 8-channel file: ``conv0_1`` keeps the weights of the channels it still has."""
     import hashlib
 
     import torch
@@ -461,6 +477,17 @@ def write_start_checkpoint(weights: str | os.PathLike[str], out: str | os.PathLi
     if owned_files(out):
         raise TrainingOutputError(f"{out} already holds a training run; choose a new folder")
     net = load_network(weights, grid=grid)
+    if net.in_channels != in_channels and net.in_channels != 8:
+        raise ArgumentError(f"{weights} is a {net.in_channels}-channel network; a {in_channels}-channel run starts "
+                            "from an 8-channel one or its own kind")
+    if net.in_channels != in_channels:
+        from lidarmt.lidar.perception.apollo.config import FEATURE_CHANNELS
+        from lidarmt.lidar.perception.apollo.network import build_network
+
+        state = net.state_dict()
+        state["conv0_1.weight"] = state["conv0_1.weight"][:, list(FEATURE_CHANNELS[in_channels])].clone()
+        net = build_network(grid, in_channels=in_channels)
+        net.load_state_dict(state, strict=True)
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     digest = hashlib.sha256(Path(weights).read_bytes()).hexdigest()
     out.mkdir(parents=True, exist_ok=True)
@@ -501,7 +528,7 @@ def train(
     n_frames = int(counts.sum())
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    net = build_network(cfg.grid, seed=cfg.seed)
+    net = build_network(cfg.grid, seed=cfg.seed, in_channels=cfg.in_channels)
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     start = 0
     elapsed_before = 0.0
@@ -569,7 +596,8 @@ def train(
                     i = int(rng.choice(len(sources), p=probs))
                     frame = sources[i].load(int(rng.integers(len(sources[i]))))
                 samples.append(make_sample(frame, rng, grid=cfg.grid, range_=cfg.range, crop=cfg.crop, augment=aug,
-                                           object_crop_prob=cfg.object_crop_prob, near_range=cfg.near_range))
+                                           object_crop_prob=cfg.object_crop_prob, near_range=cfg.near_range,
+                                           in_channels=cfg.in_channels))
             batch = collate(samples)
             t_net = time.perf_counter()
             for g in opt.param_groups:
