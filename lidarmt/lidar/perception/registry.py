@@ -1,7 +1,9 @@
 """Find perception implementations by name: built-ins, installed plugins, or ``module:callable``.
 
 * Built-ins: ``"apollo"`` (Apollo 2.5/3.0, 640x640 grid), ``"apollo-512"`` (the 2.0-era 512x512 model, as in
-  the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter).
+  the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter),
+  ``"apollo-sim"`` and ``"apollo-512-sim"`` (those grids with the shipped weights trained on simulated sweeps
+  only, ``weights=sim``).
 * Plugins: any package declaring an entry point in the group ``lidarmt.perception``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.perception"]
@@ -60,6 +62,9 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     "apollo-640": _apollo(640),
     "apollo-512": _apollo(512),
     "apollo-3.0": _apollo(640, filter_noise=True, low_object_filter=True),
+    # the shipped weights trained on simulated sweeps only (weights/MODEL_CARD.md; = --sut-option weights=sim)
+    "apollo-sim": _apollo(640, weights="sim"),
+    "apollo-512-sim": _apollo(512, weights="sim"),
 }
 
 
