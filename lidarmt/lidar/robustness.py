@@ -119,8 +119,8 @@ def corruption_refs(names: Sequence[str], levels: Sequence[str] = LEVEL_NAMES) -
         t = get_transform(name)
         if t.family not in SCORED_FAMILIES:
             raise FuzzArgumentError(
-                f"--transforms {name}: a {t.family} transformation moves or changes the objects, so the clean "
-                f"frame's labels do not describe its follow-up; robustness scores {', '.join(SCORED_FAMILIES)} "
+                f"--transforms {name}: {t.family} transformations move or change the objects, so the clean "
+                f"frame's labels do not describe their follow-ups; robustness scores {', '.join(SCORED_FAMILIES)} "
                 "transformations (lidarmt fuzz --transforms judges the others by their relations)")
         params = tuple(resolve_params(t, lv) for lv in levels)
         if not all(params):
