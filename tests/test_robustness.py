@@ -252,3 +252,23 @@ def test_the_page_in_chromium(run_a):
     assert res["broken"] == [] and res["images"] >= 1
     assert res["tables"]["table0"] == 2 and res["tables"]["table2"] == 2 * (1 + 2 * 3)
     _check_sort(res)
+
+
+def test_the_configuration_round_trips_through_the_engines_kinds():
+    from lidarmt.engine.kinds import config_from_dict
+    from lidarmt.lidar.robustness import RobustnessConfig, corruption_refs
+    from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
+
+    cfg = RobustnessConfig(SourceSpec("frames"), RoiSpec("labels"), ("apollo", "apollo-512-sim"),
+                           (SutSpec("apollo"), SutSpec("apollo-512-sim", {"mode": "fast"})),
+                           corruption_refs(["fog", "beam-skip"]), (0, 3), seed=2, max_range=40.0)
+    back = config_from_dict(cfg.to_dict())
+    assert isinstance(back, RobustnessConfig) and back == cfg
+    # the clean frame once, then every corruption at light, moderate, heavy; for each module
+    assert cfg.per_frame == 2 * (1 + 2 * 3) and cfg.total == 2 * cfg.per_frame
+    assert cfg.key_fields((3, 1, 2, 2)) == {"key": [3, 1, 2, 2], "frame": 3, "module": "apollo-512-sim",
+                                            "corruption": "beam-skip", "level": "heavy"}
+    # the corrupted sweep is the one lidarmt fuzz --transforms makes with the same seed (trial 0)
+    from lidarmt.lidar.campaign import transform_seed
+
+    assert cfg.seed_of((3, 0, 1, 1)) == cfg.seed_of((3, 1, 1, 1)) == transform_seed(2, 3, "fog", 1, 0)
