@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lidarmt.cli import main
 from lidarmt.lidar.robustness import (
@@ -44,6 +46,26 @@ def test_corruption_error_and_resilience_rate_by_hand():
     # mCE, mRR: the plain mean over the corruptions; an undefined one makes the mean undefined
     assert mean_of([120.0, 80.0, 100.0]) == pytest.approx(100.0)
     assert mean_of([120.0, None]) is None and mean_of([]) is None
+
+
+AP = st.floats(0, 100, allow_nan=False)
+LEVELS3 = st.lists(AP, min_size=3, max_size=3)
+
+
+@settings(derandomize=True, database=None, deadline=None, max_examples=80)
+@given(LEVELS3, LEVELS3, st.floats(0.01, 100), st.floats(0, 100))
+def test_score_properties(ap, base, clean, better):
+    ce = corruption_error(ap, base)
+    if sum(base) < 300:
+        assert ce is not None and ce >= 0
+        assert corruption_error(base, base) == pytest.approx(100.0)
+        # a module at least as good at every level errs no more than the baseline
+        up = [max(a, b) for a, b in zip(ap, base, strict=True)]
+        assert corruption_error(up, base) <= 100.0 + 1e-9
+    rr = resilience_rate(ap, clean)
+    assert rr == pytest.approx(100.0 * np.mean(ap) / clean)
+    # RR is at most 100 exactly when the corrupted APs average no more than the clean one
+    assert (rr <= 100.0 + 1e-9) == (np.mean(ap) <= clean + 1e-9)
 
 
 def _cell(module: str, corruption: str, level: str, ap: dict[str, float], gt: dict[str, int]) -> dict:
