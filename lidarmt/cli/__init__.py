@@ -37,7 +37,7 @@ app = typer.Typer(
 # One module per command, each with ``register(app)``; imported at start-up, so heavy dependencies (torch,
 # open3d, numba kernels) must be imported inside the command functions, not at module level.
 COMMANDS = ("info", "roi", "simulate", "perceive", "train", "evaluate", "fuzz", "replay", "bench", "camera",
-            "fuzz_coverage", "export", "export_weights", "transforms")
+            "fuzz_coverage", "export", "export_weights", "transforms", "robustness")
 
 for _name in COMMANDS:
     importlib.import_module(f"lidarmt.cli.{_name}").register(app)

@@ -19,44 +19,9 @@ def _fmt(v: float | None) -> str:
 
 
 def _labelled(data: Path, rec):
-    """``frame(i)``: the recording's frame ``i`` with its ground truth, or an InputError (one line) when ``data``
-    holds none.
+    from lidarmt.lidar.perception.apollo.evaluate import labelled_frames
 
-    A simulated bag (``lidarmt simulate --out x.bag``) keeps its ground truth beside it in ``x.labels.npz``
-    (:func:`lidarmt.lidar.sim.record.load_labels`), aligned point for point with its clouds; labelled .npz frames and
-    KITTI folders carry theirs in the frames.
-    """
-    import dataclasses
-
-    from lidarmt.errors import InputError
-
-    if data.is_file():
-        from lidarmt.lidar.sim.record import labels_path, load_labels
-
-        lab = labels_path(data)
-        if lab.is_file():
-            labels = load_labels(lab)
-            if len(labels) != len(rec):
-                raise InputError(f"{lab}: ground truth of {len(labels)} sweep(s) for the {len(rec)} point clouds of "
-                                 f"{data}; simulate the bag and its labels again together")
-
-            def frame(i: int):
-                f = rec[i]
-                lb = labels[i]
-                if f.dropped or lb.point_meta is None or len(lb.point_meta) != len(f.points):
-                    raise InputError(f"{lab}: sweep {i} labels {0 if lb.point_meta is None else len(lb.point_meta)} "
-                                     f"points but {data} holds {len(f.points)} (+{f.dropped} dropped); the labels "
-                                     "do not belong to this bag")
-                return dataclasses.replace(f, labels=lb)
-
-            return frame
-    if len(rec) and rec[0].labels is None:
-        beside = (f" and no {labels_path(data).name} beside it" if data.is_file() else "")
-        raise InputError(f"--data {data}: its frames carry no ground truth{beside}; evaluate needs labelled frames "
-                         "(`lidarmt simulate --dataset DIR`, a bag from `lidarmt simulate --out` with its "
-                         ".labels.npz, a KITTI object folder with label_2/ and calib/, a KITTI raw drive with its "
-                         "tracklet_labels.xml, or a SemanticKITTI sequence with labels/)")
-    return rec.__getitem__
+    return labelled_frames(data, rec)
 
 
 def _variants(roi: str, frame, *, data: Path, roi_range: float, map_frame: str, sim_roi=None):

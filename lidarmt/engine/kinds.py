@@ -23,6 +23,7 @@ KINDS: dict[str, str] = {
     "camera-coverage": "lidarmt.coverage.campaign:CoverageCampaignConfig",
     "lidar-transform": "lidarmt.lidar.campaign:LidarCampaignConfig",
     "lidar-transform-search": "lidarmt.search.lidar_transforms:TransformSearchConfig",
+    "lidar-robustness": "lidarmt.lidar.robustness:RobustnessConfig",
 }
 DEFAULT_KIND = "lidar-mr1"  # journals written before kinds existed are LiDAR MR1 campaigns
 

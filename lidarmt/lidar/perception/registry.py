@@ -1,7 +1,9 @@
 """Find perception implementations by name: built-ins, installed plugins, or ``module:callable``.
 
 * Built-ins: ``"apollo"`` (Apollo 2.5/3.0, 640x640 grid), ``"apollo-512"`` (the 2.0-era 512x512 model, as in
-  the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter).
+  the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter),
+  ``"apollo-sim"`` and ``"apollo-512-sim"`` (those grids with the shipped weights trained on simulated sweeps
+  only, ``weights=sim``).
 * Plugins: any package declaring an entry point in the group ``lidarmt.perception``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.perception"]
@@ -73,6 +75,9 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     # Apollo 3.5+'s networks (--sut-option sensor=velodyne16|velodyne64|velodyne128): their grids, ranges and
     # feature channels, so that Apollo's official 3.5+ weight files load; post-processing stays 2.x/3.0's
     "apollo-3.5": _apollo(672, sensor="velodyne64"),
+    # the shipped weights trained on simulated sweeps only (weights/MODEL_CARD.md; = --sut-option weights=sim)
+    "apollo-sim": _apollo(640, weights="sim"),
+    "apollo-512-sim": _apollo(512, weights="sim"),
 }
 
 

@@ -180,21 +180,29 @@ class GroundTruth:
     num_points: int = 0
 
 
+def iou_matrix(dets: list[tuple[Any, ObstacleClass, float, bool]], gts: list[GroundTruth]) -> np.ndarray:
+    """BEV IoU of every detection (rows; (polygon, class, score, counted) tuples) with every ground truth."""
+    iou = np.zeros((len(dets), len(gts)))
+    for i, (dp, *_rest) in enumerate(dets):
+        for j, g in enumerate(gts):
+            iou[i, j] = bev_iou(dp, g.polygon)
+    return iou
+
+
 def match_frame(
     gts: list[GroundTruth],
     dets: list[tuple[Any, ObstacleClass, float, bool]],
     *,
     thresholds: dict[ObstacleClass, float] | None = None,
     found_iou: float = FOUND_IOU,
+    iou: np.ndarray | None = None,
 ) -> dict[ObstacleClass, ClassCounts]:
     """Counts of one frame. ``dets`` are (polygon, class, score, counted) tuples; a detection that is not
-    ``counted`` (e.g. outside KITTI's camera view) can match but never becomes a false positive."""
+    ``counted`` (e.g. outside KITTI's camera view) can match but never becomes a false positive. ``iou``: the
+    detections × ground truths IoU matrix when already known (:func:`iou_matrix`; the polygons are then unused)."""
     thr = thresholds or IOU_THRESHOLD
     counts = {c: ClassCounts() for c in CLASS_ORDER}
-    iou = np.zeros((len(dets), len(gts)))
-    for i, (dp, *_rest) in enumerate(dets):
-        for j, g in enumerate(gts):
-            iou[i, j] = bev_iou(dp, g.polygon)
+    iou = iou_matrix(dets, gts) if iou is None else np.asarray(iou, dtype=np.float64).reshape(len(dets), len(gts))
     order = sorted(range(len(dets)), key=lambda i: -dets[i][2])
     gthr = np.array([thr[g.cls] for g in gts]) if gts else np.zeros(0)
 
@@ -384,6 +392,31 @@ def in_fov(x: float, y: float, fov_deg: float) -> bool:
     return x > 0 and abs(math.degrees(math.atan2(y, x))) <= fov_deg / 2
 
 
+def evaluated_fov(frame: Frame, fov_deg: float | None) -> float | None:
+    """The forward sector that stands for a labelled region: only for KITTI frames without one (SemanticKITTI
+    and the simulator label all around)."""
+    fmt = frame.provenance.format if frame.provenance is not None else ""
+    return fov_deg if fmt in CAMERA_VIEW_FORMATS else None
+
+
+def frame_detections(frame: Frame, obstacles: Obstacles, *, fov_deg: float | None = None,
+                     max_range: float | None = None,
+                     count_unknown_fp: bool | None = None) -> list[tuple[Any, ObstacleClass, float, bool]]:
+    """A frame's detections as :func:`match_frame` takes them: (polygon, class, score, counted), where a
+    detection whose centre is outside the evaluated area (``fov_deg`` as :func:`evaluated_fov` returns it), or
+    an UNKNOWN one where the labels name no unknown objects, is not counted."""
+    region = frame.labels.region if frame.labels is not None else None
+    unknown_fp = unknown_is_labelled(frame) if count_unknown_fp is None else count_unknown_fp
+    dets = []
+    for ob in obstacles:
+        counted = in_area(float(ob.center[0]), float(ob.center[1]), region=region, fov_deg=fov_deg,
+                          max_range=max_range)
+        if ob.cls == ObstacleClass.UNKNOWN and not unknown_fp:
+            counted = False
+        dets.append((obstacle_polygon(ob), ob.cls, float(ob.score), counted))
+    return dets
+
+
 def evaluate_frames(
     name: str,
     frames: Iterable[Frame],
@@ -409,20 +442,13 @@ def evaluate_frames(
     for frame in frames:
         roi = roi_of(frame)
         obstacles = perception.detect(frame, roi)
-        fmt = frame.provenance.format if frame.provenance is not None else ""
-        fov = fov_deg if fmt in CAMERA_VIEW_FORMATS else None  # SemanticKITTI and the simulator label all around
+        fov = evaluated_fov(frame, fov_deg)
         gts = frame_ground_truth(frame, roi, min_points=min_points, fov_deg=fov, max_range=max_range)
         region = frame.labels.region if frame.labels is not None else None
         res.note_area(region, fov)
         unknown_fp = unknown_is_labelled(frame) if count_unknown_fp is None else count_unknown_fp
         res.unknown_fp.add(bool(unknown_fp))
-        dets = []
-        for ob in obstacles:
-            counted = in_area(float(ob.center[0]), float(ob.center[1]), region=region, fov_deg=fov,
-                              max_range=max_range)
-            if ob.cls == ObstacleClass.UNKNOWN and not unknown_fp:
-                counted = False
-            dets.append((obstacle_polygon(ob), ob.cls, float(ob.score), counted))
+        dets = frame_detections(frame, obstacles, fov_deg=fov, max_range=max_range, count_unknown_fp=unknown_fp)
         fc = match_frame(gts, dets)
         res.add(fc)
         res.frames += 1
@@ -431,6 +457,49 @@ def evaluate_frames(
             on_frame(frame, obstacles, fc)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def labelled_frames(data: Any, rec: Any) -> Callable[[int], Frame]:
+    """``frame(i)``: the recording's frame ``i`` with its ground truth, or an InputError (one line) when ``data``
+    holds none.
+
+    A simulated bag (``lidarmt simulate --out x.bag``) keeps its ground truth beside it in ``x.labels.npz``
+    (:func:`lidarmt.lidar.sim.record.load_labels`), aligned point for point with its clouds; labelled .npz frames and
+    KITTI folders carry theirs in the frames.
+    """
+    import dataclasses
+    from pathlib import Path
+
+    from lidarmt.errors import InputError
+
+    data = Path(data)
+    if data.is_file():
+        from lidarmt.lidar.sim.record import labels_path, load_labels
+
+        lab = labels_path(data)
+        if lab.is_file():
+            labels = load_labels(lab)
+            if len(labels) != len(rec):
+                raise InputError(f"{lab}: ground truth of {len(labels)} sweep(s) for the {len(rec)} point clouds of "
+                                 f"{data}; simulate the bag and its labels again together")
+
+            def frame(i: int):
+                f = rec[i]
+                lb = labels[i]
+                if f.dropped or lb.point_meta is None or len(lb.point_meta) != len(f.points):
+                    raise InputError(f"{lab}: sweep {i} labels {0 if lb.point_meta is None else len(lb.point_meta)} "
+                                     f"points but {data} holds {len(f.points)} (+{f.dropped} dropped); the labels "
+                                     "do not belong to this bag")
+                return dataclasses.replace(f, labels=lb)
+
+            return frame
+    if len(rec) and rec[0].labels is None:
+        beside = (f" and no {labels_path(data).name} beside it" if data.is_file() else "")
+        raise InputError(f"--data {data}: its frames carry no ground truth{beside}; the evaluation needs labelled "
+                         "frames (`lidarmt simulate --dataset DIR`, a bag from `lidarmt simulate --out` with its "
+                         ".labels.npz, a KITTI object folder with label_2/ and calib/, a KITTI raw drive with its "
+                         "tracklet_labels.xml, or a SemanticKITTI sequence with labels/)")
+    return rec.__getitem__
 
 
 # ------------------------------------------------------------------------------------------ lost obstacles
