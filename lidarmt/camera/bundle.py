@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._show import md_code
 from lidarmt.camera.errors import CameraOutputError
 from lidarmt.camera.relations import deeproad_violation, deeptest_violation
 
@@ -254,14 +255,14 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
     return "\n".join([
         f"# {info['model']['name']} misbehaves under {info['transform']} ({info['params_label']})",
         "",
-        f"- image: frame {info['frame_index']} (`{info['frame_id']}`) of `{info['config']['images']}`",
-        f"- model: `{info['model']['name']}` {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
-        (f"- follow-up made outside lidarmt: `{info['follow_up'].get('frame_id')}` of "
-         f"`{info['follow_up'].get('source')}`") if "follow_up" in info else
-        (f"- transformation: `{info['transform']}` ({info['family']}), parameters `{json.dumps(info['params'])}`, "
+        f"- image: frame {info['frame_index']} ({md_code(info['frame_id'])}) of {md_code(info['config']['images'])}",
+        f"- model: {md_code(info['model']['name'])} {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
+        (f"- follow-up made outside lidarmt: {md_code(info['follow_up'].get('frame_id'))} of "
+         f"{md_code(info['follow_up'].get('source'))}") if "follow_up" in info else
+        (f"- transformation: {md_code(info['transform'])} ({info['family']}), parameters {md_code(json.dumps(info['params']))}, "
          f"seed tuple {info['seed_tuple']}") if "steps" not in info else
         ("- transformations, applied in turn: " + "; ".join(
-            f"`{s['transform']}` `{json.dumps(s['params'])}` (seed {s['seed']})" for s in info["steps"])),
+            f"{md_code(s['transform'])} {md_code(json.dumps(s['params']))} (seed {s['seed']})" for s in info["steps"])),
         f"- label θᵗ: {_deg(info['label'])}",
         f"- prediction on the seed image θ(i): {_deg(info['pred'])}",
         f"- prediction on the transformed image θ(τ(i)): {_deg(info['pred_t'])}",

@@ -36,15 +36,14 @@ def replay(
     from_recording: Annotated[bool, typer.Option("--from-recording", help="Read the source frame from the original recording (it must equal the stored one).")] = False,
     trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow the bundle to name code to import and run (a module:callable SUT or ROI); only for bundles you trust.")] = False,
 ) -> None:
-    from rich.markup import escape
 
-    from lidarmt.cli._common import console
+    from lidarmt.cli._common import console, show
     from lidarmt.errors import InputError
     from lidarmt.lidar.mr1.replay import load_bundle, replay_bundle
     from lidarmt.lidar.perception.guard import SutFault
 
     def on_code(line: str) -> None:
-        console.print(f"--trust-code: importing and running {escape(line)}", highlight=False, soft_wrap=True)
+        console.print(f"--trust-code: importing and running {show(line)}", highlight=False, soft_wrap=True)
 
     info = load_bundle(bundle)
     if info.get("kind") == "camera":
@@ -57,19 +56,19 @@ def replay(
     except SutFault as err:
         raise InputError(f"{bundle}: {err}") from err
     for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False, soft_wrap=True)
+        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {show(name)}", highlight=False, soft_wrap=True)
     v = res.verdict or {}
     if info.get("kind") == "lidar-transform":
         from lidarmt.lidar.bundle import findings_text
 
-        console.print(f"{info.get('relation')} under {info.get('transform')} ({info.get('level')}): "
-                      f"{findings_text(v.get('findings', [])) or 'no finding'}", highlight=False, soft_wrap=True)
+        console.print(f"{show(info.get('relation'))} under {show(info.get('transform'))} ({show(info.get('level'))}): "
+                      f"{show(findings_text(v.get('findings', [])) or 'no finding')}", highlight=False, soft_wrap=True)
     else:
         console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
                       f"{len(v.get('missing', []))} source obstacle(s) unmatched")
     if not res.same:
         for d in res.details:
-            console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)
+            console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
     console.print("replay reproduced the bundle bit for bit: every check passed")
@@ -112,10 +111,8 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
                    from_recording: bool) -> None:
     import math
 
-    from rich.markup import escape
-
     from lidarmt.camera.replay import replay_camera_bundle
-    from lidarmt.cli._common import console
+    from lidarmt.cli._common import console, show
     from lidarmt.errors import ArgumentError
 
     if map_path or from_recording:
@@ -127,15 +124,16 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
         raise InputError(f"{folder / 'bundle.json'}: not a camera bundle this lidarmt reads ({bad})")
     res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
     for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False,
+        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {show(name)}", highlight=False,
                       soft_wrap=True)
     lab = info.get("label")
-    console.print(f"{info['model']['name']} under {info['transform']} ({info.get('params_label', '')}): label "
+    console.print(f"{show(info['model']['name'])} under {show(info.get('transform', 'external'))} "
+                  f"({show(info.get('params_label', ''))}): label "
                   f"{'–' if lab is None else f'{math.degrees(lab):+.2f}°'}, seed {math.degrees(info['pred']):+.2f}°, "
                   f"transformed {math.degrees(info['pred_t']):+.2f}°", highlight=False, soft_wrap=True)
     if not res.same:
         for d in res.details:
-            console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)
+            console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
     console.print("replay reproduced the bundle bit for bit: every check passed")

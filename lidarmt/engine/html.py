@@ -275,32 +275,42 @@ def check_links(page: str | os.PathLike[str]) -> list[str]:
 
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-_MD_CODE = re.compile(r"`([^`]+)`")
+_MD_CODE = re.compile(r"(?<!\\)`([^`]+)`")
+_MD_ESCAPED = re.compile(r"\\([\\`*_\[\]()!<>|#~])")
 _MD_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def _md_target(url: str) -> str | None:
     """A Markdown link target as a relative :func:`href` (with its ``#anchor`` and trailing ``/``), or None
-    for anything with a scheme or host (never followed: the page makes no request outside its folder)."""
+    for anything with a scheme or host, or a path that leaves the page's folder (never followed: the page makes
+    no request outside its folder; :func:`lidarmt._show.inside` is the rule)."""
     from urllib.parse import unquote, urlsplit
+
+    from lidarmt._show import inside
 
     u = urlsplit(url)
     if u.scheme or u.netloc or url.startswith("/"):
         return None
     path = unquote(u.path)
+    if path and not inside(path):
+        return None
     target = href(path) + ("/" if path.endswith("/") and path.strip("/") else "")
     return target + (f"#{esc(quote(u.fragment, safe=''))}" if u.fragment else "")
 
 
 def _md_inline(text: str) -> str:
-    """One line of the project's Markdown as HTML: escaped, then code, bold, pictures and relative links."""
-    codes: list[str] = []
+    """One line of the project's Markdown as HTML: escaped, then code spans, backslash escapes (``\\[`` is a
+    literal ``[``), bold, pictures and relative links inside the folder."""
+    kept: list[str] = []
 
-    def keep_code(m: re.Match) -> str:
-        codes.append(f"<code>{m.group(1)}</code>")
-        return f"\x00{len(codes) - 1}\x00"
+    def keep(markup: str) -> str:
+        kept.append(markup)
+        return f"\x00{len(kept) - 1}\x00"
 
-    out = _MD_CODE.sub(keep_code, esc(text.replace("\\|", "|")))
+    text = text.replace("\x00", "\\x00")  # the placeholders' marker never comes from the text
+    text = _MD_CODE.sub(lambda m: keep(f"<code>{esc(m.group(1).replace(chr(92) + '|', '|'))}</code>"), text)
+    text = _MD_ESCAPED.sub(lambda m: keep(esc(m.group(1))), text)
+    out = esc(text)
 
     def img(m: re.Match) -> str:
         t = _md_target(_html.unescape(m.group(2)))
@@ -312,7 +322,9 @@ def _md_inline(text: str) -> str:
 
     out = _MD_LINK.sub(lnk, _MD_IMAGE.sub(img, out))
     out = _MD_BOLD.sub(r"<strong>\1</strong>", out)
-    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
+    for _ in range(2):  # a kept piece may sit inside a link's text
+        out = re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], out)
+    return out
 
 
 def _md_cells(line: str) -> list[str]:
@@ -365,7 +377,7 @@ def markdown_page(markdown: str, *, title: str = "lidarmt report") -> str:
             rows = []
             j = i + 2
             while j < len(lines) and lines[j].strip().startswith("|"):
-                rows.append([Html(_md_inline(c)) if any(k in c for k in "`*[") else c.replace("\\|", "|")
+                rows.append([Html(_md_inline(c)) if any(k in c for k in "`*[\\") else c.replace("\\|", "|")
                              for c in _md_cells(lines[j])])
                 j += 1
             n_tables += 1

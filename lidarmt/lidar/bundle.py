@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._show import md_code
 from lidarmt.errors import OutputError
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
@@ -274,9 +275,9 @@ def _markdown(info: dict[str, Any]) -> str:
         "",
         f"**Relation.** {info['relation']}: {RELATION_TEXT.get(info['relation'], '')}. Thresholds: {th.describe()}.",
         "",
-        f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles; "
+        f"- source frame {info['frame_index']} of {md_code(cfg['source']['path'])}: {info['n_source']} obstacles; "
         f"follow-up: {info['n_follow']} obstacles",
-        f"- transformation `{info['transform']}` ({info['family']}) at `{json.dumps(info['params'])}`, seed "
+        f"- transformation {md_code(info['transform'])} ({info['family']}) at {md_code(json.dumps(info['params']))}, seed "
         f"{info['seed']}: {info['edits']} point edits",
     ]
     for x in sorted(info["findings"], key=lambda x: float(x["distance"])):

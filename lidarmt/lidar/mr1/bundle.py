@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._show import md_code
 from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
 from lidarmt.errors import OutputError
@@ -381,7 +382,7 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "**What was seen.**",
         "",
-        f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles "
+        f"- source frame {info['frame_index']} of {md_code(cfg['source']['path'])}: {info['n_source']} obstacles "
         f"({_counts(verdict.counts_source)})",
         f"- follow-up (+{info['n']} points, z and intensity uniform in the frame's ranges, region "
         f"{cfg['region']['shape']} {cfg['region']['size']:g} m"
@@ -403,9 +404,9 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "**Environment.**",
         "",
-        f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}",
+        f"- system under test: {md_code(cfg['sut']['name'])} ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}",
         (f"- ROI: the area the source frame's ground labels cover (`--roi labels`, range {cfg['roi']['range']:g} m)"
-         if cfg["roi"]["map"] == "labels" else f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)"),
+         if cfg["roi"]["map"] == "labels" else f"- map: {md_code(cfg['roi']['map'])} (ROI range {cfg['roi']['range']:g} m)"),
         f"- lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
         f"numba {env.get('numba', '–')}, Python {env.get('python')}; SUT mode: {env.get('mode', 'default')}",
         f"- CPU: {env.get('cpu')} ({env.get('cpus')} CPUs), {env.get('platform')}",
@@ -423,7 +424,7 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "Files: `source.pcd` / `followup.pcd` (the added points follow the source points), `added.npy`, "
         "`obstacles_source.json`, `obstacles_followup.json`, `replay.bag` (ROS1: both frames on "
-        f"`{_bag_topic(info)}` with /tf; the follow-up 0.1 s after the source), `bundle.mcap` (Foxglove: both "
+        f"{md_code(_bag_topic(info))} with /tf; the follow-up 0.1 s after the source), `bundle.mcap` (Foxglove: both "
         "clouds, the added and minimal points, the obstacles with the lost ones in red, the ROI, the pose; open "
         "it with the layout `foxglove-layout.json`).",
         "",
