@@ -158,53 +158,19 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
                   minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
                   verdict: Verdict, roi_indices: np.ndarray | None = None, *, roi: Any = None) -> None:
     from lidarmt._atomic import staging_folder
-    from lidarmt.io import Ros1BagWriter, save_frame_npz, write_pcd
+    from lidarmt.io import save_frame_npz
 
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         save_frame_npz(tmp / "source.npz", frame)
         save_frame_npz(tmp / "followup.npz", follow_frame)
-        write_pcd(tmp / "source.pcd", frame)
-        write_pcd(tmp / "followup.pcd", follow_frame)
         _save_npy(tmp / "added.npy", extra)
         _save_npy(tmp / "minimal.npy", extra[minimal])
-        write_pcd(tmp / "minimal.pcd", frame.with_extra_points(extra[minimal]))
         _json(tmp / "obstacles_source.json", source.to_list())
         _json(tmp / "obstacles_followup.json", follow.to_list())
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
-        bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
-                    title=f"{info['id']}: {lost_text(verdict)}", roi_indices=roi_indices, roi=roi,
-                    minimal=minimal if info.get("ddmin") else None)
-        try:
-            from lidarmt.lidar.bev import draw_bev
-        except ImportError:  # pragma: no cover
-            draw_bev = None
-        if draw_bev is not None:
-            xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
-            ext = view_extent(xy, [*source, *follow], roi_indices)
-            draw_bev(frame, source, roi_indices=roi_indices, out=tmp / "bev_source.png", extent=ext,
-                     title=f"source t: {len(source)} obstacles", roi=roi)
-            fu_roi = None if roi_indices is None else roi_indices  # added points lie outside the ROI
-            hi = (len(frame) + np.asarray(minimal, dtype=np.int64)) if info.get("ddmin") else None
-            draw_bev(follow_frame, follow, roi_indices=fu_roi, out=tmp / "bev_followup.png", extent=ext,
-                     title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles", roi=roi,
-                     added_from=len(frame), highlight=hi)
-        topic = info.get("topic")
-        kw = {"topic": topic} if topic else {}
-        fu2 = follow_frame.with_points(follow_frame.points)
-        fu2.stamp = frame.stamp + 0.1  # the follow-up 0.1 s after the source (one HDL-64E sweep at 10 Hz)
-        with Ros1BagWriter(tmp / "replay.bag", **kw) as w:
-            w.write(frame)
-            w.write(fu2)
-        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_layout, write_lidar_bundle_mcap
-
-        write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=frame, follow_frame=follow_frame, source=source,
-                                follow=follow, verdict=verdict, minimal=minimal if info.get("ddmin") else None,
-                                roi=roi, roi_indices=roi_indices,
-                                info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
-        write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
-        atomic_write_text(tmp / "report.md", bundle_markdown(info, source, follow, verdict))
+        write_shown(tmp, info, frame, follow_frame, extra, minimal, source, follow, verdict, roi_indices, roi=roi)
         _json(tmp / "bundle.json", info)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
         if out_dir.exists():
@@ -216,6 +182,84 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_shown(tmp: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray, minimal: np.ndarray,
+                source: Obstacles, follow: Obstacles, verdict: Verdict, roi_indices: np.ndarray | None = None, *,
+                roi: Any = None) -> None:
+    """Write the files of a bundle a person looks at into ``tmp``: the PCDs, the pictures, ``replay.bag``,
+    ``bundle.mcap`` with its Foxglove layout and ``report.md``, all from the bundle's data."""
+    from lidarmt.io import Ros1BagWriter, write_pcd
+
+    write_pcd(tmp / "source.pcd", frame)
+    write_pcd(tmp / "followup.pcd", follow_frame)
+    write_pcd(tmp / "minimal.pcd", frame.with_extra_points(extra[minimal]))
+    bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
+                title=f"{info['id']}: {lost_text(verdict)}", roi_indices=roi_indices, roi=roi,
+                minimal=minimal if info.get("ddmin") else None)
+    try:
+        from lidarmt.lidar.bev import draw_bev
+    except ImportError:  # pragma: no cover
+        draw_bev = None
+    if draw_bev is not None:
+        xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
+        ext = view_extent(xy, [*source, *follow], roi_indices)
+        draw_bev(frame, source, roi_indices=roi_indices, out=tmp / "bev_source.png", extent=ext,
+                 title=f"source t: {len(source)} obstacles", roi=roi)
+        fu_roi = None if roi_indices is None else roi_indices  # added points lie outside the ROI
+        hi = (len(frame) + np.asarray(minimal, dtype=np.int64)) if info.get("ddmin") else None
+        draw_bev(follow_frame, follow, roi_indices=fu_roi, out=tmp / "bev_followup.png", extent=ext,
+                 title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles", roi=roi,
+                 added_from=len(frame), highlight=hi)
+    topic = info.get("topic")
+    kw = {"topic": topic} if topic else {}
+    fu2 = follow_frame.with_points(follow_frame.points)
+    fu2.stamp = frame.stamp + 0.1  # the follow-up 0.1 s after the source (one HDL-64E sweep at 10 Hz)
+    with Ros1BagWriter(tmp / "replay.bag", **kw) as w:
+        w.write(frame)
+        w.write(fu2)
+    from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_layout, write_lidar_bundle_mcap
+
+    write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=frame, follow_frame=follow_frame, source=source,
+                            follow=follow, verdict=verdict, minimal=minimal if info.get("ddmin") else None,
+                            roi=roi, roi_indices=roi_indices,
+                            info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
+    write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
+    atomic_write_text(tmp / "report.md", bundle_markdown(info, source, follow, verdict))
+
+
+def regenerate_shown(folder: Path, info: dict, out: Path, *, roi: Any) -> None:
+    """Write into ``out`` the shown files of the bundle in ``folder`` from its **stored** data (source.npz,
+    followup.npz, added.npy, the obstacle lists, bundle.json's verdict and minimal indices) and ``roi`` (the
+    ROI replay rebuilt from the map), as :func:`write_shown` wrote them (:func:`lidarmt.engine.verify.verify_shown`
+    compares the two)."""
+    from lidarmt.io.npz import load_frame_npz
+    from lidarmt.lidar.mr1.oracle import Verdict
+
+    frame = load_frame_npz(folder / "source.npz")
+    follow_frame = load_frame_npz(folder / "followup.npz")
+    extra = np.load(folder / "added.npy", allow_pickle=False)
+    minimal = np.asarray(info["minimal_indices"], dtype=np.int64).reshape(-1)
+    source = Obstacles.from_list(json.loads((folder / "obstacles_source.json").read_text(encoding="utf-8")))
+    follow = Obstacles.from_list(json.loads((folder / "obstacles_followup.json").read_text(encoding="utf-8")))
+    verdict = Verdict.from_dict(info["verdict"])
+    out.mkdir(parents=True, exist_ok=True)
+    write_shown(out, info, frame, follow_frame, extra, minimal, source, follow, verdict,
+                np.asarray(roi.indices(frame), dtype=np.int64), roi=roi)
+
+
+#: The files of an MR1 bundle that are its data: replay reads and checks them itself.
+DATA_FILES = ("bundle.json", "source.npz", "followup.npz", "added.npy", "minimal.npy", "obstacles_source.json",
+              "obstacles_followup.json", "obstacles_minimal.json")
+
+
+def verify_shown_files(folder: Path, info: dict, check: Any, *, roi: Any) -> None:
+    """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`),
+    regenerated with :func:`regenerate_shown`."""
+    from lidarmt.engine.verify import verify_shown
+
+    verify_shown(folder, check, lambda out: regenerate_shown(folder, info, out, roi=roi), data=DATA_FILES,
+                 layout_kind="lidar-bundle")
 
 
 def _json(path: Path, obj: Any) -> None:
