@@ -200,28 +200,20 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         "torch_threads": _torch_threads(),  # replay uses as many: a network's sums may depend on the split
     }
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
-    title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
-             f"({'violates' if info['reproduced'] else 'no longer violates'} {relation['name']})")
+    info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
+    from lidarmt.engine.verify import SHOWN_VERSION
+
+    info["shown"] = SHOWN_VERSION  # replay regenerates the files a person looks at (lidarmt.engine.verify)
     from lidarmt._atomic import staging_folder
 
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
-        _png(tmp / "seed.png", got["window"][-1])
-        _png(tmp / "transformed.png", got["transformed"][-1])
         np.savez_compressed(tmp / "window.npz", seed=got["window"], transformed=got["transformed"])
-        _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
-                                            pred=got["pred"], pred_t=got["pred_t"], title=title,
-                                            expect=info["expect"]))
-        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
-
-        write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=got["window"][-1], transformed=got["transformed"][-1],
-                                 label=cur.label, pred=got["pred"], pred_t=got["pred_t"], expect=info["expect"],
-                                 title=title, info={k: info[k] for k in ("id", "transform", "params_label",
-                                                                         "frame_id", "relation")})
-        write_layout(tmp / LAYOUT_NAME, "camera-bundle")
-        (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
+        write_shown(tmp, info, got["window"][-1], got["transformed"][-1], out_dir)
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
+        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME
+
         write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME])
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -234,6 +226,60 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
             "params": info["params_label"], "frame_id": cur.frame_id, "label": cur.label, "pred": got["pred"],
             "pred_t": got["pred_t"], "change_deg": math.degrees(dev), "reproduced": info["reproduced"],
             "relation": relation["name"]}
+
+
+def _title(info: dict[str, Any]) -> str:
+    return (f"{display_name(info['model']['name'])}: {info['params_label']}, frame {info['frame_id']} "
+            f"({'violates' if info['reproduced'] else 'no longer violates'} {info['relation']['name']})")
+
+
+def write_shown(tmp: Path, info: dict[str, Any], seed: np.ndarray, transformed: np.ndarray, out_dir: Path) -> None:
+    """Write the files of a bundle a person looks at into ``tmp`` (``seed.png``, ``transformed.png``, ``pair.png``,
+    ``bundle.mcap`` with its Foxglove layout, ``report.md``) from bundle.json's ``info`` and the two current
+    frames (``out_dir``: where the bundle goes, for report.md's replay command)."""
+    from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_camera_bundle_mcap, write_layout
+
+    title = _title(info)
+    _png(tmp / "seed.png", seed)
+    _png(tmp / "transformed.png", transformed)
+    _png(tmp / "pair.png", pair_picture(seed, transformed, label=info["label"], pred=info["pred"],
+                                        pred_t=info["pred_t"], title=title, expect=info["expect"]))
+    write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=seed, transformed=transformed, label=info["label"],
+                             pred=info["pred"], pred_t=info["pred_t"], expect=info["expect"], title=title,
+                             info={k: info[k] for k in ("id", "transform", "params_label", "frame_id", "relation")})
+    write_layout(tmp / LAYOUT_NAME, "camera-bundle")
+    (tmp / "report.md").write_text(_report(info, out_dir), encoding="utf-8")
+
+
+def _written_to(folder: Path, info: dict[str, Any]) -> Path:
+    """Where a bundle without ``replay_command`` (made before it was recorded) was written: the path of its
+    report.md's replay line when that path ends in the bundle's id, else the folder itself."""
+    try:
+        for line in (folder / "report.md").read_text(encoding="utf-8").splitlines():
+            if line.startswith("    lidarmt replay "):
+                words = shlex.split(line[len("    lidarmt replay "):])
+                if len(words) == 1 and Path(words[0]).name == info.get("id"):
+                    return Path(words[0])
+    except (OSError, ValueError):
+        pass
+    return folder
+
+
+def verify_shown_files(folder: Path, info: dict[str, Any], check: Any) -> None:
+    """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`):
+    written again by :func:`write_shown` from bundle.json and window.npz (the stored frames and predictions,
+    never the ones replay recomputes, so the pictures do not depend on this CPU's floats)."""
+    from lidarmt.engine.verify import SHOWN_VERSION, verify_shown
+
+    def regenerate(out: Path) -> None:
+        with np.load(folder / "window.npz", allow_pickle=False) as z:
+            seed, transformed = z["seed"][-1], z["transformed"][-1]
+        out.mkdir(parents=True, exist_ok=True)
+        where = _written_to(folder, info) if not info.get("replay_command") else folder
+        write_shown(out, info, seed, transformed, where)
+
+    verify_shown(folder, check, regenerate, data=("bundle.json", "window.npz"), layout_kind="camera-bundle",
+                 strict=info.get("shown") == SHOWN_VERSION)
 
 
 def _deg(v: float | None) -> str:
@@ -273,7 +319,7 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
         "Reproduce:",
         "",
         f"    {cmd}",
-        f"    lidarmt replay {shlex.quote(str(out_dir))}",
+        f"    {info.get('replay_command') or f'lidarmt replay {shlex.quote(str(out_dir))}'}",
         "",
         f"Environment: lidarmt {info['environment'].get('lidarmt')}, torch {info['environment'].get('torch', '–')}, "
         f"{info['environment'].get('cpu', '?')}.",

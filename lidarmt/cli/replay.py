@@ -55,8 +55,7 @@ def replay(
                             on_code=on_code)
     except SutFault as err:
         raise InputError(f"{bundle}: {err}") from err
-    for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {show(name)}", highlight=False, soft_wrap=True)
+    _print_checks(console, res.checks)
     v = res.verdict or {}
     if info.get("kind") == "lidar-transform":
         from lidarmt.lidar.bundle import findings_text
@@ -71,7 +70,30 @@ def replay(
             console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
-    console.print("replay reproduced the bundle bit for bit: every check passed")
+    console.print(_last_line(res.checks), soft_wrap=True)
+
+
+def _print_checks(console, checks: dict[str, bool]) -> None:
+    """One line per check: same, DIFFERENT, or NOT VERIFIED (a file replay could not regenerate)."""
+    from lidarmt.cli._common import show
+    from lidarmt.engine.verify import UNVERIFIED
+
+    for name, ok in checks.items():
+        tag = ("[yellow]NOT VERIFIED[/]" if name.startswith(UNVERIFIED) else "[green]same[/]") if ok \
+            else "[red]DIFFERENT[/]"
+        text = name[len(UNVERIFIED) + 2:] if name.startswith(UNVERIFIED) else name
+        console.print(f"{tag}  {show(text)}", highlight=False, soft_wrap=True)
+
+
+def _last_line(checks: dict[str, bool]) -> str:
+    """What a replay whose checks all passed says: bit for bit, or which shown files it did not verify."""
+    from lidarmt.engine.verify import UNVERIFIED
+
+    n = sum(name.startswith(UNVERIFIED) for name in checks)
+    if n:
+        return (f"replay reproduced the bundle's data bit for bit, but {n} file(s) it shows were NOT verified "
+                "(listed above): look at them with care")
+    return "replay reproduced the bundle bit for bit: every check passed"
 
 
 def _camera_info_problem(info: dict) -> str:
@@ -123,9 +145,7 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
 
         raise InputError(f"{folder / 'bundle.json'}: not a camera bundle this lidarmt reads ({bad})")
     res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
-    for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {show(name)}", highlight=False,
-                      soft_wrap=True)
+    _print_checks(console, res.checks)
     lab = info.get("label")
     console.print(f"{show(info['model']['name'])} under {show(info.get('transform', 'external'))} "
                   f"({show(info.get('params_label', ''))}): label "
@@ -136,4 +156,4 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
             console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
-    console.print("replay reproduced the bundle bit for bit: every check passed")
+    console.print(_last_line(res.checks), soft_wrap=True)

@@ -14,9 +14,16 @@ on this CPU's floats), and :func:`verify_shown` compares them, file by file:
 * ``bundle.mcap``: every message decoded and compared with the regenerated one, topic by topic, in order; numbers
   within :data:`MCAP_TOLERANCE` (the stored obstacle lists are rounded to 0.1 mm), bytes (point clouds, images)
   and text exactly; the metadata records too;
-* pictures: decoded and compared pixel by pixel: the same size, and at most :data:`PICTURE_TOLERANCE` of the
-  pixels may differ by more than :data:`PIXEL_STEP` levels (anti-aliasing at the rounded obstacle outlines; another
-  bundle's picture differs in far more).
+* pictures: decoded and compared pixel for pixel (the PNG encoding may differ between library versions, the
+  pixels not: they are drawn from the stored data, never from this CPU's floats). Measured on the tests' bundles:
+  the regenerated pictures are identical; another bundle's picture of the same frame differs in thousands of
+  pixels (a 10-level brightness change, a digit of the title). A bundle drawn by another matplotlib version may
+  therefore be named as differing: replay it where it was made, or rebuild the bundle.
+
+A bundle made before lidarmt regenerated these files (without ``"shown": SHOWN_VERSION`` in bundle.json) may
+have been drawn differently (a topic renamed since, another layout): each of its shown files that differs is then
+not a failure but named, one line each, as NOT verified (:data:`UNVERIFIED`), and the CLI says so in its last
+line instead of "every check passed".
 
 A file the writer makes but the bundle lacks fails (a deleted ``bundle.mcap``, even with the manifest rewritten);
 a file in the bundle that lidarmt's writer does not make fails too, naming it: replay vouches only for what it
@@ -27,17 +34,22 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 CHECK_SHOWN = "files a person looks at, regenerated from the bundle's data"
+#: The start of the (passing) check that names a file replay could not verify (an older bundle's).
+UNVERIFIED = "NOT verified"
+#: bundle.json's ``shown``: the bundle's shown files are exactly what this lidarmt's writers make from its data.
+SHOWN_VERSION = 1
 #: Absolute and relative tolerance for numbers in bundle.mcap's messages.
 MCAP_TOLERANCE = 1e-3
-#: Share of a picture's pixels that may differ by more than PIXEL_STEP levels.
-PICTURE_TOLERANCE = 2e-4
-PIXEL_STEP = 48
+#: Share of a picture's pixels that may differ by more than PIXEL_STEP levels: none (module docstring).
+PICTURE_TOLERANCE = 0.0
+PIXEL_STEP = 0
 #: Never compared: the manifest (checked first by every replay).
 _SKIP = ("MANIFEST.json",)
 _LAYOUT = "foxglove-layout.json"
@@ -46,11 +58,12 @@ _MAX_PICTURE_PIXELS = 40_000_000
 
 
 def verify_shown(folder: Path, check: Callable[..., bool], regenerate: Callable[[Path], None], *,
-                 data: Iterable[str], layout_kind: str | None = None) -> None:
+                 data: Iterable[str], layout_kind: str | None = None, strict: bool = True) -> None:
     """Regenerate the bundle's shown files (``regenerate(scratch)`` writes the bundle's files into ``scratch``
     with lidarmt's own writers, from the bundle's stored data) and compare each with the bundle's
     (module docstring). ``data``: the files replay reads and checks itself. One check, :data:`CHECK_SHOWN`; each
-    file that differs is one line naming it."""
+    file that differs is one line naming it. ``strict`` False (a bundle older than :data:`SHOWN_VERSION`): a file
+    that differs is named as :data:`UNVERIFIED` instead, a passing check of its own."""
     folder = Path(folder)
     data = set(data) | set(_SKIP)
     problems: list[str] = []
@@ -71,10 +84,17 @@ def verify_shown(folder: Path, check: Callable[..., bool], regenerate: Callable[
         for name in sorted(held - made):
             problems.append(f"{name}: not a file lidarmt writes in this bundle; not verified")
         shown = sorted(made & held)
-        for name in shown:
+        unverified = []
+        for name in list(shown):
             bad = compare_file(folder / name, scratch / name)
-            if bad:
+            if bad and not strict:
+                unverified.append(f"{UNVERIFIED}: {name} (the bundle predates replay's regeneration of what it "
+                                  f"shows, and this lidarmt draws it otherwise: {bad})"[:400])
+                shown.remove(name)
+            elif bad:
                 problems.append(f"{name}: {bad}")
+    for line in unverified:
+        check(line, True)
     if not problems:
         check(f"{CHECK_SHOWN} ({', '.join(shown)})", True)
     for p in problems:
@@ -185,7 +205,29 @@ def _close(a: Any, b: Any, where: str) -> str:
         if math.isfinite(fa) and math.isfinite(fb) and abs(fa - fb) <= MCAP_TOLERANCE * max(1.0, abs(fb)):
             return ""
         return "" if fa == fb else f"{where}: {fa!r}, {fb!r} from the bundle's data"
+    if isinstance(a, str) and isinstance(b, str) and a != b and _same_text(a, b):
+        return ""
     return "" if a == b else f"{where} differs from the bundle's data"
+
+
+_NUMBER = re.compile(r"(-?\d+(?:\.\d+)?)")
+
+
+def _same_text(a: str, b: str) -> bool:
+    """Whether two labels differ only in numbers printed from the rounded obstacle lists: the same words, each
+    number within one unit of its last printed digit ("4.25 x 1.80" and "4.24 x 1.80"); integers (ids, point counts) exactly."""
+    pa, pb = _NUMBER.split(a), _NUMBER.split(b)
+    if len(pa) != len(pb):
+        return False
+    for i, (x, y) in enumerate(zip(pa, pb, strict=True)):
+        if i % 2 == 0:
+            if x != y:
+                return False
+        elif x != y:
+            places = max(len(x.partition(".")[2]), len(y.partition(".")[2]))
+            if places == 0 or abs(float(x) - float(y)) > 1.01 * 10.0 ** -places:  # integers (ids, counts): exact
+                return False
+    return True
 
 
 def _compare_mcap(got: Path, want: Path) -> str:

@@ -67,6 +67,12 @@ def _mode(sut, cfg: dict) -> str:
     return str(mode) if mode else "default"
 
 
+def _shown_version() -> int:
+    from lidarmt.engine.verify import SHOWN_VERSION
+
+    return SHOWN_VERSION
+
+
 def relation_of(verdict: Verdict) -> str:
     """The relation a bundle is about: the study's count relation when it fails, else the subset relation."""
     return "count" if verdict.count_violation else "subset"
@@ -146,6 +152,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "command": command,
         "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
+        "shown": _shown_version(),  # replay regenerates the files a person looks at (lidarmt.engine.verify)
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
@@ -256,10 +263,11 @@ DATA_FILES = ("bundle.json", "source.npz", "followup.npz", "added.npy", "minimal
 def verify_shown_files(folder: Path, info: dict, check: Any, *, roi: Any) -> None:
     """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`),
     regenerated with :func:`regenerate_shown`."""
-    from lidarmt.engine.verify import verify_shown
+    from lidarmt.engine.verify import SHOWN_VERSION, verify_shown
 
     verify_shown(folder, check, lambda out: regenerate_shown(folder, info, out, roi=roi), data=DATA_FILES,
-                 layout_kind="lidar-bundle")
+                 layout_kind="lidar-bundle",
+                 strict=info.get("shown") == SHOWN_VERSION)
 
 
 def _json(path: Path, obj: Any) -> None:
