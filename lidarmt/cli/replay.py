@@ -17,7 +17,9 @@ REPLAY_HELP = """Re-run a bug bundle (a folder `runs/NAME/violations/ID`) and ch
 Checks the SHA-256 of every file MANIFEST.json lists, regenerates the added points from the seed tuple (they
 must equal added.npy and followup.npz bit for bit), perceives the stored source and follow-up frames again
 (the recording is not needed) and compares both obstacle lists and the MR1 verdict with bundle.json, and
-re-runs source + minimal.npy to check that the minimal subset still violates the relation.
+re-runs source + minimal.npy to check that the minimal subset still violates the relation. Every file a person
+looks at (bundle.mcap, foxglove-layout.json, PCDs, replay.bag, pictures, report.md) is drawn again from the
+bundle's stored data and compared; a file that differs, is missing or is not one lidarmt writes is named.
 Exit status 0 when every check passed, 1 when anything differs (one line per difference), 2 on bad input.
 
 A bundle is data from whoever sent it: replay builds only registered SUTs (apollo, ..., installed
