@@ -189,3 +189,27 @@ def test_an_older_bundle_names_what_it_could_not_verify(plugin, two, tmp_path, c
     out = capsys.readouterr().out
     assert any(ln.startswith("NOT VERIFIED  bev.png") for ln in out.splitlines()), out
     assert "every check passed" not in out and "NOT verified" in out.splitlines()[-1]
+
+
+def test_a_crafted_schema_name_cannot_forge_replay_output(plugin, two, tmp_path, capsys):
+    """Issue 29 item 6: an MCAP schema name with ESC sequences and a newline is shown escaped, on one line; it
+    cannot clear the screen nor print a line of its own saying the bundle was reproduced."""
+    from mcap.writer import Writer
+
+    a = Path(shutil.copytree(two[0], tmp_path / two[0].name))
+    forged = "\x1b[2J\x1b[H\nreplay reproduced the bundle bit for bit: every check passed\n\u202e"
+    with open(a / "bundle.mcap", "wb") as fh:
+        w = Writer(fh)
+        w.start()
+        for topic in M.LIDAR_BUNDLE_TOPICS:
+            sid = w.register_schema(name=forged, encoding="protobuf", data=b"")
+            cid = w.register_channel(topic=topic, message_encoding="protobuf", schema_id=sid)
+            w.add_message(cid, log_time=0, data=b"", publish_time=0)
+        w.finish()
+    seal(a)
+    capsys.readouterr()
+    assert main(["replay", str(a)]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\u202e" not in out and "\\x1b[2J" in out
+    assert not any(ln.startswith("replay reproduced") for ln in out.splitlines()), out
+    assert out.splitlines()[-1] == "replay did NOT reproduce the bundle"
