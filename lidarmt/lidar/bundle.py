@@ -225,7 +225,7 @@ def verify_shown_files(folder: Path, info: dict[str, Any], check: Any, *, frame,
     rebuilt and the change it re-derived from the seed (which replay compares with followup.npz and change.npz)."""
     from types import SimpleNamespace
 
-    from lidarmt.engine.verify import SHOWN_VERSION, verify_shown
+    from lidarmt.engine.verify import PIXEL_STEP_DRAWN, SHOWN_VERSION, verify_shown
     from lidarmt.types import Obstacles
 
     def regenerate(out: Path) -> None:
@@ -236,7 +236,7 @@ def verify_shown_files(folder: Path, info: dict[str, Any], check: Any, *, frame,
         write_shown(out, info, j, change, np.asarray(_minimal_edits(folder), dtype=np.int64))
 
     verify_shown(folder, check, regenerate, data=DATA_FILES, layout_kind="lidar-bundle",
-                 strict=info.get("shown") == SHOWN_VERSION)
+                 strict=info.get("shown") == SHOWN_VERSION, pixel_step=PIXEL_STEP_DRAWN)
 
 
 def _minimal_edits(folder: Path) -> np.ndarray:

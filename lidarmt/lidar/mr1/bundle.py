@@ -263,11 +263,11 @@ DATA_FILES = ("bundle.json", "source.npz", "followup.npz", "added.npy", "minimal
 def verify_shown_files(folder: Path, info: dict, check: Any, *, roi: Any) -> None:
     """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`),
     regenerated with :func:`regenerate_shown`."""
-    from lidarmt.engine.verify import SHOWN_VERSION, verify_shown
+    from lidarmt.engine.verify import PIXEL_STEP_DRAWN, SHOWN_VERSION, verify_shown
 
     verify_shown(folder, check, lambda out: regenerate_shown(folder, info, out, roi=roi), data=DATA_FILES,
                  layout_kind="lidar-bundle",
-                 strict=info.get("shown") == SHOWN_VERSION)
+                 strict=info.get("shown") == SHOWN_VERSION, pixel_step=PIXEL_STEP_DRAWN)
 
 
 def _json(path: Path, obj: Any) -> None:
