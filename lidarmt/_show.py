@@ -60,6 +60,13 @@ def md_code(value: Any, *, table: bool = False) -> str:
     return f"`{s}`" if s else "` `"
 
 
+def md_code_line(value: Any) -> str:
+    """``value`` as one line inside a fenced or indented code block: :func:`term` (so no newline ends the block
+    early), and never a line that would close the fence."""
+    s = term(value)
+    return s.replace("`", "\\x60", 1) if s.lstrip().startswith("```") else s
+
+
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]()!<>|#~])")
 
 

@@ -145,3 +145,14 @@ def test_inside() -> None:
     assert not inside("../x") and not inside("a/../../x") and not inside("/etc/x") and not inside("http://x")
     assert not inside("") and not inside("javascript:alert(1)")
     assert Path("x")  # keep the import used
+
+
+@SETTINGS
+@given(TEXT)
+def test_a_code_block_line_never_ends_the_block(s: str) -> None:
+    from lidarmt._show import md_code_line
+
+    page = markdown_page(f"# t\n\n```sh\n{md_code_line(s)}\nlidarmt replay x\n```\n")
+    p = _parse(page)
+    assert p.targets == [] or all(t.startswith(("data:", "#")) for t in p.targets)
+    assert page.count("<pre>") == 1 and "lidarmt replay x" in page.split("<pre>")[1].split("</pre>")[0]

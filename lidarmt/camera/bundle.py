@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt._show import md_code
+from lidarmt._show import md_code, md_code_line
 from lidarmt.camera.errors import CameraOutputError
 from lidarmt.camera.relations import deeproad_violation, deeptest_violation
 
@@ -318,8 +318,8 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
         "",
         "Reproduce:",
         "",
-        f"    {cmd}",
-        f"    {info.get('replay_command') or f'lidarmt replay {shlex.quote(str(out_dir))}'}",
+        f"    {md_code_line(cmd)}",
+        f"    {md_code_line(info.get('replay_command') or f'lidarmt replay {shlex.quote(str(out_dir))}')}",
         "",
         f"Environment: lidarmt {info['environment'].get('lidarmt')}, torch {info['environment'].get('torch', '–')}, "
         f"{info['environment'].get('cpu', '?')}.",

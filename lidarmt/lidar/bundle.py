@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt._show import md_code
+from lidarmt._show import md_code, md_code_line
 from lidarmt.errors import OutputError
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
@@ -332,9 +332,9 @@ def _markdown(info: dict[str, Any]) -> str:
     if not info["reproduced"]:
         lines.append("- **note**: recomputing the pair did not reproduce the violation")
     lines += ["", "![source](bev_source.png) ![follow-up](bev_followup.png)", "", "**Reproduce.**", "", "```sh",
-              info["replay_command"]]
+              md_code_line(info["replay_command"])]
     if info.get("command"):
-        lines.append(f"# the campaign that found it:\n{info['command']}")
+        lines.append(f"# the campaign that found it:\n{md_code_line(info['command'])}")
     env = info["environment"]
     lines += ["```", "", f"lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
               f"{env.get('cpu')}.", ""]

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
-from lidarmt._show import md_code
+from lidarmt._show import md_code, md_code_line
 from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
 from lidarmt.errors import OutputError
@@ -467,10 +467,10 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "**Reproduce.**",
         "",
         "```sh",
-        info["replay_command"],
+        md_code_line(info["replay_command"]),
     ]
     if info.get("command"):
-        lines.append(f"# the campaign that found it:\n{info['command']}")
+        lines.append(f"# the campaign that found it:\n{md_code_line(info['command'])}")
     lines += [
         "```",
         "",
