@@ -15,6 +15,19 @@ from pathlib import Path
 from typing import Any
 
 
+def torch_load_data(path: str | os.PathLike[str], *, mmap: bool = False) -> Any:
+    """``torch.load(path, weights_only=True)`` on the CPU: tensors and plain containers, never code. Torch's
+    warnings about the file (e.g. "Detected pickle protocol 4 ... please file an issue") are not shown: a file
+    torch refuses is one line of the caller's, and that line is all the user needs."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+
 def load_blob(path: str | os.PathLike[str], *, fmt: str, version: int, what: str, short: str, hint: str,
               error: type[Exception], on_old_version: str = "", mmap: bool = False) -> dict[str, Any]:
     """The dict a file of ``{"format": fmt, "version": version, ...}`` holds, read as data.
@@ -24,13 +37,12 @@ def load_blob(path: str | os.PathLike[str], *, fmt: str, version: int, what: str
     format or version) raises ``error`` with one line naming ``path``. ``mmap`` maps the tensors instead of
     reading them.
     """
-    import torch
 
     p = Path(path)
     if not p.is_file():
         raise error(f"{p}: no such {short}")
     try:
-        blob = torch.load(p, map_location="cpu", weights_only=True, mmap=mmap)
+        blob = torch_load_data(p, mmap=mmap)
     except Exception as err:  # noqa: BLE001 - a stranger's file can make the unpickler raise anything
         raise error(f"{p}: not a {what} ({type(err).__name__}); {hint}") from err
     if not isinstance(blob, dict) or blob.get("format") != fmt:

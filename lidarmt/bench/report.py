@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lidarmt._show import md_code
 from lidarmt.engine.html import (
     Cell,
     Html,
@@ -380,29 +381,29 @@ def markdown(summary: Mapping[str, Any], run: Mapping[str, Any]) -> str:
     if summary["kind"] == "lidar-transform":
         from lidarmt.lidar.relations import Thresholds
 
-        lines += [f"- recording: `{cfg['source']['path']}`, ROI `{cfg['roi']['map']}`, frames: {len(cfg['frames'])}, "
+        lines += [f"- recording: {md_code(cfg['source']['path'])}, ROI {md_code(cfg['roi']['map'])}, frames: {len(cfg['frames'])}, "
                   f"seed: {cfg['seed']}, trials: {cfg['trials']}",
                   "- transformations: " + ", ".join(f"{t['name']} ({t['relation']}; {', '.join(t['levels'])})"
                                                     for t in cfg["transforms"]),
                   "- thresholds: " + Thresholds.from_dict(summary["thresholds"]).describe()]
     elif lidar:
-        lines += [f"- recording: `{cfg['source']['path']}`, map `{cfg['roi']['map']}`",
+        lines += [f"- recording: {md_code(cfg['source']['path'])}, map {md_code(cfg['roi']['map'])}",
                   f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: "
                   f"{cfg['trials']}, seed: {cfg['seed']}, region: {cfg['region']['shape']} "
                   f"{cfg['region']['size']:g} m",
                   f"- ground truth: {summary.get('ground_truth') or 'none'}"]
     else:
         crit = summary["criteria"]
-        lines += [f"- images: `{cfg['images']}`, frames: {len(cfg['frames'])}, transformations: "
+        lines += [f"- images: {md_code(cfg['images'])}, frames: {len(cfg['frames'])}, transformations: "
                   f"{', '.join(t['name'] for t in cfg['transforms'])}, trials: {cfg['trials']}, seed: "
                   f"{cfg['seed']}",
                   "- relations: " + (f"DeepTest Eq. 2 at λ = {crit['lambda']:g} with Eq. 3 at ε = "
                                      f"{crit['epsilon']:g} "
                                       "(the seeds have labels), and " if summary["labelled"] else "")
                   + f"DeepRoad at {crit['tolerance_deg']:g}°"]
-    lines += [f"- baseline: `{summary['baseline']}`; test: {summary['test']}; α = {summary['alpha']:g}, "
+    lines += [f"- baseline: {md_code(summary['baseline'])}; test: {summary['test']}; α = {summary['alpha']:g}, "
               f"correction: {summary['correction']} (one family per candidate)",
-              f"- command: `{run.get('command', '')}`" if run.get("command") else "",
+              f"- command: {md_code(run.get('command', ''))}" if run.get("command") else "",
               "", "## Modules", "", markdown_table(*module_table(summary)), ""]
     for comp in summary["comparisons"]:
         lines += [f"## {_title(comp)}", "", markdown_table(*paired_table(summary, comp)), "",

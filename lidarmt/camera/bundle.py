@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._show import md_code, md_code_line
 from lidarmt.camera.errors import CameraOutputError
 from lidarmt.camera.relations import deeproad_violation, deeptest_violation
 
@@ -194,56 +195,26 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
     info = {
         "version": BUNDLE_VERSION, "kind": "camera", "id": out_dir.name, "key": list(key),
         "config": cfg.to_dict(), "cwd": os.getcwd(), "command": command, "environment": environment(),
-        "frame_id": cur.frame_id, "model": mref.to_dict(), **info,
+        "frame_id": cur.frame_id, "stamp": cur.stamp, "model": mref.to_dict(), **info,
         "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
         "torch_threads": _torch_threads(),  # replay uses as many: a network's sums may depend on the split
     }
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
-    title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "
-             f"({'violates' if info['reproduced'] else 'no longer violates'} {relation['name']})")
+    info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
+    from lidarmt.engine.verify import SHOWN_VERSION
+
+    info["shown"] = SHOWN_VERSION  # replay regenerates the files a person looks at (lidarmt.engine.verify)
     from lidarmt._atomic import staging_folder
 
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
-        _png(tmp / "seed.png", got["window"][-1])
-        _png(tmp / "transformed.png", got["transformed"][-1])
         np.savez_compressed(tmp / "window.npz", seed=got["window"], transformed=got["transformed"])
-        _png(tmp / "pair.png", pair_picture(got["window"][-1], got["transformed"][-1], label=cur.label,
-                                            pred=got["pred"], pred_t=got["pred_t"], title=title,
-                                            expect=info["expect"]))
-        from lidarmt.engine.mcap import (
-            BUNDLE_MCAP,
-            LAYOUT_NAME,
-            stamp_ns,
-            write_camera_bundle_mcap,
-            write_layout,
-        )
-
-        write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=got["window"][-1], transformed=got["transformed"][-1],
-                                 label=cur.label, pred=got["pred"], pred_t=got["pred_t"], expect=info["expect"],
-                                 title=title, t_ns=stamp_ns(cur.stamp or 0.0),  # the seed frame's own time
-                                 info={k: info[k] for k in ("id", "transform", "params_label",
-                                                                         "frame_id", "relation")})
-        write_layout(tmp / LAYOUT_NAME, "camera-bundle")
-        md = _report(info, out_dir)
-        (tmp / "report.md").write_text(md, encoding="utf-8")
+        write_shown(tmp, info, got["window"][-1], got["transformed"][-1], out_dir)
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
                                          encoding="utf-8")
-        from lidarmt.engine.html import BUNDLE_PAGE, table, write_bundle_page
+        from lidarmt.engine.html import BUNDLE_PAGE
+        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME
 
-        def deg(v: float | None) -> str:
-            return "–" if v is None else f"{math.degrees(v):+.2f}°"
-
-        expected = got["pred"] if info["expect"] == "keep" else -got["pred"]
-        angles = table(["label θᵗ", "θ(i) on the seed", "θ(τ(i)) on the transformed image",
-                        "expected θ(τ(i))", "change from the expected"],
-                       [[deg(cur.label), deg(got["pred"]), deg(got["pred_t"]), deg(expected),
-                         deg(got["pred_t"] - expected)]], ident="angles-table", sortable=False)
-        write_bundle_page(tmp, md, name=info["id"], pictures=[("pair.png", title), ("seed.png", "seed image"),
-                                                              ("transformed.png", "transformed image")],
-                          tables=[(f"relation: {relation['name']}", angles)], tables_title="Steering angles",
-                          commands=[f"lidarmt replay {shlex.quote(str(out_dir))}"]
-                          + (["# the campaign that found it:", command] if command else []))
         write_manifest(tmp, [*FILES, BUNDLE_MCAP, LAYOUT_NAME, BUNDLE_PAGE])
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -256,6 +227,79 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
             "params": info["params_label"], "frame_id": cur.frame_id, "label": cur.label, "pred": got["pred"],
             "pred_t": got["pred_t"], "change_deg": math.degrees(dev), "reproduced": info["reproduced"],
             "relation": relation["name"]}
+
+
+def _title(info: dict[str, Any]) -> str:
+    return (f"{display_name(info['model']['name'])}: {info['params_label']}, frame {info['frame_id']} "
+            f"({'violates' if info['reproduced'] else 'no longer violates'} {info['relation']['name']})")
+
+
+def write_shown(tmp: Path, info: dict[str, Any], seed: np.ndarray, transformed: np.ndarray, out_dir: Path) -> None:
+    """Write the files of a bundle a person looks at into ``tmp`` (``seed.png``, ``transformed.png``, ``pair.png``,
+    ``bundle.mcap`` with its Foxglove layout, ``report.md``, the bundle's page ``report.html``) from bundle.json's
+    ``info`` and the two current
+    frames (``out_dir``: where the bundle goes, for report.md's replay command)."""
+    from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, stamp_ns, write_camera_bundle_mcap, write_layout
+
+    title = _title(info)
+    _png(tmp / "seed.png", seed)
+    _png(tmp / "transformed.png", transformed)
+    _png(tmp / "pair.png", pair_picture(seed, transformed, label=info["label"], pred=info["pred"],
+                                        pred_t=info["pred_t"], title=title, expect=info["expect"]))
+    write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=seed, transformed=transformed, label=info["label"],
+                             pred=info["pred"], pred_t=info["pred_t"], expect=info["expect"], title=title,
+                             t_ns=stamp_ns(info.get("stamp") or 0.0),  # the seed frame's own time
+                             info={k: info[k] for k in ("id", "transform", "params_label", "frame_id", "relation")})
+    write_layout(tmp / LAYOUT_NAME, "camera-bundle")
+    md = _report(info, out_dir)
+    (tmp / "report.md").write_text(md, encoding="utf-8")
+    from lidarmt.engine.html import table, write_bundle_page
+
+    def deg(v: float | None) -> str:
+        return "–" if v is None else f"{math.degrees(v):+.2f}°"
+
+    expected = info["pred"] if info["expect"] == "keep" else -info["pred"]
+    angles = table(["label θᵗ", "θ(i) on the seed", "θ(τ(i)) on the transformed image",
+                    "expected θ(τ(i))", "change from the expected"],
+                   [[deg(info["label"]), deg(info["pred"]), deg(info["pred_t"]), deg(expected),
+                     deg(info["pred_t"] - expected)]], ident="angles-table", sortable=False)
+    command = info.get("command")
+    write_bundle_page(tmp, md, name=info["id"], pictures=[("pair.png", title), ("seed.png", "seed image"),
+                                                          ("transformed.png", "transformed image")],
+                      tables=[(f"relation: {info['relation']['name']}", angles)], tables_title="Steering angles",
+                      commands=[info.get("replay_command") or f"lidarmt replay {shlex.quote(str(out_dir))}"]
+                      + (["# the campaign that found it:", command] if command else []))
+
+
+def _written_to(folder: Path, info: dict[str, Any]) -> Path:
+    """Where a bundle without ``replay_command`` (made before it was recorded) was written: the path of its
+    report.md's replay line when that path ends in the bundle's id, else the folder itself."""
+    try:
+        for line in (folder / "report.md").read_text(encoding="utf-8").splitlines():
+            if line.startswith("    lidarmt replay "):
+                words = shlex.split(line[len("    lidarmt replay "):])
+                if len(words) == 1 and Path(words[0]).name == info.get("id"):
+                    return Path(words[0])
+    except (OSError, ValueError):
+        pass
+    return folder
+
+
+def verify_shown_files(folder: Path, info: dict[str, Any], check: Any) -> None:
+    """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`):
+    written again by :func:`write_shown` from bundle.json and window.npz (the stored frames and predictions,
+    never the ones replay recomputes, so the pictures do not depend on this CPU's floats)."""
+    from lidarmt.engine.verify import SHOWN_VERSION, verify_shown
+
+    def regenerate(out: Path) -> None:
+        with np.load(folder / "window.npz", allow_pickle=False) as z:
+            seed, transformed = z["seed"][-1], z["transformed"][-1]
+        out.mkdir(parents=True, exist_ok=True)
+        where = _written_to(folder, info) if not info.get("replay_command") else folder
+        write_shown(out, info, seed, transformed, where)
+
+    verify_shown(folder, check, regenerate, data=("bundle.json", "window.npz"), layout_kind="camera-bundle",
+                 strict=info.get("shown") == SHOWN_VERSION)
 
 
 def _deg(v: float | None) -> str:
@@ -277,14 +321,14 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
     return "\n".join([
         f"# {info['model']['name']} misbehaves under {info['transform']} ({info['params_label']})",
         "",
-        f"- image: frame {info['frame_index']} (`{info['frame_id']}`) of `{info['config']['images']}`",
-        f"- model: `{info['model']['name']}` {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
-        (f"- follow-up made outside lidarmt: `{info['follow_up'].get('frame_id')}` of "
-         f"`{info['follow_up'].get('source')}`") if "follow_up" in info else
-        (f"- transformation: `{info['transform']}` ({info['family']}), parameters `{json.dumps(info['params'])}`, "
+        f"- image: frame {info['frame_index']} ({md_code(info['frame_id'])}) of {md_code(info['config']['images'])}",
+        f"- model: {md_code(info['model']['name'])} {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
+        (f"- follow-up made outside lidarmt: {md_code(info['follow_up'].get('frame_id'))} of "
+         f"{md_code(info['follow_up'].get('source'))}") if "follow_up" in info else
+        (f"- transformation: {md_code(info['transform'])} ({info['family']}), parameters {md_code(json.dumps(info['params']))}, "
          f"seed tuple {info['seed_tuple']}") if "steps" not in info else
         ("- transformations, applied in turn: " + "; ".join(
-            f"`{s['transform']}` `{json.dumps(s['params'])}` (seed {s['seed']})" for s in info["steps"])),
+            f"{md_code(s['transform'])} {md_code(json.dumps(s['params']))} (seed {s['seed']})" for s in info["steps"])),
         f"- label θᵗ: {_deg(info['label'])}",
         f"- prediction on the seed image θ(i): {_deg(info['pred'])}",
         f"- prediction on the transformed image θ(τ(i)): {_deg(info['pred_t'])}",
@@ -294,8 +338,8 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
         "",
         "Reproduce:",
         "",
-        f"    {cmd}",
-        f"    lidarmt replay {shlex.quote(str(out_dir))}",
+        f"    {md_code_line(cmd)}",
+        f"    {md_code_line(info.get('replay_command') or f'lidarmt replay {shlex.quote(str(out_dir))}')}",
         "",
         f"Environment: lidarmt {info['environment'].get('lidarmt')}, torch {info['environment'].get('torch', '–')}, "
         f"{info['environment'].get('cpu', '?')}.",

@@ -109,4 +109,7 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
           f"{pred_t!r} now, {info['pred_t']!r} stored")
     check("relation still violated", violated(info, pred, pred_t) == bool(info["reproduced"]),
           "the relation's verdict differs from bundle.json")
+    from lidarmt.camera.bundle import verify_shown_files  # what a person looks at, from the stored data
+
+    verify_shown_files(folder, info, check)
     return res

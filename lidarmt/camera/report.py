@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lidarmt._show import md_code
 from lidarmt.camera.relations import DEEPROAD_EPS_DEG, DEEPTEST_EPSILONS, DEEPTEST_TABLE7
 from lidarmt.engine.html import (
     MAX_PAIR_ROWS,
@@ -164,7 +165,7 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         f"Violations here: λ = {crit['lambda']:g}, ε = {crit['epsilon']:g}"
         + ("" if summary["labelled"] else f"; no labels, so DeepRoad at {crit['tolerance_deg']:g}°") + ".",
         "",
-        f"- images: `{cfg['images']}`" + (f" (topic `{cfg['topic']}`)" if cfg.get("topic") else ""),
+        f"- images: {md_code(cfg['images'])}" + (f" (topic {md_code(cfg['topic'])})" if cfg.get("topic") else ""),
         f"- models: {', '.join('`' + m['name'] + '`' for m in cfg['models'])}",
         "- transformations: " + ", ".join(f"{t['name']} ({len(t['grid'])})" for t in cfg["transforms"]),
         f"- seed frames: {len(cfg['frames'])}, trials {cfg['trials']}, seed {cfg['seed']}; pairs judged "

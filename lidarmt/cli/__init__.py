@@ -12,6 +12,7 @@ import sys
 
 import typer
 
+from lidarmt._show import term
 from lidarmt.errors import LidarmtError, UserError
 
 app = typer.Typer(
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ARG001
     """``warnings.showwarning`` of the CLI: the message only, as one line (no source file, no code line)."""
-    print(f"lidarmt: warning: {' '.join(str(message).split())}", file=sys.stderr if file is None else file)
+    print(f"lidarmt: warning: {term(' '.join(str(message).split()))}", file=sys.stderr if file is None else file)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -83,7 +84,7 @@ def _main(argv: list[str] | None) -> int:
     except click_exc.ClickException as err:
         if debug:
             raise
-        print(_usage_line(err), file=sys.stderr)
+        print(term(_usage_line(err), lines=True), file=sys.stderr)
         return 2 if isinstance(err, click_exc.UsageError) else err.exit_code
     except typer.Abort:  # end of input at a prompt
         print("lidarmt: aborted", file=sys.stderr)
@@ -91,12 +92,12 @@ def _main(argv: list[str] | None) -> int:
     except UserError as err:
         if debug:
             raise
-        print(f"lidarmt: error: {err}", file=sys.stderr)
+        print(f"lidarmt: error: {term(err)}", file=sys.stderr)  # one line, whatever a file put in it
         return err.exit_code
     except LidarmtError as err:
         if debug:
             raise
-        print(f"lidarmt: internal error: {err} (set LIDARMT_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(f"lidarmt: internal error: {term(err)} (set LIDARMT_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print("lidarmt: interrupted", file=sys.stderr)

@@ -17,8 +17,31 @@ from rich.progress import (
 
 T = TypeVar("T")
 
-console = Console()
-err_console = Console(stderr=True)
+
+
+class SafeConsole(Console):
+    """Rich's console, with every string it renders shown as :func:`lidarmt._show.term` shows it (newlines
+    kept): no escape sequence, carriage return or bidi override from a file reaches the terminal, whichever
+    print forgot :func:`show`. Rich's own colours are added after this, so they are kept."""
+
+    def render_str(self, text: str, **kwargs):  # type: ignore[override]
+        from lidarmt._show import term
+
+        return super().render_str(term(text, lines=True), **kwargs)
+
+
+def show(value: object) -> str:
+    """A string from a file or a file name, for ``console.print``: one line (newlines and every control
+    character escaped, :func:`lidarmt._show.term`), Rich markup in it shown as text."""
+    from rich.markup import escape
+
+    from lidarmt._show import term
+
+    return escape(term(value))
+
+
+console = SafeConsole()
+err_console = SafeConsole(stderr=True)
 
 
 #: Seconds between the one-line progress reports printed when stderr is not a terminal (a CI log, a file);

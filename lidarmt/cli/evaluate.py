@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lidarmt.cli._common import console, err_console
+from lidarmt.cli._common import console, err_console, show
 
 
 def register(app: typer.Typer) -> None:
@@ -188,7 +188,7 @@ def evaluate(
                       _fmt(k.precision), _fmt(k.recall), _fmt(k.found_recall))
         out_console.print(t)
         for note in res.notes:
-            err_console.print(f"  {note}", highlight=False)
+            err_console.print(f"  {show(note)}", highlight=False)
     err_console.print(f"matching: {MATCHING_RULE}", highlight=False)
     if out is not None:
         cfg = getattr(lop, "config", None)

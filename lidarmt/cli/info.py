@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from lidarmt.cli._common import console, err_console
+from lidarmt._show import term
+from lidarmt.cli._common import console, err_console, show
 
 
 def register(app: typer.Typer) -> None:
@@ -114,7 +115,7 @@ def info(
     if json_out:
         sys.stdout.write(json.dumps(summary.to_dict(), indent=2) + "\n")
         if note:
-            print(f"lidarmt: note: {path}: {note}", file=sys.stderr)
+            print(f"lidarmt: note: {term(path)}: {term(note)}", file=sys.stderr)
     else:
         if note:  # in place of the reader's shorter note
             summary.notes = [note] + [n for n in summary.notes if n != "no point clouds in this recording"]
@@ -261,4 +262,4 @@ def _print(s) -> None:
                       f"{p['heading']:.4f}")
         console.print(t)
     for note in s.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {show(note)}")

@@ -17,7 +17,9 @@ REPLAY_HELP = """Re-run a bug bundle (a folder `runs/NAME/violations/ID`) and ch
 Checks the SHA-256 of every file MANIFEST.json lists, regenerates the added points from the seed tuple (they
 must equal added.npy and followup.npz bit for bit), perceives the stored source and follow-up frames again
 (the recording is not needed) and compares both obstacle lists and the MR1 verdict with bundle.json, and
-re-runs source + minimal.npy to check that the minimal subset still violates the relation.
+re-runs source + minimal.npy to check that the minimal subset still violates the relation. Every file a person
+looks at (bundle.mcap, foxglove-layout.json, PCDs, replay.bag, pictures, report.md) is drawn again from the
+bundle's stored data and compared; a file that differs, is missing or is not one lidarmt writes is named.
 Exit status 0 when every check passed, 1 when anything differs (one line per difference), 2 on bad input.
 
 A bundle is data from whoever sent it: replay builds only registered SUTs (apollo, ..., installed
@@ -36,15 +38,14 @@ def replay(
     from_recording: Annotated[bool, typer.Option("--from-recording", help="Read the source frame from the original recording (it must equal the stored one).")] = False,
     trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow the bundle to name code to import and run (a module:callable SUT or ROI); only for bundles you trust.")] = False,
 ) -> None:
-    from rich.markup import escape
 
-    from lidarmt.cli._common import console
+    from lidarmt.cli._common import console, show
     from lidarmt.errors import InputError
     from lidarmt.lidar.mr1.replay import load_bundle, replay_bundle
     from lidarmt.lidar.perception.guard import SutFault
 
     def on_code(line: str) -> None:
-        console.print(f"--trust-code: importing and running {escape(line)}", highlight=False, soft_wrap=True)
+        console.print(f"--trust-code: importing and running {show(line)}", highlight=False, soft_wrap=True)
 
     info = load_bundle(bundle)
     if info.get("kind") == "camera":
@@ -56,23 +57,45 @@ def replay(
                             on_code=on_code)
     except SutFault as err:
         raise InputError(f"{bundle}: {err}") from err
-    for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False, soft_wrap=True)
+    _print_checks(console, res.checks)
     v = res.verdict or {}
     if info.get("kind") == "lidar-transform":
         from lidarmt.lidar.bundle import findings_text
 
-        console.print(f"{info.get('relation')} under {info.get('transform')} ({info.get('level')}): "
-                      f"{findings_text(v.get('findings', [])) or 'no finding'}", highlight=False, soft_wrap=True)
+        console.print(f"{show(info.get('relation'))} under {show(info.get('transform'))} ({show(info.get('level'))}): "
+                      f"{show(findings_text(v.get('findings', [])) or 'no finding')}", highlight=False, soft_wrap=True)
     else:
         console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
                       f"{len(v.get('missing', []))} source obstacle(s) unmatched")
     if not res.same:
         for d in res.details:
-            console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)
+            console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
-    console.print("replay reproduced the bundle bit for bit: every check passed")
+    console.print(_last_line(res.checks), soft_wrap=True)
+
+
+def _print_checks(console, checks: dict[str, bool]) -> None:
+    """One line per check: same, DIFFERENT, or NOT VERIFIED (a file replay could not regenerate)."""
+    from lidarmt.cli._common import show
+    from lidarmt.engine.verify import UNVERIFIED
+
+    for name, ok in checks.items():
+        tag = ("[yellow]NOT VERIFIED[/]" if name.startswith(UNVERIFIED) else "[green]same[/]") if ok \
+            else "[red]DIFFERENT[/]"
+        text = name[len(UNVERIFIED) + 2:] if name.startswith(UNVERIFIED) else name
+        console.print(f"{tag}  {show(text)}", highlight=False, soft_wrap=True)
+
+
+def _last_line(checks: dict[str, bool]) -> str:
+    """What a replay whose checks all passed says: bit for bit, or which shown files it did not verify."""
+    from lidarmt.engine.verify import UNVERIFIED
+
+    n = sum(name.startswith(UNVERIFIED) for name in checks)
+    if n:
+        return (f"replay reproduced the bundle's data bit for bit, but {n} file(s) it shows were NOT verified "
+                "(listed above): look at them with care")
+    return "replay reproduced the bundle bit for bit: every check passed"
 
 
 def _camera_info_problem(info: dict) -> str:
@@ -122,10 +145,8 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
                    from_recording: bool) -> None:
     import math
 
-    from rich.markup import escape
-
     from lidarmt.camera.replay import replay_camera_bundle
-    from lidarmt.cli._common import console
+    from lidarmt.cli._common import console, show
     from lidarmt.errors import ArgumentError
 
     if map_path or from_recording:
@@ -136,16 +157,15 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
 
         raise InputError(f"{folder / 'bundle.json'}: not a camera bundle this lidarmt reads ({bad})")
     res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
-    for name, ok in res.checks.items():
-        console.print(f"{'[green]same[/]' if ok else '[red]DIFFERENT[/]'}  {escape(name)}", highlight=False,
-                      soft_wrap=True)
+    _print_checks(console, res.checks)
     lab = info.get("label")
-    console.print(f"{info['model']['name']} under {_camera_transform_text(info)} ({info.get('params_label', '')}): label "
+    console.print(f"{show(info['model']['name'])} under {show(_camera_transform_text(info))} "
+                  f"({show(info.get('params_label', ''))}): label "
                   f"{'–' if lab is None else f'{math.degrees(lab):+.2f}°'}, seed {math.degrees(info['pred']):+.2f}°, "
                   f"transformed {math.degrees(info['pred_t']):+.2f}°", highlight=False, soft_wrap=True)
     if not res.same:
         for d in res.details:
-            console.print(f"[red]{escape(d)}[/]", highlight=False, soft_wrap=True)
+            console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
         console.print("replay did NOT reproduce the bundle")
         raise typer.Exit(1)
-    console.print("replay reproduced the bundle bit for bit: every check passed")
+    console.print(_last_line(res.checks), soft_wrap=True)

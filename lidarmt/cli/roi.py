@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lidarmt.cli._common import console
+from lidarmt.cli._common import console, show
 
 
 def register(app: typer.Typer) -> None:
@@ -85,7 +85,7 @@ def roi(
     title = f"{recording.name} frame {frame_index}  ·  map {Path(hd.source).name}"
     counts = draw_roi_png(frame, mask, out, title=title)
     for w in caught:
-        console.print(f"[yellow]warning:[/] {w.message}")
+        console.print(f"[yellow]warning:[/] {show(w.message)}")
     console.print(
         f"points in ROI: {counts.in_roi:,} / {counts.points:,} ({100 * counts.fraction:.1f} %)   "
         f"polygons: {counts.polygons} (roads {counts.roads}, junctions {counts.junctions})   "
@@ -93,7 +93,7 @@ def roi(
         soft_wrap=True,
     )
     if mask.empty:
-        console.print(f"[yellow]empty ROI:[/] {mask.note}")
+        console.print(f"[yellow]empty ROI:[/] {show(mask.note)}")
     console.print(f"wrote {out}")
 
 
@@ -119,5 +119,5 @@ def _label_roi_png(recording: Path, frame, frame_index: int, out: Path, *, range
         soft_wrap=True,
     )
     if mask.empty:
-        console.print(f"[yellow]empty ROI:[/] {mask.note}")
+        console.print(f"[yellow]empty ROI:[/] {show(mask.note)}")
     console.print(f"wrote {out}")

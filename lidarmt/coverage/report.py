@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lidarmt._show import md_code
 from lidarmt.engine.report import (
     failure_body,
     junit_xml,
@@ -149,7 +150,7 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> st
     lines = [
         f"# Neuron coverage of {summary['model']}: DeepTest's coverage studies",
         "",
-        f"{summary['seeds']} seed frames of `{run.get('images', '?')}` (campaign seed {summary['campaign_seed']}: "
+        f"{summary['seeds']} seed frames of {md_code(run.get('images', '?'))} (campaign seed {summary['campaign_seed']}: "
         f"the frames and transformed images `lidarmt camera fuzz --seed {summary['campaign_seed']}` judges), "
         f"{len(summary['transforms'])} transformations, {summary['images']} images in all; "
         f"{summary['neurons']} neurons in {len(summary['layers'])} layers "
@@ -344,7 +345,7 @@ def lidar_markdown(summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> str
     lines = [
         "# Coverage of Apollo's CNN over source frames and MR1 follow-ups",
         "",
-        f"Recording `{run.get('bag', '?')}`, map `{run.get('map', '?')}`: {len(summary['frames'])} source frames "
+        f"Recording {md_code(run.get('bag', '?'))}, map {md_code(run.get('map', '?'))}: {len(summary['frames'])} source frames "
         f"({summary['skipped_empty_roi']} skipped: empty ROI), n = {', '.join(map(str, summary['ns']))}, "
         f"{summary['trials']} trial(s), seed {summary['seed']}, region {summary['region']['shape']} "
         f"{summary['region']['size']:g} m: the follow-ups `lidarmt fuzz` judges with the same options. "

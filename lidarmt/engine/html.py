@@ -377,36 +377,46 @@ def write_bundle_page(folder: str | os.PathLike[str], markdown: str, **kwargs: A
 
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-_MD_CODE = re.compile(r"`([^`]+)`")
+_MD_CODE = re.compile(r"(?<!\\)`([^`]+)`")
+_MD_ESCAPED = re.compile(r"\\([\\`*_\[\]()!<>|#~])")
 _MD_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
 def _md_target(url: str, folder: Path | None = None) -> str | None:
     """A Markdown link target as a relative :func:`href` (with its ``#anchor`` and trailing ``/``), or None
-    for anything with a scheme or host (never followed: the page makes no request outside its folder). With
-    the page's ``folder``, a link to a bundle's ``report.md`` goes to its page (``report.html``) when it has one."""
+    for anything with a scheme or host, or a path that leaves the page's folder (never followed: the page makes
+    no request outside its folder; :func:`lidarmt._show.inside` is the rule). With the page's ``folder``, a link
+    to a bundle's ``report.md`` goes to its page (``report.html``) when it has one."""
     from urllib.parse import unquote, urlsplit
+
+    from lidarmt._show import inside
 
     u = urlsplit(url)
     if u.scheme or u.netloc or url.startswith("/"):
         return None
     path = unquote(u.path)
+    if path and not inside(path):
+        return None
     if folder is not None and Path(path).name == "report.md" and (folder / path).with_name("report.html").is_file():
         path = str(Path(path).with_name("report.html"))
     target = href(path) + ("/" if path.endswith("/") and path.strip("/") else "")
     return target + (f"#{esc(quote(u.fragment, safe=''))}" if u.fragment else "")
 
 
-def _md_line(text: str, folder: Path | None = None, skip_images: frozenset[str] = frozenset()) -> str:
-    """One line of the project's Markdown as HTML: escaped, then code, bold, pictures and relative links
-    (pictures named in ``skip_images`` are left out: the page shows them already)."""
-    codes: list[str] = []
+def _md_inline(text: str, folder: Path | None = None, skip_images: frozenset[str] = frozenset()) -> str:
+    """One line of the project's Markdown as HTML: escaped, then code spans, backslash escapes (``\\[`` is a
+    literal ``[``), bold, pictures and relative links inside the folder (pictures named in ``skip_images`` are
+    left out: the page shows them already)."""
+    kept: list[str] = []
 
-    def keep_code(m: re.Match) -> str:
-        codes.append(f"<code>{m.group(1)}</code>")
-        return f"\x00{len(codes) - 1}\x00"
+    def keep(markup: str) -> str:
+        kept.append(markup)
+        return f"\x00{len(kept) - 1}\x00"
 
-    out = _MD_CODE.sub(keep_code, esc(text.replace("\\|", "|")))
+    text = text.replace("\x00", "\\x00")  # the placeholders' marker never comes from the text
+    text = _MD_CODE.sub(lambda m: keep(f"<code>{esc(m.group(1).replace(chr(92) + '|', '|'))}</code>"), text)
+    text = _MD_ESCAPED.sub(lambda m: keep(esc(m.group(1))), text)
+    out = esc(text)
 
     def img(m: re.Match) -> str:
         raw = _html.unescape(m.group(2))
@@ -421,7 +431,9 @@ def _md_line(text: str, folder: Path | None = None, skip_images: frozenset[str] 
 
     out = _MD_LINK.sub(lnk, _MD_IMAGE.sub(img, out))
     out = _MD_BOLD.sub(r"<strong>\1</strong>", out)
-    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
+    for _ in range(2):  # a kept piece may sit inside a link's text
+        out = re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], out)
+    return out
 
 
 def _md_cells(line: str) -> list[str]:
@@ -455,8 +467,8 @@ def add_markdown(page: Page, markdown: str, *, folder: str | os.PathLike[str] | 
     folder = None if folder is None else Path(folder)
     skip = frozenset(skip_images)
 
-    def _md_inline(text: str) -> str:  # noqa: F811 - this page's folder and pictures
-        return _md_line(text, folder, skip)
+    def inline(text: str) -> str:  # this page's folder and pictures
+        return _md_inline(text, folder, skip)
 
     lines = markdown.splitlines()
     body = page.section(*first_section)
@@ -466,7 +478,7 @@ def add_markdown(page: Page, markdown: str, *, folder: str | os.PathLike[str] | 
 
     def flush() -> None:
         if para:
-            body.append("<p>" + " ".join(_md_inline(x) for x in para) + "</p>")
+            body.append("<p>" + " ".join(inline(x) for x in para) + "</p>")
             para.clear()
 
     while i < len(lines):
@@ -488,18 +500,18 @@ def add_markdown(page: Page, markdown: str, *, folder: str | os.PathLike[str] | 
             if ln.startswith("## "):
                 body = page.section(f"s{len(page.sections)}", text)
             else:
-                body.append(f"<h3>{_md_inline(text)}</h3>")
+                body.append(f"<h3>{inline(text)}</h3>")
         elif s.startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\|?[\s:|-]+\|?", lines[i + 1].strip()):
             flush()
             head = _md_cells(s)
             rows = []
             j = i + 2
             while j < len(lines) and lines[j].strip().startswith("|"):
-                rows.append([Html(_md_inline(c)) if any(k in c for k in "`*[") else c.replace("\\|", "|")
+                rows.append([Html(inline(c)) if any(k in c for k in "`*[\\") else c.replace("\\|", "|")
                              for c in _md_cells(lines[j])])
                 j += 1
             n_tables += 1
-            body.append(table([Html(_md_inline(h)) for h in head], rows, ident=f"table-{n_tables}",
+            body.append(table([Html(inline(h)) for h in head], rows, ident=f"table-{n_tables}",
                               filter_box=len(rows) > 20))
             i = j
             continue
@@ -507,7 +519,7 @@ def add_markdown(page: Page, markdown: str, *, folder: str | os.PathLike[str] | 
             flush()
             items = []
             while i < len(lines) and lines[i].strip().startswith(("- ", "* ")):
-                items.append(f"<li>{_md_inline(lines[i].strip()[2:])}</li>")
+                items.append(f"<li>{inline(lines[i].strip()[2:])}</li>")
                 i += 1
             body.append('<ul class="facts">' + "".join(items) + "</ul>")
             continue

@@ -61,15 +61,20 @@ def connect(address: str | None = None, *, num_cpus: int | None = None):
     _probe(address)
     kw: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING,
                           "configure_logging": True}
+    kept = _Kept()
     try:
         if address is None:  # "local": a new Ray for this process, even where RAY_ADDRESS or 'ray start' says
             ray.init(address="local", include_dashboard=False, num_cpus=num_cpus, **kw)
             _stop_with_this_process(ray)
         else:
-            ray.init(address=address, **kw)
+            # Ray's C++ client logs each refused attempt on stderr (20 lines for a wrong token): kept aside, read
+            # for the reason, and shown only when the connection is made after all
+            with _stderr_kept() as kept:
+                ray.init(address=address, **kw)
+            sys.stderr.write(kept.text)
             _stop_with_this_process(ray, started_here=False)
     except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as err:
-        raise FuzzInputError(connect_error(err, address)) from err
+        raise FuzzInputError(connect_error(err, address, log=kept.text)) from err
     _connected["address"] = address
     return ray
 
@@ -78,16 +83,49 @@ _AUTH = re.compile(r"InvalidAuthToken|AuthenticationError|auth(?:entication)?[ _
                    r"Unauthenticated", re.IGNORECASE)
 
 
-def connect_error(err: BaseException, address: str | None) -> str:
-    """The one line for a failed ``ray.init``; a refused token says why and how to fix it."""
+class _Kept:
+    text = ""
+
+
+@contextlib.contextmanager
+def _stderr_kept(limit: int = 1 << 16):
+    """Everything written to file descriptor 2 (Python's and C++'s) inside the block goes to a temporary file;
+    ``.text`` is its last ``limit`` bytes once the block ends, however it ends."""
+    import tempfile
+
+    kept = _Kept()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield kept
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            size = tmp.seek(0, os.SEEK_END)
+            tmp.seek(max(0, size - limit))
+            kept.text = tmp.read().decode("utf-8", errors="replace")
+
+
+def connect_error(err: BaseException, address: str | None, *, log: str = "") -> str:
+    """The one line for a failed ``ray.init``; a refused token (said by the error or by what Ray logged while it
+    tried, ``log``) says why and how to fix it."""
     where = f"--address {address}" if address else "--backend ray"
     text = f"{type(err).__name__}: {err}"
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if _AUTH.search(text):
+    said = _AUTH.search(log or "")
+    if said:
+        line = next((ln for ln in log.splitlines() if _AUTH.search(ln)), "")
+        i = line.find("InvalidAuthToken")
+        first = (line[i:] if i >= 0 else line.split("] ", 1)[-1]).strip() or first
+    if said or _AUTH.search(text):
         return (f"{where}: the Ray cluster refused this process's token ({first[:120]}): the cluster uses Ray's "
                 "token authentication (RAY_AUTH_MODE=token, on by default in recent Ray), and this machine does not "
                 "have the head's token: copy the head node's ~/.ray/auth_token to ~/.ray/auth_token here, or set "
-                "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to it before running lidarmt; `ray get-auth-token` on the "
+                "RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) to it, with RAY_AUTH_MODE=token, before running lidarmt; `ray get-auth-token` on the "
                 "head prints it (see docs/ray.md)")
     return (f"{where}: cannot connect to a Ray cluster ({first}); start one with 'ray start --head' or check the "
             "address (see docs/ray.md)")

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._show import md_code, md_code_line
 from lidarmt.errors import OutputError
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
@@ -63,6 +64,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
     """Recompute pair ``key`` with evaluator ``ev``, minimise its change and write its bundle to ``out_dir``."""
     from lidarmt.engine.campaign import environment
     from lidarmt.engine.ddmin import ddmin
+    from lidarmt.engine.verify import SHOWN_VERSION
     from lidarmt.lidar.changes import edits_origin, follow_roi
     from lidarmt.lidar.transforms.base import apply_edits, n_edits
 
@@ -128,6 +130,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "sut_weights": getattr(ev.sut, "weights_label", None),
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
+        "shown": SHOWN_VERSION,  # replay regenerates the files a person looks at (lidarmt.engine.verify)
     }
     region = getattr(j.frame.labels, "region", None)
     if region is not None:  # the labelled view (KITTI's camera): the label ROI and the labels' verdicts need it
@@ -179,16 +182,13 @@ def _json_safe(obj: Any) -> Any:
 def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, minimal_frame, minimal_obs) -> None:
     from lidarmt._atomic import staging_folder
     from lidarmt.engine.manifest import write_manifest
-    from lidarmt.io import save_frame_npz, write_pcd
-    from lidarmt.lidar.bev import draw_bev
+    from lidarmt.io import save_frame_npz
 
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         save_frame_npz(tmp / "source.npz", j.frame)
         save_frame_npz(tmp / "followup.npz", change.frame)
         save_frame_npz(tmp / "minimal.npz", minimal_frame)
-        write_pcd(tmp / "source.pcd", j.frame)
-        write_pcd(tmp / "followup.pcd", change.frame)
         geo = np.zeros((0, 3)) if change.geometry is None else np.asarray(change.geometry, dtype=np.float64)
         _save_npz(tmp / "change.npz", origin=np.asarray(change.origin, dtype=np.int64),
                   modified=np.asarray(change.modified, dtype=bool), geometry=geo, inserted=change.inserted,
@@ -197,23 +197,8 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
         _json(tmp / "obstacles_followup.json", j.follow.to_list())
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
-        roi_idx = np.asarray(j.roi.indices(j.frame), dtype=np.int64)
-        from lidarmt.lidar.changes import follow_roi
-
-        ext = 50.0
-        draw_bev(j.frame, j.source, roi_indices=roi_idx, out=tmp / "bev_source.png", extent=ext,
-                 title=f"source: {len(j.source)} obstacles")
-        fro = follow_roi(j.roi, change)
-        added = np.flatnonzero(change.origin < 0)
-        draw_bev(change.frame, j.follow, roi_indices=np.asarray(fro.indices(change.frame), dtype=np.int64),
-                 out=tmp / "bev_followup.png", extent=ext,
-                 title=f"{info['transform']} ({info['level']}): {len(j.follow)} obstacles",
-                 added_from=int(added[0]) if len(added) else None)
-        _write_mcap(tmp, info, j, change, minimal, roi_idx)
-        md = _markdown(info)
-        (tmp / "report.md").write_text(md, encoding="utf-8")
+        write_shown(tmp, info, j, change, minimal)
         _json(tmp / "bundle.json", info)
-        _page(tmp, md, info, j)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -224,6 +209,62 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def write_shown(tmp: Path, info: dict[str, Any], j, change, minimal: np.ndarray) -> None:
+    """Write the files of a bundle a person looks at into ``tmp`` (the PCDs, the pictures, ``bundle.mcap`` with
+    its Foxglove layout, ``report.md``, the bundle's page ``report.html``) from ``j`` (``frame``, ``source``, ``follow``, ``roi``) and the change."""
+    from lidarmt.io import write_pcd
+    from lidarmt.lidar.bev import draw_bev
+    from lidarmt.lidar.changes import follow_roi
+
+    write_pcd(tmp / "source.pcd", j.frame)
+    write_pcd(tmp / "followup.pcd", change.frame)
+    roi_idx = np.asarray(j.roi.indices(j.frame), dtype=np.int64)
+    ext = 50.0
+    draw_bev(j.frame, j.source, roi_indices=roi_idx, out=tmp / "bev_source.png", extent=ext,
+             title=f"source: {len(j.source)} obstacles")
+    fro = follow_roi(j.roi, change)
+    added = np.flatnonzero(change.origin < 0)
+    draw_bev(change.frame, j.follow, roi_indices=np.asarray(fro.indices(change.frame), dtype=np.int64),
+             out=tmp / "bev_followup.png", extent=ext,
+             title=f"{info['transform']} ({info['level']}): {len(j.follow)} obstacles",
+             added_from=int(added[0]) if len(added) else None)
+    _write_mcap(tmp, info, j, change, minimal, roi_idx)
+    md = _markdown(info)
+    (tmp / "report.md").write_text(md, encoding="utf-8")
+    _page(tmp, md, info, j)
+
+
+#: The files of a LiDAR-transformation bundle that are its data: replay reads and checks them itself.
+DATA_FILES = ("bundle.json", "source.npz", "followup.npz", "minimal.npz", "change.npz", "obstacles_source.json",
+              "obstacles_followup.json", "obstacles_minimal.json")
+
+
+def verify_shown_files(folder: Path, info: dict[str, Any], check: Any, *, frame, roi, change) -> None:
+    """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`):
+    written again by :func:`write_shown` from the bundle's stored frame and obstacle lists, the ROI replay
+    rebuilt and the change it re-derived from the seed (which replay compares with followup.npz and change.npz)."""
+    from types import SimpleNamespace
+
+    from lidarmt.engine.verify import PIXEL_STEP_DRAWN, SHOWN_VERSION, verify_shown
+    from lidarmt.types import Obstacles
+
+    def regenerate(out: Path) -> None:
+        obs = {k: Obstacles.from_list(json.loads((folder / f"obstacles_{k}.json").read_text(encoding="utf-8")))
+               for k in ("source", "followup")}
+        out.mkdir(parents=True, exist_ok=True)
+        j = SimpleNamespace(frame=frame, source=obs["source"], follow=obs["followup"], roi=roi)
+        write_shown(out, info, j, change, np.asarray(_minimal_edits(folder), dtype=np.int64))
+
+    verify_shown(folder, check, regenerate, data=DATA_FILES, layout_kind="lidar-bundle",
+                 strict=info.get("shown") == SHOWN_VERSION, pixel_step=PIXEL_STEP_DRAWN)
+
+
+def _minimal_edits(folder: Path) -> np.ndarray:
+    """The minimal edits change.npz stores."""
+    with np.load(folder / "change.npz", allow_pickle=False) as z:
+        return np.asarray(z["minimal_edits"], dtype=np.int64)
 
 
 def minimal_points(source, change, minimal: np.ndarray) -> np.ndarray:
@@ -296,9 +337,9 @@ def _markdown(info: dict[str, Any]) -> str:
         "",
         f"**Relation.** {info['relation']}: {RELATION_TEXT.get(info['relation'], '')}. Thresholds: {th.describe()}.",
         "",
-        f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles; "
+        f"- source frame {info['frame_index']} of {md_code(cfg['source']['path'])}: {info['n_source']} obstacles; "
         f"follow-up: {info['n_follow']} obstacles",
-        f"- transformation `{info['transform']}` ({info['family']}) at `{json.dumps(info['params'])}`, seed "
+        f"- transformation {md_code(info['transform'])} ({info['family']}) at {md_code(json.dumps(info['params']))}, seed "
         f"{info['seed']}: {info['edits']} point edits",
     ]
     for x in sorted(info["findings"], key=lambda x: float(x["distance"])):
@@ -313,9 +354,9 @@ def _markdown(info: dict[str, Any]) -> str:
     if not info["reproduced"]:
         lines.append("- **note**: recomputing the pair did not reproduce the violation")
     lines += ["", "![source](bev_source.png) ![follow-up](bev_followup.png)", "", "**Reproduce.**", "", "```sh",
-              info["replay_command"]]
+              md_code_line(info["replay_command"])]
     if info.get("command"):
-        lines.append(f"# the campaign that found it:\n{info['command']}")
+        lines.append(f"# the campaign that found it:\n{md_code_line(info['command'])}")
     env = info["environment"]
     lines += ["```", "", f"lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
               f"{env.get('cpu')}.", ""]

@@ -138,4 +138,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
         if (folder / "obstacles_minimal.json").is_file():
             check("minimal obstacles", _norm(o_min.to_list()) == _norm(json.loads(
                 (folder / "obstacles_minimal.json").read_text(encoding="utf-8"))), f"{len(o_min)} obstacles now")
+    from lidarmt.lidar.bundle import verify_shown_files  # what a person looks at, from the stored data
+
+    verify_shown_files(folder, info, check, frame=frame, roi=roi, change=change)
     return res

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lidarmt._show import md_code
 from lidarmt.engine.report import (
     failure_body,
     junit_xml,
@@ -115,8 +116,8 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
     lines = [
         "# LiDAR transformation campaign",
         "",
-        f"- recording `{cfg['source']['path']}`, {len(cfg['frames'])} frame(s), ROI `{cfg['roi']['map']}`, SUT "
-        f"`{cfg['sut']['name']}`{weights_note(cfg['sut']['options'])}, seed {cfg['seed']}, {cfg['trials']} trial(s)",
+        f"- recording {md_code(cfg['source']['path'])}, {len(cfg['frames'])} frame(s), ROI {md_code(cfg['roi']['map'])}, SUT "
+        f"{md_code(cfg['sut']['name'])}{weights_note(cfg['sut']['options'])}, seed {cfg['seed']}, {cfg['trials']} trial(s)",
         f"- {tot['pairs']} pairs judged, **{tot['violations']}** violate their relation; {tot['crashes']} crashes, "
         f"{tot['timeouts']} timeouts",
         f"- {caption(summary)}",

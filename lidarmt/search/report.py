@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._show import md_code, md_link, md_text
 from lidarmt.engine.report import failure_body, junit_xml, savefig, write_report_set
 from lidarmt.engine.stats import wilson
 
@@ -168,7 +169,7 @@ def camera_table(summary: Mapping[str, Any]) -> str:
 def camera_markdown(summary: Mapping[str, Any], run: Mapping[str, Any], bundles: Sequence[Mapping[str, Any]]
                     ) -> str:
     md = [f"# Camera search: {summary['strategy']} on {summary['model']}", "",
-          f"Command: `{run.get('command') or '–'}`", "", "```", camera_table(summary).rstrip(), "```", ""]
+          f"Command: {md_code(run.get('command') or '–')}", "", "```", camera_table(summary).rstrip(), "```", ""]
     if summary["strategy"] == "deeptest":
         md += ["Cumulative neuron coverage (NC, threshold "
                f"{summary['config']['nc_threshold']:g}) after each attempt: `search.png`. "
@@ -194,7 +195,8 @@ def camera_markdown(summary: Mapping[str, Any], run: Mapping[str, Any], bundles:
                    "arm stopped with it (the same budget).", ""]
     if bundles:
         md += ["## Bundles", ""]
-        md += [f"- [violations/{b['id']}](violations/{b['id']}/report.md): {b.get('params', '')}, frame {b.get('frame_id')}: "
+        md += [f"- {md_link('violations/' + str(b['id']) + '/report.md', 'violations/' + str(b['id']))}: "
+               f"{md_text(b.get('params', ''))}, frame {md_code(b.get('frame_id'))}: "
                f"{math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°" for b in bundles
                if not b.get("error")]
         md.append("")
@@ -336,7 +338,7 @@ def write_lidar_reports(out: Path, summary: Mapping[str, Any], *, run: Mapping[s
                                                         "held-back frames")))
         else:
             cases.append((name, "ok", ""))
-    md = ["# MR1 critical noise conditions", "", f"Command: `{run.get('command') or '–'}`", "", "```",
+    md = ["# MR1 critical noise conditions", "", f"Command: {md_code(run.get('command') or '–')}", "", "```",
           lidar_table(summary).rstrip(), "```", "", "![best fitness vs evaluations](search.png)", "",
           "Fitness on the search frames: the share of frames with O ⊄ O′ plus 0.1 × the mean disturbance of the "
           "source obstacles (1 − matching score). Held-back frames were never seen by the search; 'uniform' is "

@@ -627,10 +627,10 @@ def _read_checkpoint(path: Path, arch: str, *, stages: list[str],
     import torch
 
     from lidarmt._limits import loads_json
-    from lidarmt._torchfile import check_tensors
+    from lidarmt._torchfile import check_tensors, torch_load_data
 
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
+        ck = torch_load_data(path)  # data only; torch's own warnings about the file are not shown
     except Exception as err:  # noqa: BLE001 - a damaged file can make the unpickler raise anything
         raise CameraOutputError(f"{path}: not a training checkpoint ({type(err).__name__}); {_CHECKPOINT_HINT}") \
             from err

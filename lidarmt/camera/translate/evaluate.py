@@ -66,6 +66,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._show import md_code
 from lidarmt.camera.errors import CameraArgumentError
 
 #: The weathers the shipped translators learned (procedural :mod:`lidarmt.camera.transforms` effects).
@@ -413,10 +414,10 @@ class Evaluation:
 
         fr = self.frame_indices
         where = f"frames {fr[0]}..{fr[-1]}" if fr == list(range(fr[0], fr[-1] + 1)) else f"{len(fr)} frames"
-        intro = (f"{len(fr)} frames of `{self.source}` ({where}) × seeds {', '.join(map(str, self.seeds))}; "
+        intro = (f"{len(fr)} frames of {md_code(self.source)} ({where}) × seeds {', '.join(map(str, self.seeds))}; "
                  f"t = translated, p = procedural weather (intensity U[{self.min_intensity:g}, 1]), x = the frame, "
                  "p↓ = p at the translator's working size and back. "
-                 f"d = Fréchet distance of `{self.feature_model}`'s pooled conv features; moved = d(t,p)/d(x,p).")
+                 f"d = Fréchet distance of {md_code(self.feature_model)}'s pooled conv features; moved = d(t,p)/d(x,p).")
         return "\n\n".join([intro, markdown_table(*self.quality_rows()), markdown_table(*self.steering_rows())])
 
     def rich_tables(self) -> list[Any]:

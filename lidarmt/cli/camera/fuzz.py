@@ -104,7 +104,7 @@ def fuzz(
     from lidarmt.camera.relations import Criteria
     from lidarmt.camera.sources.factory import open_images
     from lidarmt.camera.transforms.registry import select
-    from lidarmt.cli._common import err_console
+    from lidarmt.cli._common import err_console, show
     from lidarmt.engine.campaign import RunLock, clamp_workers, select_items
 
     for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
@@ -152,7 +152,7 @@ def fuzz(
             raise CameraArgumentError(f"--trials {trials}: a pairs campaign has one follow-up per image and set")
         for f in follow_ups:
             pairings.append(match(images, f, topic=topic))
-            err_console.print(f"--pairs {f}: {pairings[-1].describe()}", highlight=False, soft_wrap=True)
+            err_console.print(f"--pairs {show(f)}: {show(pairings[-1].describe())}", highlight=False, soft_wrap=True)
         matched = sorted({s for p in pairings for s, _ in p.pairs})
         chosen = tuple(sorted(matched[i] for i in select_items(len(matched), frames, seed, what="pairs",
                                                                source=images)))
@@ -189,7 +189,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
          extra_run: dict | None = None) -> None:
     from lidarmt.camera.bundle import write_sheet
     from lidarmt.camera.report import rich_tables, write_reports
-    from lidarmt.cli._common import CampaignProgress, console, err_console, progress, wide_console
+    from lidarmt.cli._common import CampaignProgress, console, err_console, progress, show, wide_console
     from lidarmt.engine.campaign import describe_timeout, environment, make_bundles, run_campaign
     from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
@@ -282,7 +282,7 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
                          if any(b.get("error") for b in bundle_infos) else ""), soft_wrap=True)
     for b in bundle_infos[:10]:
         if b.get("error"):
-            console.print(f"  bundle {b['id']}: failed ({b['error']})")
+            console.print(f"  bundle {b['id']}: failed ({show(b['error'])})")
         else:
             console.print(f"  bundle {out / 'violations' / b['id']}: {b['model']} under "
                           f"{b.get('params', '')}: {math.degrees(b['pred']):+.1f}° → {math.degrees(b['pred_t']):+.1f}°",

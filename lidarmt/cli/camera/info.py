@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lidarmt.cli._common import console
+from lidarmt.cli._common import console, show
 
 
 def register(app: typer.Typer) -> None:
@@ -110,4 +110,4 @@ def _print(s: dict[str, Any]) -> None:
             t.add_row(ti["name"], ti["type"], f"{ti['count']:,}")
         console.print(t)
     for note in s.get("notes", []):
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {show(note)}")

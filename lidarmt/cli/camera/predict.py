@@ -457,13 +457,15 @@ def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any]
     from rich.table import Table
 
     n = len(result["predictions"])
-    t = Table(title=f"{model.name} on {src_path}", title_justify="left")
+    from lidarmt.cli._common import show
+
+    t = Table(title=f"{show(model.name)} on {show(src_path)}", title_justify="left")
     for col in ("index", "frame_id", "label°", "prediction°", "error°"):
         t.add_column(col, justify="left" if col == "frame_id" else "right")
     for k in range(min(n, TABLE_ROWS)):
         lab, p = result["labels"][k], result["predictions"][k]
         has = math.isfinite(lab)
-        t.add_row(str(result["indices"][k]), str(result["frame_ids"][k]),
+        t.add_row(str(result["indices"][k]), show(result["frame_ids"][k]),
                   f"{math.degrees(lab):+.2f}" if has else "-", f"{math.degrees(p):+.2f}",
                   f"{math.degrees(p - lab):+.2f}" if has else "-")  # fmt: skip
     console.print(t)
@@ -485,4 +487,4 @@ def _print(model: Any, src_path: Path, result: dict[str, Any], m: dict[str, Any]
     if o and o["trained_on"]:
         console.print(overlap_note(model.name, o), highlight=False, markup=False, soft_wrap=True)
     if out is not None:
-        console.print(f"contact sheet: {out} (label green, prediction red)", highlight=False)
+        console.print(f"contact sheet: {show(out)} (label green, prediction red)", highlight=False)

@@ -60,12 +60,13 @@ def train(
     import shutil
 
     from lidarmt._atomic import atomic_path
-    from lidarmt.camera.errors import CameraArgumentError
+    from lidarmt.camera.errors import CameraArgumentError, CameraOutputError
     from lidarmt.camera.models.archs import get_arch
     from lidarmt.camera.models.train import TrainConfig, check_out, load_labelled
     from lidarmt.camera.models.train import train as run_training
     from lidarmt.camera.models.zoo import WEIGHTS_DIR
     from lidarmt.cli._common import progress
+    from lidarmt.errors import OutputError
 
     if validate is not None:
         _validate(arch, data, validate, val_fraction=val_fraction, threads=threads)
@@ -89,7 +90,14 @@ def train(
         def log(msg: str) -> None:
             bar.console.print(msg, highlight=False)
 
-        metrics = run_training(cfg, force=force, resume=resume, frames=frames, log=log, progress=on_step)
+        try:
+            metrics = run_training(cfg, force=force, resume=resume, frames=frames, log=log, progress=on_step)
+        except OutputError as err:  # a full disk: the run folder now exists, so name the command that continues
+            if "no space left" not in str(err).lower():
+                raise
+            raise CameraOutputError(f"{str(err).split('; free some space')[0]}; free some space and run the same "
+                                    f"command with --resume (it continues from {out / 'checkpoint.pt'}, or "
+                                    "starts again when there is none)") from err
     console.print(f"[bold]{metrics['arch']}[/bold]: validation RMSE {metrics['val_rmse_deg']:.2f}° "
                   f"(always zero {metrics['zero_rmse_deg']:.2f}°, always the mean {metrics['mean_rmse_deg']:.2f}°) "
                   f"in {metrics['train_seconds'] / 60:.1f} min; weights {out / (metrics['arch'] + '.pt')}")

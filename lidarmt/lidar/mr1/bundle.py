@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._show import md_code, md_code_line
 from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
 from lidarmt.errors import OutputError
@@ -64,6 +65,12 @@ def _mode(sut, cfg: dict) -> str:
     """The SUT's numeric mode (ApolloLOP: config.mode), for the environment section."""
     mode = getattr(getattr(sut, "config", None), "mode", None) or cfg["sut"]["options"].get("mode")
     return str(mode) if mode else "default"
+
+
+def _shown_version() -> int:
+    from lidarmt.engine.verify import SHOWN_VERSION
+
+    return SHOWN_VERSION
 
 
 def relation_of(verdict: Verdict) -> str:
@@ -146,6 +153,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "command": command,
         "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
+        "shown": _shown_version(),  # replay regenerates the files a person looks at (lidarmt.engine.verify)
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
@@ -158,56 +166,20 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
                   minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
                   verdict: Verdict, roi_indices: np.ndarray | None = None, *, roi: Any = None) -> None:
     from lidarmt._atomic import staging_folder
-    from lidarmt.io import Ros1BagWriter, save_frame_npz, write_pcd
+    from lidarmt.io import save_frame_npz
 
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         save_frame_npz(tmp / "source.npz", frame)
         save_frame_npz(tmp / "followup.npz", follow_frame)
-        write_pcd(tmp / "source.pcd", frame)
-        write_pcd(tmp / "followup.pcd", follow_frame)
         _save_npy(tmp / "added.npy", extra)
         _save_npy(tmp / "minimal.npy", extra[minimal])
-        write_pcd(tmp / "minimal.pcd", frame.with_extra_points(extra[minimal]))
         _json(tmp / "obstacles_source.json", source.to_list())
         _json(tmp / "obstacles_followup.json", follow.to_list())
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
-        bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
-                    title=f"{info['id']}: {lost_text(verdict)}", roi_indices=roi_indices, roi=roi,
-                    minimal=minimal if info.get("ddmin") else None)
-        try:
-            from lidarmt.lidar.bev import draw_bev
-        except ImportError:  # pragma: no cover
-            draw_bev = None
-        if draw_bev is not None:
-            xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
-            ext = view_extent(xy, [*source, *follow], roi_indices)
-            draw_bev(frame, source, roi_indices=roi_indices, out=tmp / "bev_source.png", extent=ext,
-                     title=f"source t: {len(source)} obstacles", roi=roi)
-            fu_roi = None if roi_indices is None else roi_indices  # added points lie outside the ROI
-            hi = (len(frame) + np.asarray(minimal, dtype=np.int64)) if info.get("ddmin") else None
-            draw_bev(follow_frame, follow, roi_indices=fu_roi, out=tmp / "bev_followup.png", extent=ext,
-                     title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles", roi=roi,
-                     added_from=len(frame), highlight=hi)
-        topic = info.get("topic")
-        kw = {"topic": topic} if topic else {}
-        fu2 = follow_frame.with_points(follow_frame.points)
-        fu2.stamp = frame.stamp + 0.1  # the follow-up 0.1 s after the source (one HDL-64E sweep at 10 Hz)
-        with Ros1BagWriter(tmp / "replay.bag", **kw) as w:
-            w.write(frame)
-            w.write(fu2)
-        from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_layout, write_lidar_bundle_mcap
-
-        write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=frame, follow_frame=follow_frame, source=source,
-                                follow=follow, verdict=verdict, minimal=minimal if info.get("ddmin") else None,
-                                roi=roi, roi_indices=roi_indices,
-                                info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
-        write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
-        md = bundle_markdown(info, source, follow, verdict)
-        atomic_write_text(tmp / "report.md", md)
+        write_shown(tmp, info, frame, follow_frame, extra, minimal, source, follow, verdict, roi_indices, roi=roi)
         _json(tmp / "bundle.json", info)
-        _page(tmp, md, info, source, follow, {int(m.source): m.describe() for m in verdict.missing})
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -234,6 +206,88 @@ def _page(tmp: Path, md: str, info: dict, source: Obstacles, follow: Obstacles, 
                               (f"follow-up t′: {len(follow)} obstacles",
                                obstacle_table(follow.to_list(with_points=False), ident="followup-table"))],
                       commands=commands)
+
+
+def write_shown(tmp: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray, minimal: np.ndarray,
+                source: Obstacles, follow: Obstacles, verdict: Verdict, roi_indices: np.ndarray | None = None, *,
+                roi: Any = None) -> None:
+    """Write the files of a bundle a person looks at into ``tmp``: the PCDs, the pictures, ``replay.bag``,
+    ``bundle.mcap`` with its Foxglove layout, ``report.md`` and the bundle's page ``report.html``, all from the
+    bundle's data."""
+    from lidarmt.io import Ros1BagWriter, write_pcd
+
+    write_pcd(tmp / "source.pcd", frame)
+    write_pcd(tmp / "followup.pcd", follow_frame)
+    write_pcd(tmp / "minimal.pcd", frame.with_extra_points(extra[minimal]))
+    bev_picture(tmp / "bev.png", frame, follow_frame, source, follow, verdict, base=len(frame),
+                title=f"{info['id']}: {lost_text(verdict)}", roi_indices=roi_indices, roi=roi,
+                minimal=minimal if info.get("ddmin") else None)
+    try:
+        from lidarmt.lidar.bev import draw_bev
+    except ImportError:  # pragma: no cover
+        draw_bev = None
+    if draw_bev is not None:
+        xy = np.c_[frame.points["x"], frame.points["y"]].astype(np.float64)
+        ext = view_extent(xy, [*source, *follow], roi_indices)
+        draw_bev(frame, source, roi_indices=roi_indices, out=tmp / "bev_source.png", extent=ext,
+                 title=f"source t: {len(source)} obstacles", roi=roi)
+        fu_roi = None if roi_indices is None else roi_indices  # added points lie outside the ROI
+        hi = (len(frame) + np.asarray(minimal, dtype=np.int64)) if info.get("ddmin") else None
+        draw_bev(follow_frame, follow, roi_indices=fu_roi, out=tmp / "bev_followup.png", extent=ext,
+                 title=f"follow-up t′ (+{len(extra)} points outside the ROI): {len(follow)} obstacles", roi=roi,
+                 added_from=len(frame), highlight=hi)
+    topic = info.get("topic")
+    kw = {"topic": topic} if topic else {}
+    fu2 = follow_frame.with_points(follow_frame.points)
+    fu2.stamp = frame.stamp + 0.1  # the follow-up 0.1 s after the source (one HDL-64E sweep at 10 Hz)
+    with Ros1BagWriter(tmp / "replay.bag", **kw) as w:
+        w.write(frame)
+        w.write(fu2)
+    from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME, write_layout, write_lidar_bundle_mcap
+
+    write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=frame, follow_frame=follow_frame, source=source,
+                            follow=follow, verdict=verdict, minimal=minimal if info.get("ddmin") else None,
+                            roi=roi, roi_indices=roi_indices,
+                            info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
+    write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
+    md = bundle_markdown(info, source, follow, verdict)
+    atomic_write_text(tmp / "report.md", md)
+    _page(tmp, md, info, source, follow, {int(m.source): m.describe() for m in verdict.missing})
+
+
+def regenerate_shown(folder: Path, info: dict, out: Path, *, roi: Any) -> None:
+    """Write into ``out`` the shown files of the bundle in ``folder`` from its **stored** data (source.npz,
+    followup.npz, added.npy, the obstacle lists, bundle.json's verdict and minimal indices) and ``roi`` (the
+    ROI replay rebuilt from the map), as :func:`write_shown` wrote them (:func:`lidarmt.engine.verify.verify_shown`
+    compares the two)."""
+    from lidarmt.io.npz import load_frame_npz
+    from lidarmt.lidar.mr1.oracle import Verdict
+
+    frame = load_frame_npz(folder / "source.npz")
+    follow_frame = load_frame_npz(folder / "followup.npz")
+    extra = np.load(folder / "added.npy", allow_pickle=False)
+    minimal = np.asarray(info["minimal_indices"], dtype=np.int64).reshape(-1)
+    source = Obstacles.from_list(json.loads((folder / "obstacles_source.json").read_text(encoding="utf-8")))
+    follow = Obstacles.from_list(json.loads((folder / "obstacles_followup.json").read_text(encoding="utf-8")))
+    verdict = Verdict.from_dict(info["verdict"])
+    out.mkdir(parents=True, exist_ok=True)
+    write_shown(out, info, frame, follow_frame, extra, minimal, source, follow, verdict,
+                np.asarray(roi.indices(frame), dtype=np.int64), roi=roi)
+
+
+#: The files of an MR1 bundle that are its data: replay reads and checks them itself.
+DATA_FILES = ("bundle.json", "source.npz", "followup.npz", "added.npy", "minimal.npy", "obstacles_source.json",
+              "obstacles_followup.json", "obstacles_minimal.json")
+
+
+def verify_shown_files(folder: Path, info: dict, check: Any, *, roi: Any) -> None:
+    """Replay's check of every file of the bundle a person looks at (:func:`lidarmt.engine.verify.verify_shown`),
+    regenerated with :func:`regenerate_shown`."""
+    from lidarmt.engine.verify import PIXEL_STEP_DRAWN, SHOWN_VERSION, verify_shown
+
+    verify_shown(folder, check, lambda out: regenerate_shown(folder, info, out, roi=roi), data=DATA_FILES,
+                 layout_kind="lidar-bundle",
+                 strict=info.get("shown") == SHOWN_VERSION, pixel_step=PIXEL_STEP_DRAWN)
 
 
 def _json(path: Path, obj: Any) -> None:
@@ -400,7 +454,7 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "**What was seen.**",
         "",
-        f"- source frame {info['frame_index']} of `{cfg['source']['path']}`: {info['n_source']} obstacles "
+        f"- source frame {info['frame_index']} of {md_code(cfg['source']['path'])}: {info['n_source']} obstacles "
         f"({_counts(verdict.counts_source)})",
         f"- follow-up (+{info['n']} points, z and intensity uniform in the frame's ranges, region "
         f"{cfg['region']['shape']} {cfg['region']['size']:g} m"
@@ -422,10 +476,10 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "",
         "**Environment.**",
         "",
-        f"- system under test: `{cfg['sut']['name']}` ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}"
+        f"- system under test: {md_code(cfg['sut']['name'])} ({info['sut_name']}) options {json.dumps(cfg['sut']['options'])}"
         + (f"; weights: {info['sut_weights']}" if info.get("sut_weights") else ""),
         (f"- ROI: the area the source frame's ground labels cover (`--roi labels`, range {cfg['roi']['range']:g} m)"
-         if cfg["roi"]["map"] == "labels" else f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m)"),
+         if cfg["roi"]["map"] == "labels" else f"- map: {md_code(cfg['roi']['map'])} (ROI range {cfg['roi']['range']:g} m)"),
         f"- lidarmt {env.get('lidarmt')}, torch {env.get('torch', '–')}, numpy {env.get('numpy')}, "
         f"numba {env.get('numba', '–')}, Python {env.get('python')}; SUT mode: {env.get('mode', 'default')}",
         f"- CPU: {env.get('cpu')} ({env.get('cpus')} CPUs), {env.get('platform')}",
@@ -434,16 +488,16 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
         "**Reproduce.**",
         "",
         "```sh",
-        info["replay_command"],
+        md_code_line(info["replay_command"]),
     ]
     if info.get("command"):
-        lines.append(f"# the campaign that found it:\n{info['command']}")
+        lines.append(f"# the campaign that found it:\n{md_code_line(info['command'])}")
     lines += [
         "```",
         "",
         "Files: `source.pcd` / `followup.pcd` (the added points follow the source points), `added.npy`, "
         "`obstacles_source.json`, `obstacles_followup.json`, `replay.bag` (ROS1: both frames on "
-        f"`{_bag_topic(info)}` with /tf; the follow-up 0.1 s after the source), `bundle.mcap` (Foxglove: both "
+        f"{md_code(_bag_topic(info))} with /tf; the follow-up 0.1 s after the source), `bundle.mcap` (Foxglove: both "
         "clouds, the added and minimal points, the obstacles with the lost ones in red, the ROI, the pose; open "
         "it with the layout `foxglove-layout.json`).",
         "",

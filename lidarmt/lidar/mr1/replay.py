@@ -237,6 +237,9 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
         check("minimal subset", len(minimal) == want and len(minimal_idx) == want,
               f"bundle.json claims no minimal violation, so minimal.npy should hold {want} points, not "
               f"{len(minimal)}")
+    from lidarmt.lidar.mr1.bundle import verify_shown_files  # 7. what a person looks at, from the data
+
+    verify_shown_files(folder, info, check, roi=roi)
     return res
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from lidarmt._atomic import atomic_write_text
+from lidarmt._show import md_code
 from lidarmt.engine.html import (
     MAX_PAIR_ROWS,
     Cell,
@@ -450,12 +451,12 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         "obstacles O′ of t′ must include O. The study checked the weaker |O| ≤ |O′| "
         f"({STUDY_REF}: 2.7 %, 12.1 %, 33.5 % violations for n = 10, 100, 1000).",
         "",
-        f"- recording: `{cfg['source']['path']}`" + (f" (topic `{cfg['source']['topic']}`)" if cfg['source'].get('topic') else ""),
+        f"- recording: {md_code(cfg['source']['path'])}" + (f" (topic {md_code(cfg['source']['topic'])})" if cfg['source'].get('topic') else ""),
         (f"- ROI: the area each source frame's ground labels cover, or without ground labels its labelled region "
          f"(`--roi labels`, range {cfg['roi']['range']:g} m)"
          if cfg['roi']['map'] == "labels" else
-         f"- map: `{cfg['roi']['map']}` (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})"),
-        f"- system under test: `{cfg['sut']['name']}` {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}"
+         f"- map: {md_code(cfg['roi']['map'])} (ROI range {cfg['roi']['range']:g} m, map frame {cfg['roi']['map_frame']})"),
+        f"- system under test: {md_code(cfg['sut']['name'])} {json.dumps(cfg['sut']['options']) if cfg['sut']['options'] else ''}"
         + weights_note(cfg["sut"]["options"]),
         f"- frames: {len(cfg['frames'])}, n: {', '.join(str(n) for n in cfg['ns'])}, trials: {cfg['trials']}, "
         f"seed: {cfg['seed']}, region: {cfg['region']['shape']} {cfg['region']['size']:g} m"

@@ -97,7 +97,9 @@ def weights_note(options: Any) -> str:
     w = options.get("weights") if isinstance(options, dict) else None
     if not isinstance(w, str) or not w.lower().endswith((".caffemodel", ".onnx", ".pt")) or not Path(w).is_file():
         return ""
-    return f" (weights: {weights_label(w)})"
+    from lidarmt._show import md_text
+
+    return f" (weights: {md_text(weights_label(w))})"  # Markdown: the file name is shown, never read as markup
 
 
 # ------------------------------------------------------------------------------------------ the network's layers

@@ -209,15 +209,13 @@ def read_torch_file(path: str | os.PathLike[str], *, what: str = "CNN weights", 
     that is not a ``torch.save`` file (random bytes, a text file, a bag, a truncated download) is reported as
     "not a <what> file", with ``hint`` (what to pass instead) appended.
     """
-    import warnings
+    from lidarmt._torchfile import torch_load_data
 
     p = Path(path)
     if not p.is_file():
         raise WeightsError(f"{what} file {p} does not exist" + (f"; {hint}" if hint else ""))
     try:
-        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": noise for a file we reject anyway
-            warnings.simplefilter("ignore")
-            return torch.load(p, map_location="cpu", weights_only=True)
+        return torch_load_data(p)  # torch's warnings (e.g. "Detected pickle protocol 4") are not shown
     except MemoryError:
         raise
     except Exception as err:  # noqa: BLE001 - torch raises anything from UnpicklingError to KeyError
