@@ -58,7 +58,7 @@ def inside(name: str | os.PathLike[str], folder: str | os.PathLike[str], *, what
     real = os.path.realpath(os.path.join(base, text))
     if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
         why = "leaves the folder through '..'" if ".." in Path(text).parts else "is a link that resolves outside it"
-        raise error(f"{what} {text!r}: {why} ({folder}); only files inside it are read, so it is refused")
+        raise error(f"{what} {text!r}: {why} ({folder}); only paths inside it are used, so it is refused")
     return Path(folder) / text
 
 

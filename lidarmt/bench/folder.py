@@ -30,6 +30,7 @@ from typing import Any
 
 from lidarmt._atomic import atomic_path, atomic_write_text
 from lidarmt._limits import loads_json
+from lidarmt._paths import check_readable, inside
 from lidarmt.bench.errors import BenchArgumentError, BenchInputError, BenchOutputError
 
 BENCH_FILE = "bench.json"
@@ -128,7 +129,9 @@ class BenchPlan:
         return self.modules[0]
 
     def folder(self, m: Module | str) -> Path:
-        return self.out / (m if isinstance(m, str) else m.name)
+        """A module's folder: inside the bench folder, never through a link that leaves it."""
+        return inside(m if isinstance(m, str) else m.name, self.out, what=f"--out {self.out}: module folder",
+                      error=BenchOutputError)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "kind": self.kind, "modules": [m.to_dict() for m in self.modules]}
@@ -217,13 +220,14 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str, *, trust_code: bool 
         first = read_bench(folder)["modules"][0]
         name = check_module_name(first.get("name", "baseline") if isinstance(first, dict) else None,
                                  folder / BENCH_FILE)
-        src = folder / name
+        src = inside(name, folder, what=f"--baseline {path}: module folder", error=BenchInputError)
         origin = str(first.get("origin") or src)
     else:
         name, src, origin = "", folder, str(folder)
     if not (src / JOURNAL_NAME).is_file():
         raise BenchInputError(f"--baseline {path}: {src} holds no campaign journal ({JOURNAL_NAME}); run "
                               "that bench or campaign first")
+    check_readable(JOURNAL_NAME, inside=src, max_bytes=None, what=f"--baseline {path}:", error=BenchInputError)
     header = read_header(src / JOURNAL_NAME)
     try:
         config = config_from_dict(header["config"])
@@ -309,13 +313,16 @@ def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | N
                                    "--force to start over")
         _clear(plan, out)
     out.mkdir(parents=True, exist_ok=True)
+    for m in plan.modules:  # before anything is written: no module folder may lead outside --out
+        plan.folder(m)
     base = plan.baseline
     if base.origin is not None and reused_from is not None:
         dst = plan.folder(base)
         dst.mkdir(parents=True, exist_ok=True)
         for name in REUSED_FILES:
             src = reused_from / name
-            if src.is_file() and not (resume and (dst / name).is_file()):
+            if src.is_file() and check_readable(name, inside=reused_from, max_bytes=None, error=BenchInputError,
+                                                what=f"--baseline {reused_from}:") and not (resume and (dst / name).is_file()):
                 _copy_atomic(src, dst / name)
     atomic_write_text(out / BENCH_FILE, json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n")
     return resume
@@ -329,7 +336,9 @@ def _clear(plan: BenchPlan, out: Path) -> None:
             names |= {str(m.get("name")) for m in read_bench(out)["modules"]}
     for name in names:
         p = out / name
-        if name and p.parent == out and p.is_dir():
+        if name and p.parent == out and p.is_symlink():
+            p.unlink()  # the link, never what it points at
+        elif name and p.parent == out and p.is_dir():
             shutil.rmtree(p)
     for name in (*REPORT_FILES, BENCH_FILE):
         (out / name).unlink(missing_ok=True)

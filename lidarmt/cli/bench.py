@@ -245,7 +245,7 @@ def _check_suts(plan) -> None:
     from lidarmt.lidar.specs import build_sut
 
     for m in plan.modules:
-        if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
+        if m.origin is None and not (plan.out / m.name / JOURNAL_NAME).is_file():  # a link: prepare refuses it
             build_sut(m.config.sut)
 
 

@@ -141,7 +141,7 @@ def _check_models(plan) -> None:
     from lidarmt.engine.journal import JOURNAL_NAME
 
     for m in plan.modules:
-        if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
+        if m.origin is None and not (plan.out / m.name / JOURNAL_NAME).is_file():  # a link: prepare refuses it
             build_model(m.config.models[0], trust_code=True)
 
 
