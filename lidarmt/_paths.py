@@ -160,10 +160,11 @@ def _under(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def check_writable(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str] | None] = (),
+def check_writable(path: str | os.PathLike[str] | None, *, inputs: Iterable[str | os.PathLike[str] | None] = (),
                    force: bool = False, what: str = "--out", error: type[UserError] = OutputError,
-                   folder: bool = False, may_exist: bool = False) -> Path:
-    """``path`` when a command may write it; else ``error`` in one line. Refused:
+                   folder: bool = False, may_exist: bool = False) -> Path | None:
+    """``path`` when a command may write it (None when it is None); else ``error`` in one line. Call it first
+    thing, before any input is opened. Refused:
 
     * an output that is one of ``inputs`` (the same file, through any link), lies inside an input folder, or is
       a folder that holds an input (None and paths that do not exist are skipped, so a registry name or
@@ -173,6 +174,8 @@ def check_writable(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Pa
     * even with ``force``, an existing output of the wrong kind: a folder where a file is written, a file where
       a folder is (``folder=True``), or anything that is neither (a FIFO, a device).
     """
+    if path is None:  # an output not asked for
+        return None
     p = Path(path)
     shown = f"{what} {p}" if what else str(p)
     real = _real(p)
