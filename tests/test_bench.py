@@ -249,7 +249,8 @@ def test_baseline_reused_from_an_earlier_bench(rec, tmp_path, capsys):
         assert main(args) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--baseline" in err and "same frames" in err, err
-    assert main(_bench(rec, tmp_path / "v3", "test_bench:drop_sut", extra=("--baseline", str(tmp_path)))) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(_bench(rec, tmp_path / "v3", "test_bench:drop_sut", extra=("--baseline", str(tmp_path / "empty")))) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds no campaign journal" in err, err
 
