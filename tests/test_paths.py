@@ -273,3 +273,28 @@ def test_translate_never_writes_into_its_sources(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "input" in err, err
     assert {str(p.relative_to(drive)): p.read_bytes() for p in drive.rglob("*") if p.is_file()} == before
+
+
+#: raw reads the command modules may keep: each reads a file the same command has just written itself (a bundle's
+#: bundle.json, its table), or a shipped file of lidarmt's own; anything a user names goes through lidarmt._paths
+#: or a reader that does
+OWN_READS = {"fuzz.py": 1, "fuzz_transforms.py": 2, "camera/fuzz.py": 1, "camera/search.py": 1,
+             "camera/translators.py": 1}
+
+
+def test_command_modules_read_no_user_path_directly():
+    """The CLI modules open no file themselves (FIFOs, devices, sizes and folders are checked in one place): a raw
+    ``open(`` / ``read_text(`` / ``read_bytes(`` / ``json.load(`` / ``np.load(`` in a command module fails here
+    unless it reads the command's own output (:data:`OWN_READS`)."""
+    import re
+
+    raw = re.compile(r"(?<![\w.])open\(|\.read_text\(|\.read_bytes\(|json\.load\(|np\.load\(|numpy\.load\(")
+    cli = ROOT / "lidarmt" / "cli"
+    found = {}
+    for path in sorted(cli.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        n = sum(1 for line in text.splitlines() if raw.search(line) and not line.lstrip().startswith("#"))
+        if n:
+            found[str(path.relative_to(cli))] = n
+    assert found == OWN_READS, ("a command module reads a path itself; read a user's file through "
+                                "lidarmt._paths (read_bytes, read_text, open_readable) or a reader that does")

@@ -30,10 +30,12 @@ from typing import Any
 
 from lidarmt._atomic import atomic_path, atomic_write_text
 from lidarmt._limits import loads_json
-from lidarmt._paths import check_readable, inside
+from lidarmt._paths import check_readable, inside, read_bytes
 from lidarmt.bench.errors import BenchArgumentError, BenchInputError, BenchOutputError
 
 BENCH_FILE = "bench.json"
+#: a bench.json lists a few modules' configurations: kilobytes
+MAX_BENCH_BYTES = 16 << 20
 FORMAT = "lidarmt-bench/1"
 #: the comparison's report files (charts are matched by :data:`CHART_GLOBS`)
 REPORT_FILES = ("summary.json", "run.json", "table.txt", "junit.xml", "report.md")
@@ -143,14 +145,11 @@ class BenchPlan:
 def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``bench.json`` of a bench folder (one-line errors for a missing or foreign file)."""
     path = Path(folder) / BENCH_FILE
-    try:
-        d = loads_json(path.read_text(encoding="utf-8"), what=f"{path}: unreadable (run the bench again with --force)",
-                       error=BenchInputError)
-    except FileNotFoundError as err:
+    if not os.path.lexists(path):
         raise BenchInputError(f"{folder}: not a bench folder (no {BENCH_FILE}); give the folder of a "
-                              "`lidarmt bench` run or of a single campaign") from err
-    except (OSError, ValueError) as err:
-        raise BenchInputError(f"{path}: unreadable ({err}); run the bench again with --force") from err
+                              "`lidarmt bench` run or of a single campaign")
+    text = read_bytes(BENCH_FILE, inside=folder, max_bytes=MAX_BENCH_BYTES, what="bench file", error=BenchInputError)
+    d = loads_json(text, what=f"{path}: unreadable (run the bench again with --force)", error=BenchInputError)
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("modules"), list) \
             or not d["modules"]:
         raise BenchInputError(f"{path}: not a {FORMAT} file; run the bench again with --force")
