@@ -125,10 +125,18 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_SMALL_FILE,
     """The bytes of a file that may be read (:func:`check_readable`); never more than ``max_bytes``, even when
     the file grows while it is read."""
     p = _target(path, inside, what, error)
-    fd, _size = _open_fd(p, max_bytes=max_bytes, what=what, error=error)
+    fd, size = _open_fd(p, max_bytes=max_bytes, what=what, error=error)
     with os.fdopen(fd, "rb") as fh:
-        try:
-            data = fh.read(max_bytes + 1)
+        try:  # never a buffer of max_bytes up front (read(n) allocates n): the size, then chunks if it grew
+            parts = [fh.read(min(size, max_bytes) + 1)]
+            got = len(parts[0])
+            while got > size and got <= max_bytes:
+                more = fh.read(min(1 << 20, max_bytes + 1 - got))
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
         except OSError as err:
             raise error(f"{what + ' ' if what else ''}{p}: cannot be read ({err.strerror or err})") from err
     if len(data) > max_bytes:

@@ -298,3 +298,39 @@ def test_command_modules_read_no_user_path_directly():
             found[str(path.relative_to(cli))] = n
     assert found == OWN_READS, ("a command module reads a path itself; read a user's file through "
                                 "lidarmt._paths (read_bytes, read_text, open_readable) or a reader that does")
+
+
+@pytest.mark.parametrize("reader", ["sniff", "geojson", "bin", "txt", "xml", "pose", "pose.txt"])
+def test_map_and_pose_readers_refuse_a_fifo_without_blocking(tmp_path, reader):
+    """The readers of map and pose files go through lidarmt._paths: a FIFO is one line, never a wait."""
+    from lidarmt.errors import UserError
+    from lidarmt.io.posefile import read_pose_file, read_pose_txt
+    from lidarmt.lidar.roi import mapio, xmlmap
+
+    p = tmp_path / "named"
+    os.mkfifo(p)
+    call = {"sniff": lambda: mapio.sniff_format(p), "geojson": lambda: mapio.load_geojson(p),
+            "bin": lambda: mapio._load_proto(p, binary=True), "txt": lambda: mapio._load_proto(p, binary=False),
+            "xml": lambda: xmlmap.load_xml(p), "pose": lambda: read_pose_file(p),
+            "pose.txt": lambda: read_pose_txt(p)}[reader]
+    with alarm(), pytest.raises(UserError, match="FIFO"):
+        call()
+
+
+def test_reading_a_small_file_allocates_about_its_size(tmp_path):
+    """``read(max_bytes)`` would allocate the whole bound up front: 256 MB for a 100-byte pose file."""
+    import tracemalloc
+
+    p = tmp_path / "small.txt"
+    p.write_bytes(b"x" * 100)
+    tracemalloc.start()
+    try:
+        assert read_bytes(p, max_bytes=1 << 30) == b"x" * 100
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    with open(p, "ab") as fh:  # a file that grows past the bound while read is refused, not read on
+        fh.write(b"y" * 50)
+    with pytest.raises(InputError, match="more than"):
+        read_bytes(p, max_bytes=120)
