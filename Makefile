@@ -41,7 +41,7 @@ demo: $(DEMO_STAMP)
 	  --bundles $(DEMO_BUNDLES) --ddmin-budget $(DDMIN_BUDGET) --workers $(DEMO_WORKERS)
 	@echo "demo: 3/4 the first frames as MCAP for Foxglove"
 	@# the first frames with the obstacles Apollo's pipeline finds, for Foxglove (runs/demo/report.html has the rest)
-	$(BIN)/lidarmt export bags/demo.bag --map hdmaps/demo --frames 0:5 --out runs/demo/demo.mcap
+	$(BIN)/lidarmt export bags/demo.bag --map hdmaps/demo --frames 0:5 --out runs/demo/demo.mcap --force
 	@# the camera half: the shared real Udacity frames when present, else the demo bag's own camera and steering
 	@echo "demo: 4/4 the camera campaign ($(CAMERA_MODELS), every transformation, $(CAMERA_FRAMES) frames)"
 	@if [ -d $(UDACITY) ]; then cam=$(UDACITY); else cam=bags/demo.bag; fi; \

@@ -249,9 +249,40 @@ def test_baseline_reused_from_an_earlier_bench(rec, tmp_path, capsys):
         assert main(args) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "--baseline" in err and "same frames" in err, err
-    assert main(_bench(rec, tmp_path / "v3", "test_bench:drop_sut", extra=("--baseline", str(tmp_path)))) == 2
+    (tmp_path / "empty").mkdir()
+    assert main(_bench(rec, tmp_path / "v3", "test_bench:drop_sut", extra=("--baseline", str(tmp_path / "empty")))) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds no campaign journal" in err, err
+
+
+@pytest.mark.slow
+def test_module_folders_that_lead_outside_are_refused(rec, tmp_path, capsys):
+    """Issue 29 items 6 and 12: a module folder that is a symbolic link out of its bench folder is neither read
+    (``--baseline``: the baseline's journal would be copied from anywhere) nor written through (``--resume``:
+    a file outside replaced, a record appended, a lock left)."""
+    import os
+    import shutil
+
+    first = tmp_path / "v1"
+    assert main(_bench(rec, first, "test_bench:grid_sut", "test_bench:drop_sut")) == 0
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(first / "test_bench-grid_sut", elsewhere)
+    os.symlink("../elsewhere", first / "test_bench-grid_sut")
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(_bench(rec, tmp_path / "v2", "test_bench:drop_sut", extra=("--baseline", str(first),
+                                                                            "--trust-code"))) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--baseline" in err and "outside" in err, err
+    assert not (tmp_path / "v2" / "test_bench-grid_sut").exists()
+    assert main(_bench(rec, first, "test_bench:grid_sut", "test_bench:drop_sut", extra=("--resume",))) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "module folder" in err and "outside" in err, err
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()} == before
+    # --force starts over: the link is removed, never what it points at
+    assert main(_bench(rec, first, "test_bench:grid_sut", "test_bench:drop_sut", extra=("--force",))) == 0
+    assert not (first / "test_bench-grid_sut").is_symlink()
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.slow

@@ -24,7 +24,7 @@ def test_sheet_is_a_png_and_errors_are_one_line(tmp_path, capsys):
     out = tmp_path / "sheet.png"
     assert main(["camera", "transforms", "--sheet", str(out), "--images", str(src), "--transforms", "fog,mirror"]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["camera", "transforms", "--sheet", str(out), "--images", str(src), "--frame", "5"]) == 2
+    assert main(["camera", "transforms", "--sheet", str(out), "--images", str(src), "--frame", "5", "--force"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--frame 5" in err[0]
     assert main(["camera", "transforms", "--sheet", str(out)]) == 2

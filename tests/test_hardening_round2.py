@@ -206,7 +206,7 @@ def test_thread_counts_are_checked_against_the_machine(tmp_path, capsys):
                  "--threads", "100000"]) == 2
     _one_line(capsys, "--threads", "CPU core")
     assert main(["camera", "train-translator", "--arch", "unit", "--domain-a", str(tmp_path), "--domain-b",
-                 str(tmp_path), "--out", str(tmp_path / "u"), "--threads", many, "--device", "cpu"]) == 2
+                 str(tmp_path), "--out", str(tmp_path.parent / f"{tmp_path.name}-u"), "--threads", many, "--device", "cpu"]) == 2
     _one_line(capsys, "--threads", "CPU core")
 
 

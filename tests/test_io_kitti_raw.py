@@ -401,7 +401,7 @@ def test_info_says_no_pose_as_roi_does(tmp_path, capsys):
     (tmp_path / "map.geojson").write_text(json.dumps({"type": "FeatureCollection", "frame": "world", "features": [
         {"type": "Feature", "properties": {"kind": "road"},
          "geometry": {"type": "Polygon", "coordinates": [[[0, -5], [50, -5], [50, 5], [0, 5], [0, -5]]]}}]}))
-    rc = main(["roi", str(tmp_path), "--map", str(tmp_path / "map.geojson"), "--out", str(tmp_path / "r.png")])
+    rc = main(["roi", str(tmp_path), "--map", str(tmp_path / "map.geojson"), "--out", str(tmp_path.parent / f"{tmp_path.name}-r.png")])
     err = capsys.readouterr().err
     assert rc == 2 and "frame 0 has no pose (world <- sensor)" in err and "identity" not in err
 

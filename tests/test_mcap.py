@@ -214,7 +214,7 @@ def test_export_cli_writes_frames_and_layout(made, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
     # comma lists and negative indices
     assert main(["export", str(made / "frames"), "--map", str(made / "world.geojson"), "--perception",
-                 "test_fuzz_support:grid_sut", "--frames", "0,-1", "--out", str(out), "--quiet"]) == 0
+                 "test_fuzz_support:grid_sut", "--frames", "0,-1", "--out", str(out), "--quiet", "--force"]) == 0
     assert M.summarize(out)[M.TOPIC_POINTS]["messages"] == 2
 
 

@@ -405,3 +405,101 @@ def test_frame_selection_is_sorted_distinct_indices_or_one_line_error(available,
         return
     assert list(chosen) == sorted(set(chosen)) and all(0 <= i < available for i in chosen)
     assert len(chosen) == (available if count is None else count)
+
+
+# ----------------------------------------------------------------------------------------------- output paths
+
+#: every option through which a command writes (found on every command by walking the tree)
+OUTPUT_OPTIONS = ("--out", "--sheet", "--map-out", "--dataset")
+#: every option or argument that names something a command reads; a path option must be in one of the two sets,
+#: so a new command's output option cannot be added without this test covering it
+INPUT_PARAMS = ("recording", "src_path", "path", "bundle", "--bag", "--map", "--images", "--data", "--model",
+                "--recipe", "--library", "--weights", "--kitti", "--baseline", "--pairs", "--profile",
+                "--profile-bag", "--style-from", "--domain-a", "--domain-b", "--translator", "--validate",
+                "--from-recording", "--sut", "--ship")
+
+
+def _outputs() -> list[tuple[tuple[str, ...], str]]:
+    return [(path, p.opts[0]) for path, params in sorted(TREE.items()) for p in params
+            if p.param_type_name == "option" and p.opts[0] in OUTPUT_OPTIONS]
+
+
+def _vector(path: tuple[str, ...], option: str, value: str, *, inputs: str | None = None) -> list[str]:
+    """The command with its required parameters (a missing path each, or ``inputs``) and ``option value``."""
+    argv = list(path)
+    for p in TREE[path]:
+        name = p.opts[0] if p.param_type_name == "option" else p.name
+        if name == option or getattr(p, "is_flag", False):
+            continue
+        given = inputs if (inputs is not None and name in INPUT_PARAMS) else None
+        if not (p.required or given):
+            continue
+        value_ = given or "no/such/input"
+        count = max(1, p.nargs if isinstance(p.nargs, int) else 1)
+        if p.param_type_name == "argument":
+            argv += [value_] * count
+        else:
+            argv += [p.opts[0], *([value_] * count)]
+    if path == ("simulate",) and option == "--map-out":
+        argv += ["--out", "fresh.bag"]
+    return [*argv, option, value]
+
+
+def test_every_output_option_is_covered():
+    """Each command's output options are found by the walk (a renamed option would drop out silently)."""
+    found = {(" ".join(path), opt) for path, opt in _outputs()}
+    for want in [("export", "--out"), ("perceive", "--out"), ("roi", "--out"), ("transforms", "--sheet"),
+                 ("camera predict", "--out"), ("camera transforms", "--sheet"), ("camera translate", "--out"),
+                 ("fuzz", "--out"), ("bench", "--out"), ("evaluate", "--out"), ("simulate", "--out")]:
+        assert want in found, want
+
+
+@pytest.mark.parametrize("path,option", _outputs(), ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_an_output_that_exists_is_refused_without_force(path, option):
+    """Issue 29 item 8: one rule for every output path. A file that exists where a command would write is
+    refused in one line naming it, before any work, and left as it was (``--out x.mcap``, ``--sheet``,
+    ``perceive --out`` overwrote files silently); a folder output refuses a file."""
+    for suffix in (".png", ".mcap", ".json", ".bag", ".pt", ""):
+        with scratch_cwd() as cwd:
+            target = cwd / f"taken{suffix}"
+            target.write_bytes(b"precious")
+            argv = _vector(path, option, target.name)
+            rc, out, err = run_cli(argv)
+            check_outcome(argv, rc, out, err, {str(p.relative_to(cwd)) for p in cwd.rglob("*")}, cwd)
+            assert target.read_bytes() == b"precious", f"{argv} overwrote {target.name}"
+            assert rc == 2, f"{argv}: {rc} {err[-300:]!r}"
+            if "taken" in err and ("exists" in err or "not a folder" in err or "is a file" in err):
+                return
+    pytest.fail(f"{' '.join(path)} {option}: an existing file was never refused as existing; last error: {err!r}")
+
+
+@pytest.mark.slow  # 15 vectors per command
+@pytest.mark.parametrize("path,option", _outputs(), ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
+def test_an_output_that_is_an_input_is_refused_even_with_force(path, option):
+    """Issue 29 item 8: an output is never one of the command's inputs, nor inside an input folder, --force or
+    not (``camera translate --images D --out D --force`` replaced the sources)."""
+    inputs = [p for p in TREE[path] if (p.opts[0] if p.param_type_name == "option" else p.name) in INPUT_PARAMS]
+    if not inputs:
+        pytest.skip(f"{' '.join(path)} reads no path")
+    has_force = any("--force" in p.opts or "--overwrite" in p.opts for p in TREE[path])
+    for shape in ("file", "folder"):
+        refused_as_input = []
+        for suffix in (".png", ".mcap", ".json", ".bag", ""):
+            name = f"in{suffix}"
+            for target in ([name] if shape == "file" else [name, f"{name}/x{suffix}"]):
+                with scratch_cwd() as cwd:
+                    src = cwd / name
+                    if shape == "folder":
+                        src.mkdir()
+                        kept = src / "data.bin"
+                    else:
+                        kept = src
+                    kept.write_bytes(b"precious")
+                    argv = _vector(path, option, target, inputs=name) + (["--force"] if has_force else [])
+                    before = {str(p.relative_to(cwd)) for p in cwd.rglob("*")}
+                    rc, out, err = run_cli(argv)
+                    check_outcome(argv, rc, out, err, before, cwd)
+                    assert rc == 2, f"{argv}: {rc} {err[-300:]!r}"
+                    assert kept.read_bytes() == b"precious", f"{argv} changed its input"
+                    refused_as_input.append("input" in err)
+        assert any(refused_as_input), f"{' '.join(path)} {option}: an input {shape} was never refused as an input"

@@ -30,9 +30,12 @@ from typing import Any
 
 from lidarmt._atomic import atomic_path, atomic_write_text
 from lidarmt._limits import loads_json
+from lidarmt._paths import check_readable, inside, read_bytes
 from lidarmt.bench.errors import BenchArgumentError, BenchInputError, BenchOutputError
 
 BENCH_FILE = "bench.json"
+#: a bench.json lists a few modules' configurations: kilobytes
+MAX_BENCH_BYTES = 16 << 20
 FORMAT = "lidarmt-bench/1"
 #: the comparison's report files (charts are matched by :data:`CHART_GLOBS`)
 REPORT_FILES = ("summary.json", "run.json", "table.txt", "junit.xml", "report.md")
@@ -128,7 +131,9 @@ class BenchPlan:
         return self.modules[0]
 
     def folder(self, m: Module | str) -> Path:
-        return self.out / (m if isinstance(m, str) else m.name)
+        """A module's folder: inside the bench folder, never through a link that leaves it."""
+        return inside(m if isinstance(m, str) else m.name, self.out, what=f"--out {self.out}: module folder",
+                      error=BenchOutputError)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT, "kind": self.kind, "modules": [m.to_dict() for m in self.modules]}
@@ -140,14 +145,11 @@ class BenchPlan:
 def read_bench(folder: str | os.PathLike[str]) -> dict[str, Any]:
     """The ``bench.json`` of a bench folder (one-line errors for a missing or foreign file)."""
     path = Path(folder) / BENCH_FILE
-    try:
-        d = loads_json(path.read_text(encoding="utf-8"), what=f"{path}: unreadable (run the bench again with --force)",
-                       error=BenchInputError)
-    except FileNotFoundError as err:
+    if not os.path.lexists(path):
         raise BenchInputError(f"{folder}: not a bench folder (no {BENCH_FILE}); give the folder of a "
-                              "`lidarmt bench` run or of a single campaign") from err
-    except (OSError, ValueError) as err:
-        raise BenchInputError(f"{path}: unreadable ({err}); run the bench again with --force") from err
+                              "`lidarmt bench` run or of a single campaign")
+    text = read_bytes(BENCH_FILE, inside=folder, max_bytes=MAX_BENCH_BYTES, what="bench file", error=BenchInputError)
+    d = loads_json(text, what=f"{path}: unreadable (run the bench again with --force)", error=BenchInputError)
     if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("modules"), list) \
             or not d["modules"]:
         raise BenchInputError(f"{path}: not a {FORMAT} file; run the bench again with --force")
@@ -217,13 +219,14 @@ def reuse_baseline(path: str | os.PathLike[str], kind: str, *, trust_code: bool 
         first = read_bench(folder)["modules"][0]
         name = check_module_name(first.get("name", "baseline") if isinstance(first, dict) else None,
                                  folder / BENCH_FILE)
-        src = folder / name
+        src = inside(name, folder, what=f"--baseline {path}: module folder", error=BenchInputError)
         origin = str(first.get("origin") or src)
     else:
         name, src, origin = "", folder, str(folder)
     if not (src / JOURNAL_NAME).is_file():
         raise BenchInputError(f"--baseline {path}: {src} holds no campaign journal ({JOURNAL_NAME}); run "
                               "that bench or campaign first")
+    check_readable(JOURNAL_NAME, inside=src, max_bytes=None, what=f"--baseline {path}:", error=BenchInputError)
     header = read_header(src / JOURNAL_NAME)
     try:
         config = config_from_dict(header["config"])
@@ -309,13 +312,16 @@ def prepare(plan: BenchPlan, *, resume: bool, force: bool, reused_from: Path | N
                                    "--force to start over")
         _clear(plan, out)
     out.mkdir(parents=True, exist_ok=True)
+    for m in plan.modules:  # before anything is written: no module folder may lead outside --out
+        plan.folder(m)
     base = plan.baseline
     if base.origin is not None and reused_from is not None:
         dst = plan.folder(base)
         dst.mkdir(parents=True, exist_ok=True)
         for name in REUSED_FILES:
             src = reused_from / name
-            if src.is_file() and not (resume and (dst / name).is_file()):
+            if src.is_file() and check_readable(name, inside=reused_from, max_bytes=None, error=BenchInputError,
+                                                what=f"--baseline {reused_from}:") and not (resume and (dst / name).is_file()):
                 _copy_atomic(src, dst / name)
     atomic_write_text(out / BENCH_FILE, json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n")
     return resume
@@ -329,7 +335,9 @@ def _clear(plan: BenchPlan, out: Path) -> None:
             names |= {str(m.get("name")) for m in read_bench(out)["modules"]}
     for name in names:
         p = out / name
-        if name and p.parent == out and p.is_dir():
+        if name and p.parent == out and p.is_symlink():
+            p.unlink()  # the link, never what it points at
+        elif name and p.parent == out and p.is_dir():
             shutil.rmtree(p)
     for name in (*REPORT_FILES, BENCH_FILE):
         (out / name).unlink(missing_ok=True)

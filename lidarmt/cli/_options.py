@@ -11,6 +11,7 @@ import typer
 
 ForceBenchOption = Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")]
 ForceCampaignOption = Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")]
+ForceOutputOption = Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists (never an input).")]
 QuietBarOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 ResumeOption = Annotated[bool, typer.Option("--resume", help="Continue the campaign in --out from its journal.")]

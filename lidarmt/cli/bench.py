@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._options import (
     AddressOption,
     BackendOption,
@@ -131,6 +132,7 @@ def bench(
     min_kept: Annotated[int, typer.Option("--min-kept", help="--transforms: k points kept (as lidarmt fuzz).")] = 10,
     tolerance: Annotated[float, typer.Option("--tolerance", help="--transforms: match tolerance τ (as lidarmt fuzz).")] = 0.5,
 ) -> None:
+    check_writable(out, inputs=(bag, map, baseline, library), folder=True, may_exist=True)
     from lidarmt.bench.errors import BenchArgumentError
     from lidarmt.bench.folder import (
         BenchPlan,
@@ -245,7 +247,7 @@ def _check_suts(plan) -> None:
     from lidarmt.lidar.specs import build_sut
 
     for m in plan.modules:
-        if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
+        if m.origin is None and not (plan.out / m.name / JOURNAL_NAME).is_file():  # a link: prepare refuses it
             build_sut(m.config.sut)
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from lidarmt.cli._common import console, err_console, show
+from lidarmt.cli._options import ForceOutputOption
 
 
 def register(app: typer.Typer) -> None:
@@ -100,6 +101,7 @@ def evaluate(
                                        "horizontal field of view counted, degrees ahead.")] = 82.0,
     sut: Annotated[str | None, typer.Option("--sut", help="Apollo preset to evaluate: apollo, apollo-512 or apollo-3.0 "
                                             "(default: apollo, or apollo-512 with --grid 512).")] = None,
+    force: ForceOutputOption = False,
 ) -> None:
     """Per-class precision/recall of the full Apollo pipeline (ROI, CNN, Cluster2D, MinBox).
 
@@ -125,11 +127,14 @@ def evaluate(
     from rich.table import Table
 
     from lidarmt._atomic import atomic_write_text
+    from lidarmt._paths import check_writable
     from lidarmt.errors import ArgumentError
     from lidarmt.lidar.perception.apollo.evaluate import IOU_THRESHOLD, MATCHING_RULE, SimRoi, evaluate_frames
     from lidarmt.lidar.perception.registry import get_perception
     from lidarmt.types import CLASS_ORDER
 
+    if out is not None:
+        check_writable(out, inputs=(data, kitti, weights), force=force)
     if data is None and kitti is None:
         raise ArgumentError("nothing to evaluate: pass --data DIR (labelled frames) and/or --kitti DIR")
     if mode not in ("exact", "fast"):

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from lidarmt.cli._options import QuietBarOption
+from lidarmt.cli._options import ForceOutputOption, QuietBarOption
 
 
 def register(app: typer.Typer) -> None:
@@ -97,6 +97,7 @@ def export(
     mode: Annotated[str, typer.Option(help="CNN execution of Apollo's presets: exact or fast.")] = "exact",
     device: Annotated[str, typer.Option(help="Where Apollo's CNN runs: auto, cpu, cuda or cuda:N.")] = "cpu",
     quiet: QuietBarOption = False,
+    force: ForceOutputOption = False,
 ) -> None:
     """Write frames of a recording with the obstacles a perception module finds in them as MCAP (Foxglove's
     schemas): per frame the cloud (/lidarmt/points), the obstacles as boxes coloured by class
@@ -108,6 +109,7 @@ def export(
 
     `lidarmt export sequences/08 --roi labels --frames 0,10,20 --perception apollo-3.0 --out seq08.mcap`
     """
+    from lidarmt._paths import check_outputs
     from lidarmt.cli._common import console, track
     from lidarmt.engine.mcap import RecordingMcapWriter, write_layout
     from lidarmt.errors import ArgumentError
@@ -122,6 +124,7 @@ def export(
     if not (roi_range > 0 and roi_range < 1e4):
         raise ArgumentError(f"--roi-range {roi_range}: give a positive number of metres")
     layout = out.with_name(out.stem + ".layout.json")
+    check_outputs((out, layout), inputs=(recording, map_path), force=force)  # never the recording's own file
     with open_recording(recording, topic=topic) as rec:
         chosen = parse_frames(frames, len(rec))
         sut = (get_perception(perception, mode=mode, device=device) if perception in BUILTINS

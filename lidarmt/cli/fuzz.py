@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._options import (
     AddressOption,
     BackendOption,
@@ -144,6 +145,7 @@ def fuzz(
     insert_overlap: Annotated[float, typer.Option("--insert-overlap", help="--transforms insert: the share of the inserted box a follow-up obstacle must cover (reports only).")] = 0.1,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="--transforms: require only obstacles that overlap a labelled object (KITTI boxes, tracklets); with --min-size, count real objects, not junk (reports only).")] = False,
 ) -> None:
+    check_writable(out, inputs=(bag, map, library), folder=True, may_exist=True)  # the run folder's own rule after
     from lidarmt.cli._common import err_console
     from lidarmt.engine.campaign import RunLock, clamp_workers
     from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError

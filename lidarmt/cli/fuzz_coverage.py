@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._options import TrialsOption
 
 
@@ -70,6 +71,7 @@ def fuzz_coverage(
 
     `lidarmt fuzz-coverage --bag bags/demo.bag --map hdmaps/demo --frames 10 --widen 1 --out runs/cov-w1`
     """
+    check_writable(out, inputs=(bag, map, profile_bag), folder=True, may_exist=True)
     import sys
 
     import numpy as np

@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from lidarmt.cli._common import err_console
+from lidarmt.cli._options import ForceOutputOption
 
 
 def register(app: typer.Typer) -> None:
@@ -161,6 +162,7 @@ def perceive(
     points: Annotated[
         bool, typer.Option("--points", help="With --json: include each obstacle's point indices.")
     ] = False,
+    force: ForceOutputOption = False,
     warm: Annotated[
         bool,
         typer.Option(
@@ -180,10 +182,13 @@ def perceive(
     """
     import json
 
+    from lidarmt._paths import check_writable
     from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
     from lidarmt.lidar.perception.registry import get_perception
 
+    if out is not None:
+        check_writable(out, inputs=(recording, map_path, weights), force=force)
     with open_recording(recording, topic=topic) as rec:
         n = len(rec)
         if frame_index >= n:

@@ -72,6 +72,10 @@ def robustness(
     force: ForceCampaignOption = False,
     quiet: QuietOption = False,
 ) -> None:
+    from lidarmt._paths import check_writable
+
+    # the run folder's own rule (--resume / --force) after this: never an input, never a file
+    check_writable(out, inputs=(data, roi), folder=True, may_exist=True)
     from lidarmt.cli._common import CampaignProgress, err_console, parse_key_values, wide_console
     from lidarmt.engine.campaign import RunLock, clamp_workers, describe_timeout, environment, run_campaign
     from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError

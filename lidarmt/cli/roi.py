@@ -50,14 +50,14 @@ def roi(
     """
     import warnings
 
-    from lidarmt.errors import ArgumentError, OutputError
+    from lidarmt._paths import check_writable
+    from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
     from lidarmt.lidar.roi import HDMapRoi, load_map
     from lidarmt.lidar.roi.errors import MapProjectionWarning
     from lidarmt.lidar.roi.plot import draw_roi_png
 
-    if out.exists() and not force:
-        raise OutputError(f"{out}: already exists; pass --force to overwrite it")
+    check_writable(out, inputs=(recording, map_path), force=force)
     if out.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
         raise ArgumentError(f"--out {out}: use a .png (or .pdf/.svg/.jpg) file name")
     with open_recording(recording, topic=topic) as rec:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._common import console, progress
 
 
@@ -57,6 +58,11 @@ def simulate(
         raise SimArgumentError(
             "--map-out goes with --out; a dataset spans several towns and writes their maps under FOLDER/maps/"
         )
+    if out is not None:  # before minutes of simulation: the recording's own rule (--overwrite) after
+        check_writable(out, inputs=(map_out,), force=overwrite)
+    for folder, flag in ((map_out, "--map-out"), (dataset, "--dataset")):
+        if folder is not None:
+            check_writable(folder, inputs=(out,), folder=True, may_exist=True, what=flag)
     with progress() as bar:
         task = bar.add_task("simulating", total=frames, rate="")
 

@@ -58,6 +58,9 @@ def train(
     """
     import shutil
 
+    from lidarmt._paths import check_writable
+
+    check_writable(out, inputs=[d.partition("@")[0] for d in data], folder=True, may_exist=True)
     from lidarmt.errors import ArgumentError
     from lidarmt.lidar.perception.apollo.config import DEFAULT_WEIGHTS
     from lidarmt.lidar.perception.apollo.train import LossWeights, TrainConfig

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import ForceOutputOption
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="transforms", help=TRANSFORMS_HELP)(transforms)
@@ -47,12 +49,16 @@ def transforms(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the transformations.", min=0)] = 0,
     extent: Annotated[float, typer.Option("--extent", help="Half-size of each bird's-eye panel, metres.", min=5.0, max=200.0)] = 40.0,
     columns: Annotated[int, typer.Option("--columns", help="Panels per row of the sheet.", min=1, max=12)] = 4,
+    force: ForceOutputOption = False,
 ) -> None:
+    from lidarmt._paths import check_writable
     from lidarmt.cli._common import console, wide_console
     from lidarmt.lidar.errors import LidarTransformError
     from lidarmt.lidar.transforms.base import LEVELS
     from lidarmt.lidar.transforms.registry import select
 
+    if sheet is not None:
+        check_writable(sheet, inputs=(bag, library), force=force, what="--sheet")
     chosen = select(select_spec)
     if sheet is None:
         from rich.table import Table

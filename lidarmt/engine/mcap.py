@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._paths import open_readable
 from lidarmt.errors import require
 from lidarmt.types import Frame, Obstacle, ObstacleClass
 
@@ -67,6 +68,8 @@ TOPIC_OBSTACLES = "/lidarmt/obstacles"
 WORLD_FRAME = "world"
 BUNDLE_MCAP = "bundle.mcap"
 LAYOUT_NAME = "foxglove-layout.json"
+#: the largest MCAP file read back (a bundle's holds a few frames; a recording's export, a few thousand)
+MAX_MCAP_BYTES = 16 << 30
 #: The layouts shipped in the package (lidarmt/engine/foxglove/).
 LAYOUTS = {"lidar-bundle": "lidar-bundle.json", "camera-bundle": "camera-bundle.json",
            "recording": "recording.json"}
@@ -610,7 +613,7 @@ def summarize(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """Topic -> {"schema", "encoding", "messages"} of an MCAP file, from its summary section."""
     from mcap.reader import make_reader
 
-    with open(path, "rb") as fh:
+    with open_readable(path, max_bytes=MAX_MCAP_BYTES, what="MCAP file") as fh:  # a FIFO or /dev/zero: refused
         summary = make_reader(fh).get_summary()
     if summary is None:
         raise ValueError(f"{path}: no summary section")
@@ -651,7 +654,7 @@ def read_messages(path: str | os.PathLike[str], topics: Iterable[str] | None = N
     from mcap.reader import make_reader
     from mcap_protobuf.decoder import DecoderFactory
 
-    with open(path, "rb") as fh:
+    with open_readable(path, max_bytes=MAX_MCAP_BYTES, what="MCAP file") as fh:
         reader = make_reader(fh, decoder_factories=[DecoderFactory()])
         return [(ch.topic, msg) for _, ch, _, msg in reader.iter_decoded_messages(
             topics=list(topics) if topics is not None else None)]

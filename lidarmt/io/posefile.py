@@ -15,8 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt._atomic import atomic_write_text
+from lidarmt._paths import read_text
 from lidarmt.io.errors import FormatError, RecordingError, WriterError
 from lidarmt.types import make_pose, matrix_to_quat
+
+#: a pose.txt of a long drive has a line per frame: a few MB
+MAX_POSE_BYTES = 256 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +51,7 @@ def parse_pose_line(line: str, *, where: str) -> PoseRecord:
 def read_pose_file(path: str | os.PathLike[str]) -> PoseRecord:
     """Read one ``<idx>.pose`` file (its first non-empty line)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError as err:
-        raise RecordingError(f"{path}: no such pose file") from err
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable pose file ({err})") from err
+    text = read_text(path, max_bytes=MAX_POSE_BYTES, what="pose file", error=RecordingError)
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise FormatError(f"{path}: empty pose file")
@@ -62,10 +61,7 @@ def read_pose_file(path: str | os.PathLike[str]) -> PoseRecord:
 def read_pose_txt(path: str | os.PathLike[str]) -> dict[int, PoseRecord]:
     """Read a ``pose.txt`` with many lines; returns the records by index."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable pose file ({err})") from err
+    text = read_text(path, max_bytes=MAX_POSE_BYTES, what="pose file", error=RecordingError)
     out: dict[int, PoseRecord] = {}
     for k, ln in enumerate(text.splitlines(), 1):
         if ln.strip() and not ln.lstrip().startswith("#"):

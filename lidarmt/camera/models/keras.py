@@ -59,6 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lidarmt._paths import read_text
 from lidarmt.camera.errors import ModelError
 from lidarmt.camera.models.base import InputSpec
 
@@ -308,14 +309,8 @@ def read_recipe_file(path: str | Path) -> dict[str, Any]:
     """The options a recipe file holds, checked (a JSON object of :data:`RECIPE_FILE_KEYS` with plain values);
     every problem is one line naming the file. The ``note`` is dropped."""
     p = Path(path)
-    try:
-        if p.stat().st_size > _RECIPE_FILE_LIMIT:
-            raise ModelError(f"{p}: a recipe file is a small JSON object; this one has {p.stat().st_size} bytes")
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError as err:
-        raise ModelError(f"{p}: no such recipe file") from err
-    except (OSError, UnicodeDecodeError) as err:
-        raise ModelError(f"{p}: unreadable recipe file ({err})") from err
+    text = read_text(p, max_bytes=_RECIPE_FILE_LIMIT, what="recipe file (a small JSON object)",
+                     error=ModelError)  # never a FIFO or /dev/zero
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as err:

@@ -28,11 +28,13 @@ or non-finite angle are errors naming the CSV line.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from pathlib import Path
 from typing import Any
 
+from lidarmt._paths import inside, read_bytes
 from lidarmt.camera.errors import ImageSourceError
 from lidarmt.camera.sources._source import BaseImageSource
 from lidarmt.camera.sources.decode import IMAGE_SUFFIXES, decode_file
@@ -41,6 +43,8 @@ from lidarmt.camera.types import MAX_ANGLE_RAD, CameraFrame
 
 ANGLE_COLUMNS = ("steering_angle", "angle")
 CSV_NAMES = ("steering.csv", "interpolated.csv")
+#: the largest steering CSV read (a long Udacity drive's interpolated.csv has a few MB)
+MAX_CSV_BYTES = 256 << 20
 IMAGE_DIR = "center"
 
 
@@ -105,15 +109,14 @@ class UdacitySource(BaseImageSource):
     # ------------------------------------------------------------------ CSV
 
     def _rows(self) -> tuple[list[str], list[tuple[int, list[str]]]]:
+        data = read_bytes(self.csv, max_bytes=MAX_CSV_BYTES, what="steering CSV",
+                          error=ImageSourceError)  # a regular file of bounded size: never a FIFO or /dev/zero
         try:
-            with open(self.csv, newline="", encoding="utf-8-sig") as fh:
-                reader = csv.reader(fh)
-                rows = [(reader.line_num, r) for r in reader]
-        except FileNotFoundError as err:
-            raise ImageSourceError(f"{self.csv}: no such CSV file") from err
+            reader = csv.reader(io.StringIO(data.decode("utf-8-sig"), newline=""))
+            rows = [(reader.line_num, r) for r in reader]
         except UnicodeDecodeError as err:
             raise ImageSourceError(f"{self.csv}: not a text CSV file ({err.reason} at byte {err.start})") from err
-        except (OSError, csv.Error) as err:
+        except csv.Error as err:
             raise ImageSourceError(f"{self.csv}: unreadable CSV ({err})") from err
         rows = [(n, r) for n, r in rows if any(c.strip() for c in r)]
         if not rows:
@@ -179,6 +182,7 @@ class UdacitySource(BaseImageSource):
                                        f"most {MAX_ANGLE_RAD:g}); fix or drop the row")
             if file_col is not None:
                 rel = cell(line, row, file_col, "filename").replace("\\", "/")
+                inside(rel, self.root, what=f"{where}: line {line}: filename", error=ImageSourceError)
                 fid = Path(rel).stem
                 if Path(rel).name not in names_in((self.root / rel).parent):
                     missing.append((line, fid, rel))

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._options import AddressOption, BackendOption, ForceBenchOption, QuietOption
 
 
@@ -66,6 +67,7 @@ def bench(
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
     quiet: QuietOption = False,
 ) -> None:
+    check_writable(out, inputs=(images, baseline), folder=True, may_exist=True)
     from lidarmt.bench.errors import BenchArgumentError
     from lidarmt.bench.folder import (
         BenchPlan,
@@ -141,7 +143,7 @@ def _check_models(plan) -> None:
     from lidarmt.engine.journal import JOURNAL_NAME
 
     for m in plan.modules:
-        if m.origin is None and not (plan.folder(m) / JOURNAL_NAME).is_file():
+        if m.origin is None and not (plan.out / m.name / JOURNAL_NAME).is_file():  # a link: prepare refuses it
             build_model(m.config.models[0], trust_code=True)
 
 

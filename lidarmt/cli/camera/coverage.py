@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._common import console
 
 
@@ -64,6 +65,7 @@ def coverage(
     `lidarmt camera coverage --model dave2 --images ../shared/data/udacity --transforms simple,fog,rain --frames 50
     --out runs/cov-dave2`
     """
+    check_writable(out, inputs=(images, model), folder=True, may_exist=True)
     import sys
     from contextlib import ExitStack
 

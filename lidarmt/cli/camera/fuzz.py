@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._options import AddressOption, BackendOption, ForceCampaignOption, QuietOption, ResumeOption
 
 
@@ -99,6 +100,7 @@ def fuzz(
     fail_on_violation: Annotated[bool, typer.Option("--fail-on-violation", help="Exit 1 when a pair violates a relation or a model crashed/timed out (for CI).")] = False,
     quiet: QuietOption = False,
 ) -> None:
+    check_writable(out, inputs=(images, *(pairs or ()), recipe), folder=True, may_exist=True)
     from lidarmt.camera.campaign import CameraCampaignConfig, transform_refs
     from lidarmt.camera.errors import CameraArgumentError
     from lidarmt.camera.relations import Criteria

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from lidarmt.cli._common import console
+from lidarmt.cli._options import ForceOutputOption
 
 SHEET_FRAMES = 12
 SHEET_COLUMNS = 4
@@ -364,6 +365,7 @@ def predict(
         bool, typer.Option("--json", help="Print every frame's angles and the metrics as JSON.")
     ] = False,
     device: Annotated[str, typer.Option(help="Where the model runs: auto (cuda when available), cpu, cuda or cuda:N.")] = "cpu",
+    force: ForceOutputOption = False,
 ) -> None:
     """Predict the steering angle of each frame; with labels, the error (MSE in rad², RMSE in degrees).
 
@@ -383,11 +385,13 @@ def predict(
     import json
     import sys
 
+    from lidarmt._paths import check_writable
     from lidarmt.camera.models.registry import get_model
     from lidarmt.camera.sources import open_images
 
     if out is not None:
         check_picture_path(out)
+        check_writable(out, inputs=(src_path, model_spec, recipe), force=force)
     from lidarmt.camera.errors import CameraArgumentError
     from lidarmt.camera.models.registry import training_mean
     from lidarmt.lidar.perception.apollo.network import resolve_device

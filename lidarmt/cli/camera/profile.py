@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._common import console
 
 
@@ -59,8 +60,7 @@ def profile(
     target = out if out is not None else profile_path_for(model)
     if target is None:
         raise CameraArgumentError(f"--model {model}: no default profile location for a plug-in model; give --out")
-    if target.exists() and not force:
-        raise CameraOutputError(f"{target}: exists; pass --force to overwrite it or choose another --out")
+    check_writable(target, inputs=(images, model), force=force, error=CameraOutputError)
     m = get_model(model)
     with open_images(images, topic=topic) as src:
         idx = training_indices(len(src)) if split == "train" else np.arange(len(src))

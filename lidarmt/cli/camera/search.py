@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._options import QuietBarOption
 
 
@@ -87,6 +88,7 @@ def search(
     force: Annotated[bool, typer.Option("--force", help="Discard an existing search in --out and start over.")] = False,
     quiet: QuietBarOption = False,
 ) -> None:
+    check_writable(out, inputs=(images, model), folder=True, may_exist=True)
     from lidarmt.camera.campaign import model_ref
     from lidarmt.camera.models.registry import resolve_options
     from lidarmt.camera.sources.factory import open_images

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._common import console, err_console
 
 
@@ -57,6 +58,7 @@ def train(
 
     Example: lidarmt camera train --arch dave2 --data ../shared/data/udacity --out runs/dave2 --ship
     """
+    check_writable(out, inputs=(data,), folder=True, may_exist=True)
     import shutil
 
     from lidarmt._atomic import atomic_path

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from lidarmt.cli._options import ForceOutputOption
+
 
 def register(app: typer.Typer) -> None:
     app.command(name="transforms", help=TRANSFORMS_HELP)(transforms)
@@ -37,11 +39,15 @@ def transforms(
     images: Annotated[str | None, typer.Option("--images", help="Image source for --sheet (any lidarmt camera source).")] = None,
     frame: Annotated[int, typer.Option("--frame", help="Frame of the source to draw on.")] = 0,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random styles.")] = 0,
+    force: ForceOutputOption = False,
 ) -> None:
+    from lidarmt._paths import check_writable
     from lidarmt.camera.errors import CameraArgumentError
     from lidarmt.camera.transforms.registry import select
     from lidarmt.cli._common import console, wide_console
 
+    if sheet is not None:
+        check_writable(sheet, inputs=(images,), force=force, what="--sheet")
     chosen = select(select_spec)
     if sheet is None:
         from rich.table import Table

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lidarmt._paths import check_writable
 from lidarmt.cli._common import console, err_console
 
 #: Numbers of a shipped translator's metrics file that the list shows when present (the card has them all).
@@ -95,6 +96,7 @@ def train_translator(
     Example: lidarmt camera train-translator --arch munit --domain-a clear/ --domain-b snow/ --size 128
     --dim 16 --n-res 2 --precision bf16 --iterations 40000 --out runs/munit-snow
     """
+    check_writable(out, inputs=(domain_a, domain_b), folder=True, may_exist=True)
     import dataclasses
 
     from lidarmt.camera.errors import CameraArgumentError
@@ -385,6 +387,7 @@ def translate(
     Example: lidarmt camera translate --translator munit-snow --images ../shared/data/udacity --limit 20
     --out /tmp/snow
     """
+    check_writable(out, inputs=(images, style_from, translator), folder=True, may_exist=True)  # even with --force
     import json
     import time
 
@@ -406,8 +409,6 @@ def translate(
         raise CameraArgumentError(f"--limit {limit}: expected a positive number of frames")
     if batch_size < 1:
         raise CameraArgumentError(f"--batch-size {batch_size}: expected a positive integer")
-    if out.exists() and not out.is_dir():
-        raise CameraOutputError(f"--out {out}: exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise CameraOutputError(f"--out {out}: is not empty; pick a new folder or pass --force to write into it")
     dev = resolve_device(device, flag="--device", error=CameraArgumentError)

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._limits import loads_json
+from lidarmt._paths import read_text
 from lidarmt.engine.errors import FuzzInputError
 from lidarmt.engine.replay import (  # noqa: F401  (kept importable from here)
     CHECK_FILES,
@@ -75,12 +76,7 @@ def load_bundle(path: str | Path) -> dict[str, Any]:
     j = p / "bundle.json" if p.is_dir() else p
     if not j.is_file():
         raise FuzzInputError(f"{path}: not a bug bundle (no bundle.json); give a runs/NAME/violations/<id> folder")
-    if j.stat().st_size > MAX_BUNDLE_JSON_BYTES:
-        raise FuzzInputError(f"{j}: {j.stat().st_size} bytes, too big for a bundle.json; is it one?")
-    try:
-        text = j.read_text(encoding="utf-8")
-    except (ValueError, UnicodeDecodeError) as err:
-        raise FuzzInputError(f"{j}: corrupt bundle.json ({err})") from err
+    text = read_text(j, max_bytes=MAX_BUNDLE_JSON_BYTES, what="bundle.json", error=FuzzInputError)
     info = loads_json(text, what=f"{j}: corrupt bundle.json", error=FuzzInputError)  # any depth: one line
     if not isinstance(info, dict):
         raise FuzzInputError(f"{j}: corrupt bundle.json (not a JSON object)")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_write_bytes, atomic_write_text
+from lidarmt._paths import open_readable, read_bytes
 from lidarmt.errors import OutputError
 from lidarmt.lidar.roi.errors import MapError, MapFormatError
 from lidarmt.lidar.roi.model import (
@@ -46,6 +47,8 @@ from lidarmt.lidar.roi.model import (
 FOLDER_PREFERENCE = ("base_map.bin", "base_map.txt", "sim_map.txt", "base_map.xml")
 FORMATS = ("bin", "txt", "xml", "geojson")
 _SUFFIX_FORMAT = {".bin": "bin", ".txt": "txt", ".xml": "xml", ".geojson": "geojson", ".json": "geojson"}
+#: the largest map read (a city's Apollo base_map.bin is a few hundred MB)
+MAX_MAP_BYTES = 4 << 30
 
 
 # ----------------------------------------------------------------------------------------------- entry points
@@ -77,11 +80,8 @@ def sniff_format(path: str | os.PathLike[str]) -> str:
     fmt = _SUFFIX_FORMAT.get(p.suffix.lower())
     if fmt is not None:
         return fmt
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-    except OSError as err:
-        raise MapError(f"{p}: cannot read the map: {err.strerror or err}") from err
+    with open_readable(p, max_bytes=MAX_MAP_BYTES, what="map", error=MapError) as fh:  # never a FIFO
+        head = fh.read(4096)
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"{"):
         return "geojson"
@@ -136,7 +136,7 @@ def _load_proto(p: Path, *, binary: bool) -> HDMap:
     from lidarmt.proto import hdmap as pb
 
     if binary:
-        data = p.read_bytes()
+        data = read_bytes(p, max_bytes=MAX_MAP_BYTES, what="map", error=MapError)
         try:
             msg = pb.parse_map(data)
         except pb_message.DecodeError as err:
@@ -148,7 +148,7 @@ def _load_proto(p: Path, *, binary: bool) -> HDMap:
             warnings.warn(f"{p}: {unknown} map field(s) unknown to lidarmt were skipped", stacklevel=3)
     else:
         try:
-            text = p.read_text(encoding="utf-8")
+            text = read_bytes(p, max_bytes=MAX_MAP_BYTES, what="map", error=MapError).decode("utf-8")
         except UnicodeDecodeError as err:
             raise MapFormatError(
                 f"{p}: not a text map (not UTF-8 at byte {err.start}); binary maps must be named *.bin"
@@ -503,7 +503,7 @@ def load_geojson(path: str | os.PathLike[str]) -> HDMap:
     """
     p = Path(path)
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = json.loads(read_bytes(p, max_bytes=MAX_MAP_BYTES, what="map", error=MapError).decode("utf-8"))
     except UnicodeDecodeError as err:
         raise MapFormatError(f"{p}: not a GeoJSON map (not UTF-8 text)") from err
     except RecursionError as err:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lidarmt._paths import open_readable
 from lidarmt.lidar.roi.errors import MapFormatError
 from lidarmt.lidar.roi.model import (
     BoundaryEdge,
@@ -30,6 +31,8 @@ from lidarmt.lidar.roi.model import (
 )
 from lidarmt.utm import parse_proj_zone, utm_proj, wgs84_to_utm, zone_of
 
+#: the largest XML map read
+MAX_XML_BYTES = 4 << 30
 _BOUNDARY_TYPES = {
     "leftboundary": EdgeType.LEFT_BOUNDARY,
     "rightboundary": EdgeType.RIGHT_BOUNDARY,
@@ -73,7 +76,8 @@ def load_xml(path: str | os.PathLike[str]) -> HDMap:
     """Read an Apollo OpenDRIVE-style XML map."""
     p = Path(path)
     try:
-        root = ET.parse(p).getroot()
+        with open_readable(p, max_bytes=MAX_XML_BYTES, what="map", error=MapFormatError) as fh:  # never a FIFO
+            root = ET.parse(fh).getroot()
     except ET.ParseError as err:
         raise MapFormatError(f"{p}: not well-formed XML: {err}") from err
     if _local(root.tag) != "OpenDRIVE":
