@@ -209,9 +209,9 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
     tmp = staging_folder(out_dir)  # the user's usual folder mode, not mkdtemp's 0700
     try:
         np.savez_compressed(tmp / "window.npz", seed=got["window"], transformed=got["transformed"])
-        write_shown(tmp, info, got["window"][-1], got["transformed"][-1], out_dir)
         (tmp / "bundle.json").write_text(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
-                                         encoding="utf-8")
+                                         encoding="utf-8")  # before the shown files: the page lists every file
+        write_shown(tmp, info, got["window"][-1], got["transformed"][-1], out_dir)
         from lidarmt.engine.html import BUNDLE_PAGE
         from lidarmt.engine.mcap import BUNDLE_MCAP, LAYOUT_NAME
 

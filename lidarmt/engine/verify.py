@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -79,6 +80,11 @@ def verify_shown(folder: Path, check: Callable[..., bool], regenerate: Callable[
         problems += layout_problems(folder / _LAYOUT, layout_kind)
     with tempfile.TemporaryDirectory(prefix="lidarmt-verify-") as tmp:
         scratch = Path(tmp) / "bundle"
+        scratch.mkdir()
+        for name in sorted(data - set(_SKIP)):  # the data beside them, as when the bundle was written (its page
+            src = folder / name                  # lists the bundle's files)
+            if src.is_file() and not src.is_symlink():
+                shutil.copyfile(src, scratch / name)
         try:
             regenerate(scratch)
         except Exception as err:  # the bundle's data cannot make its files: a finding about the bundle

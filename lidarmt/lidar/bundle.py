@@ -197,8 +197,8 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
         _json(tmp / "obstacles_followup.json", j.follow.to_list())
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
+        _json(tmp / "bundle.json", info)  # before the shown files: the bundle's page lists every file
         write_shown(tmp, info, j, change, minimal)
-        _json(tmp / "bundle.json", info)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))
         if out_dir.exists():
             shutil.rmtree(out_dir)

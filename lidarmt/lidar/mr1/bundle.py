@@ -178,8 +178,8 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
         _json(tmp / "obstacles_followup.json", follow.to_list())
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
+        _json(tmp / "bundle.json", info)  # before the shown files: the bundle's page lists every file
         write_shown(tmp, info, frame, follow_frame, extra, minimal, source, follow, verdict, roi_indices, roi=roi)
-        _json(tmp / "bundle.json", info)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
         if out_dir.exists():
             shutil.rmtree(out_dir)
