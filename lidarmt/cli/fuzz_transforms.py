@@ -31,8 +31,8 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
                    roi: Any, sut: Any, frames: int | None, seed: int, trials: int, timeout: float | None,
                    library: str | None, thresholds: Any, workers: int, backend: str, address: str | None,
                    out: Path | None, resume: bool, force: bool, bundles: int | None, ddmin_budget: int,
-                   quiet: bool, fail_on_violation: bool) -> None:
-    """Run (or resume) a LiDAR-transformation campaign, bundle its nearest violations, write its reports."""
+                   quiet: bool, fail_on_violation: bool, min_severity: str | None = None) -> None:
+    """Run (or resume) a LiDAR-transformation campaign, bundle its most severe violations, write its reports."""
     import typer
 
     from lidarmt.cli._common import CampaignProgress, err_console, progress, wide_console
@@ -88,7 +88,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         finally:
             bar.stop()
         viol = violating_keys(out, config)
-        chosen_b = select_bundles(viol, bundles)
+        chosen_b = select_bundles(viol, bundles, min_severity=min_severity)
         infos: list[dict] = []
         if chosen_b:
             bbar = None if quiet else progress()

@@ -117,8 +117,10 @@ class ObjectLibrary:
                        ) -> ObjectLibrary:
         """Objects of the labelled frames of a recording (``frames``: indices; default every ``every``-th)."""
         from lidarmt.io import open_recording
+        from lidarmt.lidar.specs import with_simulator_labels
 
-        with open_recording(path) as rec:
+        with open_recording(path) as raw:
+            rec = with_simulator_labels(raw, path)  # a simulated bag: the truth written beside it
             idx = list(frames) if frames is not None else list(range(0, len(rec), max(1, every)))
             lib = cls.from_frames((rec[i] for i in idx), description=path, **kwargs)
         if not lib.objects:
