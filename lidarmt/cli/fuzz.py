@@ -359,7 +359,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     for table in rich_tables(summary):
         out_console.print(table)
     def say(text: str) -> None:  # result lines: never wrapped (paths, obstacle details)
-        out_console.print(text, soft_wrap=True, highlight=False)
+        out_console.print(text, soft_wrap=True, highlight=False, markup=False)
 
     if run_info["throughput"]:
         say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "

@@ -118,7 +118,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         console.print(table)
 
     def say(text: str) -> None:
-        console.print(text, soft_wrap=True, highlight=False)
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
 
     if run_info["throughput"]:
         say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} pairs/s, {used} "
@@ -131,8 +131,14 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         mini = (f"; {dd.get('size')} of {b.get('edits')} point edits suffice"
                 f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
         say(f"  bundle {out / 'violations' / b['id']}: {b.get('findings')}{mini}")
-    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
+    sev, ev = summary.get("by_severity") or {}, summary.get("by_evidence") or {}
     tot = summary["total"]
+    say("findings: " + ", ".join(f"{v} {k}" for k, v in sev.items()) + "; evidence: "
+        + ", ".join(f"{v} {k}" for k, v in ev.items() if v) + f"; violating pairs {tot['violations']} in all, "
+        f"{tot.get('real_violations', 0)} excluding junk/low-evidence; labelled objects still fitted by a follow-up "
+        f"obstacle (not lost) {tot.get('label_kept', 0)}, improved {tot.get('improved', 0)}"
+        + (f"; bundles only for findings ≥ {min_severity}" if min_severity else ""))
+    say(f"reports: {paths['report.md']}  {paths['summary.json']}  {paths['junit.xml']}")
     if fail_on_violation and tot["violations"] + tot["crashes"] + tot["timeouts"]:
         raise typer.Exit(1)
 

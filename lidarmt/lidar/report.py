@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import lidarmt.engine.findings as fnd
 from lidarmt.engine.report import (
     failure_body,
     junit_xml,
@@ -29,7 +30,6 @@ from lidarmt.engine.report import (
     savefig,
     write_report_set,
 )
-import lidarmt.engine.findings as fnd
 from lidarmt.lidar.relations import MISSED_INSERT, SPURIOUS, WHATS, Thresholds, families
 
 DEEPTEST_REF = "Tian et al., DeepTest, ICSE 2018, Table 8"
