@@ -314,8 +314,9 @@ def lost_labelled(rec: Mapping[str, Any]) -> bool:
 
 def select_bundles(violations: list[tuple[Key, dict]], per_n: int | None, *,
                    min_severity: str | None = None) -> list[tuple[Key, dict]]:
-    """The first ``per_n`` violations of each n (all when None), real objects first: pairs that lost a labelled
-    object, then by their most severe finding (:mod:`lidarmt.engine.findings`), then pairs that lost an obstacle
+    """The first ``per_n`` violations of each n (all when None), real objects first, within each n and across them
+    (the order the bundles are made and listed in): pairs that lost a labelled object, then by their most severe
+    finding (:mod:`lidarmt.engine.findings`), then pairs that lost an obstacle
     other than junk or a low-evidence one, then count-relation violations. ``min_severity`` (``--min-severity``)
     keeps only pairs with a finding at least that severe."""
     from lidarmt.engine.findings import at_least, is_real, severity_rank, worst
@@ -323,18 +324,20 @@ def select_bundles(violations: list[tuple[Key, dict]], per_n: int | None, *,
     def lost(rec: dict) -> list[dict]:
         return list(rec["verdict"]["missing"])
 
+    def rank(kv: tuple[Key, dict]) -> tuple:
+        return (not lost_labelled(kv[1]), severity_rank(worst(lost(kv[1])) or "low"),
+                not any(is_real(m) for m in lost(kv[1])), not kv[1]["verdict"]["count_violation"])
+
     pool = [kv for kv in violations if any(at_least(m, min_severity) for m in lost(kv[1]))]
     by_n: dict[int, list] = {}
     for kv in pool:
         by_n.setdefault(kv[0][1], []).append(kv)
     out: list = []
     for n in sorted(by_n):
-        items = sorted(by_n[n], key=lambda kv: (not lost_labelled(kv[1]),
-                                                severity_rank(worst(lost(kv[1])) or "low"),
-                                                not any(is_real(m) for m in lost(kv[1])),
-                                                not kv[1]["verdict"]["count_violation"], kv[0][0], kv[0][2]))
+        items = sorted(by_n[n], key=lambda kv: (*rank(kv), kv[0][0], kv[0][2]))
         out.extend(items if per_n is None else items[:per_n])
-    return out
+    # across n too: the first bundle a user sees is the most real, most severe one
+    return sorted(out, key=lambda kv: (*rank(kv), kv[0][1], kv[0][0], kv[0][2]))
 
 
 def bundle_id(key: Key) -> str:
