@@ -43,7 +43,12 @@ tracklets has no labels: give it a GeoJSON.
 
 Where the source frames carry object labels (KITTI boxes, tracklets, SemanticKITTI instances, labelled .npz
 frames), each lost obstacle is matched to them: the reports split the lost obstacles into LABELLED objects (a
-real car, pedestrian or cyclist lost) and unlabelled junk, per class and by size and distance.
+real car, pedestrian or cyclist lost) and unlabelled junk, per class and by size and distance; a simulated bag's
+own truth (<name>.labels.npz beside it) counts as labels. Without labels an obstacle with too few points, no
+height or a tiny footprint is "low evidence". Every finding gets a severity for a planner (critical, high,
+medium, low: ego lane, distance, class, size, how it was lost); the reports count both, the headline shows all
+violations and those excluding junk/low-evidence, bundles are made for real and severe findings first, and
+--min-severity bundles only findings at least that severe.
 
 Region: --region disk (default) draws the points in the 120 m disk of the HDL-64E's range: most of them fall
 outside the CNN's ±60 m grid or its -5..5 m height band and never reach the network (about 1 in 4 do). --region
