@@ -370,6 +370,14 @@ class SimLabelled:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    def __enter__(self) -> SimLabelled:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        close = getattr(self._rec, "close", None)
+        if callable(close):
+            close()
+
     def __getattr__(self, name: str) -> Any:  # close(), describe(), ...: the recording's own
         return getattr(self._rec, name)
 
