@@ -195,7 +195,7 @@ def test_model_failures_are_findings(udacity, tmp_path, fail, needle):
 def test_cli_end_to_end_tables_bundles_and_replay(udacity, tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["camera", "fuzz", "--images", str(udacity), "--model", "test_camera_campaign:tilt",
-                 "--model-option", "gain=3.0", "--transforms", "brightness,contrast,fog,mirror", "--out", str(out),
+                 "--model-option", "gain=1.0", "--transforms", "brightness,contrast,fog,mirror", "--out", str(out),
                  "--quiet", "--lambda", "1", "--bundles", "1"])
     text = capsys.readouterr().out
     assert code == 0
@@ -205,7 +205,8 @@ def test_cli_end_to_end_tables_bundles_and_replay(udacity, tmp_path, capsys):
     for name in ("report.md", "junit.xml", "table.txt", "mse.png", "run.json"):
         assert (out / name).is_file(), name
     bundles = sorted((out / "violations").iterdir())
-    assert bundles, "a gain of 3 over labels made for 0.8 must violate Eq. 2 at λ = 1"
+    # gain 1 over labels made for 0.8 (gain 3 errs on every seed already: those errors are set apart)
+    assert bundles, "a gain of 1 over labels made for 0.8 must violate Eq. 2 at λ = 1 under some transformation"
     assert (out / "worst.png").is_file()
     b = bundles[0]
     for name in ("seed.png", "transformed.png", "window.npz", "pair.png", "report.md", "bundle.json",

@@ -62,8 +62,10 @@ def camera_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("html-camera")
     src = write_udacity(root / "udacity")
     out = root / "run"
+    # gain 1 (labels made for 0.8): some seeds right, so some errors are the transformation's (with gain 3 every
+    # seed is already in error, and those errors are set apart: no violation, no bundle)
     assert main(["camera", "fuzz", "--images", str(src), "--model", "test_camera_campaign:tilt", "--model-option",
-                 "gain=3.0", "--transforms", "brightness,fog,mirror", "--out", str(out), "--quiet", "--lambda", "1",
+                 "gain=1.0", "--transforms", "brightness,fog,mirror", "--out", str(out), "--quiet", "--lambda", "1",
                  "--bundles", "3"]) == 0
     return out
 

@@ -67,9 +67,12 @@ def test_every_relation_is_judged_and_folds_from_raw_facts(campaign):
     _, default = load_tally(out)
     strict = sum(c.violations for c in r.tally.cells.values())
     assert sum(c.violations for c in default.cells.values()) < strict == len(viol)
-    # the ranking is nearest first and names the class, size and distance of what was lost
+    # the ranking is most severe first, then nearest, and names the class, size and distance of what was lost
+    from lidarmt.engine.findings import severity_rank
+
     ranked = r.tally.ranked()
-    assert ranked and [f["distance"] for f in ranked] == sorted(f["distance"] for f in ranked)
+    keys = [(severity_rank(f["severity"]), f["distance"]) for f in ranked]
+    assert ranked and keys == sorted(keys)
     assert all(len(f["size"]) == 3 and f["class"] for f in ranked)
 
 
@@ -107,7 +110,7 @@ def test_cli_resume_after_a_cut_gives_the_same_summary(sim, tmp_path, capsys):
     assert summary["kind"] == "lidar-transform" and summary["thresholds"]["distance_m"] == 70.0
     assert summary["total"]["pairs"] == 12 and summary["ranking"]
     table = (tmp_path / "full" / "table.txt").read_text()
-    assert "Table 8" in table and "D = 70 m" in table and "nearest first" in table
+    assert "Table 8" in table and "D = 70 m" in table and "most severe first, then nearest" in table
     for name in ("report.md", "junit.xml", "violations.png", "run.json"):
         assert (tmp_path / "full" / name).is_file()
     # another relation's settings are refused on resume, and a bad option is one line

@@ -119,6 +119,13 @@ def test_lidar_bundle_mcap_holds_what_the_bundle_holds(made):
             assert e.texts[0].text.startswith(f"LOST #{i} {o['class']}: {lost[i]}") and meta["lost"].startswith(lost[i])
         else:
             assert "lost" not in meta and not e.texts[0].text.startswith("LOST")
+    # one identity per obstacle: a follow-up obstacle is labelled with the name of the source obstacle it matches
+    names = info["follow_names"]
+    assert len(names) == len(obs_fu)
+    for e, name in zip(msgs[M.TOPIC_FOLLOW_OBSTACLES].entities, names, strict=True):
+        assert e.texts[0].text.startswith(f"{name} ")
+    matched = [n for n in names if not n.startswith("new") and not n.endswith("′")]
+    assert matched and all(int(n[1:]) not in lost for n in matched)
     roi = msgs[M.TOPIC_ROI].entities[0]
     assert roi.lines and all(len(line.points) >= 3 for line in roi.lines)
     tf = msgs[M.TOPIC_TF]

@@ -52,13 +52,11 @@ def labelled_frames(source: Any) -> tuple[Callable[[int], Frame] | None, str]:
 
     from lidarmt.lidar.specs import open_source
 
-    rec = open_source(source)
+    rec = open_source(source)  # a simulated bag comes with the truth beside it (specs.with_simulator_labels)
     path = Path(source.path)
-    from lidarmt.lidar.sim.record import sim_truth
-
-    found = sim_truth(path, rec)
-    if found is not None:
-        return found
+    truth = getattr(rec, "labels_path", None)
+    if truth is not None and len(rec) and rec[0].labels is not None:
+        return rec.__getitem__, f"ground truth from {truth}"
     if len(rec) and rec[0].labels is not None:
         return rec.__getitem__, f"ground truth carried by the frames of {path}"
     return None, f"{path} carries no ground truth: no precision/recall"

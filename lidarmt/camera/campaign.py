@@ -463,7 +463,8 @@ class CameraEvaluator(EvaluatorBase):
 
 def criteria_of(d: Mapping[str, Any] | None) -> Criteria:
     d = d or {}
-    return Criteria(float(d.get("lambda", 5.0)), float(d.get("epsilon", 0.03)), float(d.get("tolerance_deg", 10.0)))
+    return Criteria(float(d.get("lambda", 5.0)), float(d.get("epsilon", 0.03)), float(d.get("tolerance_deg", 10.0)),
+                    float(d.get("min_change_deg", 2.0)))
 
 
 def transform_refs(names: Sequence[Any], *, device: str | None = None) -> tuple[TransformRef, ...]:

@@ -92,6 +92,63 @@ def match(sources: str, follow_ups: str, *, topic: str | None = None) -> Pairing
     return Pairing(pairs, tuple(fid for fid in a if fid not in ib), tuple(fid for fid in b if fid not in ia))
 
 
+#: Below this scene similarity (:func:`scene_similarity`) a source and its follow-up are taken to show different
+#: scenes: DeepRoad's relation (the same road, another look) does not apply to the pair.
+SAME_SCENE_MIN = 0.025
+SIMILARITY_RULE = ("scene similarity: the share of ORB features (500 per image, after CLAHE) matched between the "
+                   "two images (Lowe's ratio 0.8) that fit one homography (RANSAC, 5 px); weather, light and a "
+                   f"GAN's style keep many, another road almost none; below {SAME_SCENE_MIN:g} the pair is taken to "
+                   "show different scenes (scripts/measure_pair_similarity.py)")
+
+
+def _features(img: np.ndarray) -> tuple[Any, Any]:
+    import cv2
+
+    g = cv2.cvtColor(np.ascontiguousarray(img[..., :3]), cv2.COLOR_RGB2GRAY)
+    g = cv2.createCLAHE(2.0, (8, 8)).apply(g)
+    return cv2.ORB_create(500).detectAndCompute(g, None)
+
+
+def scene_similarity(a: np.ndarray, b: np.ndarray) -> float:
+    """How alike the scenes of two RGB images are, in [0, 1] (:data:`SIMILARITY_RULE`): the share of the smaller
+    image's ORB features that match the other image's under one homography.
+
+    Measured on the Udacity frames of ``../shared/data`` (scripts/measure_pair_similarity.py, 17 seeds 137 frames
+    apart): two different frames of the drive score at most 0.023 (mean 0.007, 272 pairs); a frame and its fog,
+    rain, night, glare, dirt, droplets, blur, brightness or contrast version at the strongest setting 0.027 or more
+    (fog ≥ 0.079, night ≥ 0.027); heavy snow hides the road's features (mean 0.01) and would be flagged, as would
+    a mirror or a strong zoom, which move every feature (not follow-ups of --pairs)."""
+    import cv2
+
+    ka, da = _features(a)
+    kb, db = _features(b)
+    if da is None or db is None or len(ka) < 8 or len(kb) < 8:
+        return 0.0
+    ms = cv2.BFMatcher(cv2.NORM_HAMMING).knnMatch(da, db, k=2)
+    good = [m[0] for m in ms if len(m) == 2 and m[0].distance < 0.8 * m[1].distance]
+    if len(good) < 8:
+        return 0.0
+    pa = np.float32([ka[m.queryIdx].pt for m in good])
+    pb = np.float32([kb[m.trainIdx].pt for m in good])
+    _h, mask = cv2.findHomography(pa, pb, cv2.RANSAC, 5.0)
+    if mask is None:
+        return 0.0
+    return float(mask.sum()) / min(len(ka), len(kb))
+
+
+def check_pairs(sources: str, follow_ups: str, pairs: list[tuple[int, int]], *, topic: str | None = None
+                ) -> list[tuple[str, float]]:
+    """``[(frame id, similarity)]`` of each (source index, follow-up index) pair (:func:`scene_similarity`)."""
+    from lidarmt.camera.sources.factory import open_images
+
+    out = []
+    with open_images(sources, topic=topic) as src, open_images(follow_ups) as fu:
+        for i, j in pairs:
+            fa, fb = src[i], fu[j]
+            out.append((str(fa.frame_id), round(scene_similarity(fa.image, fb.image), 4)))
+    return out
+
+
 class FollowUps:
     """The follow-up images of a pairs campaign, as the campaign's one transformation (family ``external``):
     ``window(indices)`` gives the follow-ups of those source frames."""

@@ -12,6 +12,13 @@ be evaluated afterwards at any threshold:
 * **DeepRoad** (label-free): |θ(i) − θ(τ(i))| ≤ ε_deg, reported at 10, 20, 30 and 40°; for the mirror,
   |θ(τ(i)) + θ(i)| ≤ ε_deg.
 
+**Errors set apart.** A DeepTest error (Eq. 2 broken) is not the transformation's doing when the model was
+already wrong on the seed: its seed prediction breaks Eq. 2 by itself, (θ(i) − θᵗᵢ)² > λ · MSE_orig (*seed already
+in error*); nor when the answer barely moved, |θ(τ(i)) − θ(i)| < Δθ (*no real change*; Δθ = 2° by default,
+``Criteria.min_change_deg``; for the mirror |θ(τ(i)) + θ(i)|). Both are counted apart (a seed in error first)
+and kept out of the headline: Table 8, the per-group counts and the campaign's violations (bundles, junit, exit
+code). Table 7 counts every Eq. 2 break, as DeepTest did, to compare with the paper.
+
 A crash, non-finite output or timeout of the model is a *finding*, counted apart, never a verdict.
 """
 
@@ -89,9 +96,11 @@ class Criteria:
     lam: float = 5.0  # DeepTest Eq. 2
     epsilon: float = 0.03  # DeepTest Eq. 3 filter (simple transformations)
     tolerance_deg: float = 10.0  # DeepRoad's ε, used when the source has no labels
+    min_change_deg: float = 2.0  # Δθ: a DeepTest error whose angle moved less is "no real change" (set apart)
 
     def to_dict(self) -> dict[str, float]:
-        return {"lambda": self.lam, "epsilon": self.epsilon, "tolerance_deg": self.tolerance_deg}
+        return {"lambda": self.lam, "epsilon": self.epsilon, "tolerance_deg": self.tolerance_deg,
+                "min_change_deg": self.min_change_deg}
 
 
 @dataclass(slots=True)
@@ -183,10 +192,44 @@ class CameraTally(KeyedTally):
             bad = (np.asarray(g.pred_t) - exp) ** 2 > lam * orig
         return bad & ~np.isnan(labels)
 
-    def deeptest_count(self, m: int, t: int, p: int, lam: float, epsilon: float) -> int:
+    def apart_masks(self, m: int, t: int, p: int, lam: float, min_change_deg: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per pair of the group: (seed already in error, no real change) (module docstring); a pair in both
+        counts as a seed in error."""
+        g = self.groups.get((m, t, p))
+        orig = self.mse_orig(m)
+        n = 0 if g is None else len(g.frames)
+        if g is None or not g.frames or orig is None:
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        rel = self.transforms[t][2]
+        labels = np.asarray(g.labels)
+        s = np.asarray(g.pred_s)
+        with np.errstate(invalid="ignore"):
+            seed = ((s - labels) ** 2 > lam * orig) & ~np.isnan(labels)
+        moved = np.abs(np.asarray(g.pred_t) - (-s if rel == "negate" else s))
+        return seed, (moved < math.radians(min_change_deg)) & ~seed
+
+    def deeptest_split(self, m: int, t: int, p: int, criteria: Criteria) -> dict[str, int]:
+        """The group's DeepTest errors (after the Eq. 3 filter): ``{"errors": headline, "seed_error": n,
+        "no_change": n}``."""
+        if not self.passes_filter(m, t, p, criteria.epsilon):
+            return {"errors": 0, "seed_error": 0, "no_change": 0}
+        bad = self.deeptest_mask(m, t, p, criteria.lam)
+        seed, still = self.apart_masks(m, t, p, criteria.lam, criteria.min_change_deg)
+        if not len(bad):
+            return {"errors": 0, "seed_error": 0, "no_change": 0}
+        return {"errors": int((bad & ~seed & ~still).sum()), "seed_error": int((bad & seed).sum()),
+                "no_change": int((bad & still).sum())}
+
+    def deeptest_count(self, m: int, t: int, p: int, lam: float, epsilon: float, *,
+                       min_change_deg: float | None = None) -> int:
+        """Eq. 2 errors of a group after the Eq. 3 filter; with ``min_change_deg``, without those set apart
+        (seed already in error, no real change)."""
         if not self.passes_filter(m, t, p, epsilon):
             return 0
-        return int(self.deeptest_mask(m, t, p, lam).sum())
+        if min_change_deg is None:
+            return int(self.deeptest_mask(m, t, p, lam).sum())
+        return self.deeptest_split(m, t, p, Criteria(lam, epsilon, 10.0, min_change_deg))["errors"]
 
     def deeproad_mask(self, m: int, t: int, p: int, eps_deg: float) -> np.ndarray:
         g = self.groups.get((m, t, p))
@@ -209,7 +252,10 @@ class CameraTally(KeyedTally):
             if labelled:
                 if not self.passes_filter(m, t, p, criteria.epsilon):
                     continue
+                seed, still = self.apart_masks(m, t, p, criteria.lam, criteria.min_change_deg)
                 mask = self.deeptest_mask(m, t, p, criteria.lam)
+                if len(mask):
+                    mask = mask & ~seed & ~still  # set apart: not the transformation's doing
                 ref = np.asarray(g.labels)
             else:
                 mask = self.deeproad_mask(m, t, p, criteria.tolerance_deg)
@@ -249,7 +295,10 @@ class CameraTally(KeyedTally):
                        if g.frames else None)}
             if labelled:
                 row["passes_filter"] = self.passes_filter(m, t, p, criteria.epsilon)
-                row["deeptest"] = int(self.deeptest_count(m, t, p, criteria.lam, criteria.epsilon))
+                split = self.deeptest_split(m, t, p, criteria)
+                row["deeptest"] = split["errors"]
+                row["deeptest_seed_error"] = split["seed_error"]
+                row["deeptest_no_change"] = split["no_change"]
                 row["deeptest_unfiltered"] = int(self.deeptest_mask(m, t, p, criteria.lam).sum())
             rows.append(row)
         out: dict[str, Any] = {
@@ -261,6 +310,11 @@ class CameraTally(KeyedTally):
         if labelled:
             out["table7"] = self._table7()
             out["table8"] = self._table8(criteria)
+            out["deeptest_apart"] = {
+                "errors": sum(r["deeptest"] for r in rows), "seed_error": sum(r["deeptest_seed_error"] for r in rows),
+                "no_change": sum(r["deeptest_no_change"] for r in rows), "min_change_deg": criteria.min_change_deg,
+                "rule": (f"set apart, not in the headline: seed already in error (the seed's own prediction breaks "
+                         f"Eq. 2 at λ = {criteria.lam:g}), no real change (|Δθ| < {criteria.min_change_deg:g}°)")}
         return out
 
     def _transform_ids(self, family: str | None = None) -> list[int]:
@@ -290,8 +344,8 @@ class CameraTally(KeyedTally):
         for (m, t, p) in sorted(self.groups):
             name = self.transforms[t][0]
             cell = table.setdefault(name, dict.fromkeys(self.models, 0))
-            cell[self.models[m]] += self.deeptest_count(m, t, p, criteria.lam, criteria.epsilon)
-        return {"lambda": criteria.lam, "epsilon": criteria.epsilon,
+            cell[self.models[m]] += self.deeptest_split(m, t, p, criteria)["errors"]
+        return {"lambda": criteria.lam, "epsilon": criteria.epsilon, "min_change_deg": criteria.min_change_deg,
                 "rows": [{"transform": n, "family": self._family(n), **c} for n, c in table.items()]}
 
     def _family(self, name: str) -> str:

@@ -181,6 +181,18 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         head, rows = fn(summary)
         if head:
             lines += [f"## {title}", "", markdown_table(head, rows), ""]
+    for pr in run.get("pairs") or []:
+        if pr.get("different_scene"):
+            lines += [f"**Warning** (`--pairs {pr.get('follow_ups')}`): {len(pr['different_scene'])} of the judged "
+                      f"pairs do not look like the same scene (e.g. {', '.join(map(str, pr['different_scene'][:5]))}); "
+                      f"DeepRoad's relation assumes the same road in another look. {pr.get('similarity_rule', '')}.",
+                      ""]
+    apart = summary.get("deeptest_apart")
+    if apart:
+        lines += [f"**Set apart** (not in Table 8 or the violations): {apart['seed_error']} DeepTest error(s) whose "
+                  f"seed prediction was already in error, {apart['no_change']} whose angle moved less than "
+                  f"{apart['min_change_deg']:g}° (no real change); {apart['errors']} remain. Table 7 counts every "
+                  "Eq. 2 break, as DeepTest did.", ""]
     if summary.get("table7"):
         lines += [f"For reference, {DEEPTEST_REF} reported at λ = 5 over Chauffeur, Epoch and Rambo: "
                   f"{DEEPTEST_TABLE7[5][2]} simple-transformation errors at ε = 0.03, fog {DEEPTEST_TABLE7[5][5]}, "

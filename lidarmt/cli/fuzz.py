@@ -44,7 +44,12 @@ tracklets has no labels: give it a GeoJSON.
 
 Where the source frames carry object labels (KITTI boxes, tracklets, SemanticKITTI instances, labelled .npz
 frames), each lost obstacle is matched to them: the reports split the lost obstacles into LABELLED objects (a
-real car, pedestrian or cyclist lost) and unlabelled junk, per class and by size and distance.
+real car, pedestrian or cyclist lost) and unlabelled junk, per class and by size and distance; a simulated bag's
+own truth (<name>.labels.npz beside it) counts as labels. Without labels an obstacle with too few points, no
+height or a tiny footprint is "low evidence". Every finding gets a severity for a planner (critical, high,
+medium, low: ego lane, distance, class, size, how it was lost); the reports count both, the headline shows all
+violations and those excluding junk/low-evidence, bundles are made for real and severe findings first, and
+--min-severity bundles only findings at least that severe.
 
 Region: --region disk (default) draws the points in the 120 m disk of the HDL-64E's range: most of them fall
 outside the CNN's ±60 m grid or its -5..5 m height band and never reach the network (about 1 in 4 do). --region
@@ -143,6 +148,7 @@ def fuzz(
     tolerance: Annotated[float, typer.Option("--tolerance", help="--transforms: τ, the match score (Jaccard or BEV IoU) a persisting obstacle needs (reports only).")] = 0.5,
     occlusion: Annotated[float, typer.Option("--occlusion", help="--transforms insert/remove: ρ, the share of its points an obstacle may lose to the change and still be required (reports only).")] = 0.1,
     insert_overlap: Annotated[float, typer.Option("--insert-overlap", help="--transforms insert: the share of the inserted box a follow-up obstacle must cover (reports only).")] = 0.1,
+    min_severity: Annotated[str | None, typer.Option("--min-severity", help="Bundle only violations with a finding at least this severe: critical, high, medium or low (lidarmt.engine.findings: class, distance, ego lane, size, how it was lost; junk and low-evidence obstacles are low). Reports count every severity.")] = None,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="--transforms: require only obstacles that overlap a labelled object (KITTI boxes, tracklets); with --min-size, count real objects, not junk (reports only).")] = False,
 ) -> None:
     check_writable(out, inputs=(bag, map, library), folder=True, may_exist=True)  # the run folder's own rule after
@@ -177,6 +183,9 @@ def fuzz(
         raise FuzzArgumentError("no ROI: give --map MAP (an Apollo map or a GeoJSON), or --roi labels for labelled "
                                 "frames (SemanticKITTI or KITTI road labels, KITTI raw tracklets)")
     lost_filter = LostFilter(min_points, min_size)
+    from lidarmt.engine.findings import parse_min_severity
+
+    min_severity = parse_min_severity(min_severity)
     ns = parse_ns(n)
     if region not in ("disk", "grid"):
         raise FuzzArgumentError(f"--region {region!r}: use disk or grid")
@@ -237,7 +246,8 @@ def fuzz(
                        thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap,
                                              min_size, labelled_only),
                        workers=workers, backend=backend, address=address, out=out, resume=resume, force=force,
-                       bundles=per_n, ddmin_budget=ddmin_budget, quiet=quiet, fail_on_violation=fail_on_violation)
+                       bundles=per_n, ddmin_budget=ddmin_budget, quiet=quiet, fail_on_violation=fail_on_violation,
+                       min_severity=min_severity)
         return
     if search is not None:  # a search campaign (lidarmt.search.lidar) on the same recording, map and SUT
         from lidarmt.cli.fuzz_search import run_search
@@ -280,7 +290,7 @@ def fuzz(
         err_console.print(note)
     with RunLock(out) as lock:
         _run(config, out, lock=lock, workers=used, backend=backend, address=address, resume=resume, force=force,
-             per_n=per_n,
+             per_n=per_n, min_severity=min_severity,
              ddmin_budget=ddmin_budget, command=command, quiet=quiet, fail_on_violation=fail_on_violation,
              bar=bar)
 
@@ -294,7 +304,7 @@ def _interrupted(out: Path) -> None:
 
 
 def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, per_n: int | None,
-         backend: str = "local", address: str | None = None,
+         min_severity: str | None = None, backend: str = "local", address: str | None = None,
          ddmin_budget: int, command: str, quiet: bool, fail_on_violation: bool, bar) -> None:
     from lidarmt.cli._common import progress, wide_console
     from lidarmt.engine.campaign import environment, make_bundles, run_campaign
@@ -316,7 +326,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
 
     # bug bundles
     viol = violating_keys(out, lost_filter=config.lost_filter)  # bundles for the violations the filter counts
-    chosen_b = select_bundles(viol, per_n)
+    chosen_b = select_bundles(viol, per_n, min_severity=min_severity)
     bundle_infos: list[dict] = []
     if chosen_b:
         bbar = None if quiet else progress()
@@ -358,7 +368,7 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     for table in rich_tables(summary):
         out_console.print(table)
     def say(text: str) -> None:  # result lines: never wrapped (paths, obstacle details)
-        out_console.print(text, soft_wrap=True, highlight=False)
+        out_console.print(text, soft_wrap=True, highlight=False, markup=False)
 
     if run_info["throughput"]:
         say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} verdicts/s, "
@@ -375,10 +385,12 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
                 f"{' (1-minimal)' if dd.get('one_minimal') else ' (not minimised further: ' + str(dd.get('stopped')) + ')'}"
                 ) if dd else ""
         what = f" ({b['lost_details']})" if b.get("lost_details") else ""
-        say(f"  bundle {out / 'violations' / b['id']}: {b.get('n_source')} → {b.get('n_follow')} obstacles, "
+        sev = f"[{b['severity']}] " if b.get("severity") else ""
+        say(f"  bundle {out / 'violations' / b['id']}: {sev}{b.get('n_source')} → {b.get('n_follow')} obstacles, "
                       f"{b.get('lost')}{what}{mini}")
     if len(bundle_infos) > 12:
         say(f"  … and {len(bundle_infos) - 12} more bundles in {out / 'violations'}")
+    say(findings_line(summary, min_severity))
     from lidarmt.engine.report import reports_line
 
     say(reports_line(paths))
@@ -386,6 +398,20 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
               for r in summary["by_n"])
     if fail_on_violation and bad:
         raise typer.Exit(1)
+
+
+def findings_line(summary: dict, min_severity: str | None = None) -> str:
+    """``findings (lost obstacles, all n): 2 critical, ...; evidence: 3 labelled object, 40 junk, ...``."""
+    from lidarmt.engine.findings import EVIDENCE_KINDS, SEVERITIES
+
+    sev = {k: sum((r.get("by_severity") or {}).get(k, 0) for r in summary["by_n"]) for k in SEVERITIES}
+    ev = {k: sum((r.get("by_evidence") or {}).get(k, 0) for r in summary["by_n"]) for k in EVIDENCE_KINDS}
+    real = sum((r.get("real_relation") or {}).get("k", 0) for r in summary["by_n"])
+    alls = sum(r["subset_relation"]["k"] for r in summary["by_n"])
+    return ("findings (lost obstacles, all n): " + ", ".join(f"{v} {k}" for k, v in sev.items())
+            + "; evidence: " + ", ".join(f"{v} {k}" for k, v in ev.items() if v or k in ("labelled object", "junk"))
+            + f"; violating pairs {alls} in all, {real} excluding junk/low-evidence"
+            + (f"; bundles only for findings ≥ {min_severity}" if min_severity else ""))
 
 
 def _complete_infos(out: Path, infos: list[dict]) -> list[dict]:
@@ -396,7 +422,7 @@ def _complete_infos(out: Path, infos: list[dict]) -> list[dict]:
             try:
                 j = json.loads((out / "violations" / b["id"] / "bundle.json").read_text(encoding="utf-8"))
                 b = {k: j.get(k) for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost", "lost_details",
-                                           "ddmin")} | {"has_bev": True}
+                                           "ddmin", "severity", "findings")} | {"has_bev": True}
             except (OSError, ValueError):
                 pass
         full.append(b)

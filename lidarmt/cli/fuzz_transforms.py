@@ -31,8 +31,8 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
                    roi: Any, sut: Any, frames: int | None, seed: int, trials: int, timeout: float | None,
                    library: str | None, thresholds: Any, workers: int, backend: str, address: str | None,
                    out: Path | None, resume: bool, force: bool, bundles: int | None, ddmin_budget: int,
-                   quiet: bool, fail_on_violation: bool) -> None:
-    """Run (or resume) a LiDAR-transformation campaign, bundle its nearest violations, write its reports."""
+                   quiet: bool, fail_on_violation: bool, min_severity: str | None = None) -> None:
+    """Run (or resume) a LiDAR-transformation campaign, bundle its most severe violations, write its reports."""
     import typer
 
     from lidarmt.cli._common import CampaignProgress, err_console, progress, wide_console
@@ -88,7 +88,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         finally:
             bar.stop()
         viol = violating_keys(out, config)
-        chosen_b = select_bundles(viol, bundles)
+        chosen_b = select_bundles(viol, bundles, min_severity=min_severity)
         infos: list[dict] = []
         if chosen_b:
             bbar = None if quiet else progress()
@@ -118,7 +118,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         console.print(table)
 
     def say(text: str) -> None:
-        console.print(text, soft_wrap=True, highlight=False)
+        console.print(text, soft_wrap=True, highlight=False, markup=False)
 
     if run_info["throughput"]:
         say(f"{result.ran} pairs in {result.elapsed:.1f} s ({run_info['throughput']:.2f} pairs/s, {used} "
@@ -131,10 +131,16 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         mini = (f"; {dd.get('size')} of {b.get('edits')} point edits suffice"
                 f"{' (1-minimal)' if dd.get('one_minimal') else ''}") if dd else ""
         say(f"  bundle {out / 'violations' / b['id']}: {b.get('findings')}{mini}")
+    sev, ev = summary.get("by_severity") or {}, summary.get("by_evidence") or {}
+    tot = summary["total"]
+    say("findings: " + ", ".join(f"{v} {k}" for k, v in sev.items()) + "; evidence: "
+        + ", ".join(f"{v} {k}" for k, v in ev.items() if v) + f"; violating pairs {tot['violations']} in all, "
+        f"{tot.get('real_violations', 0)} excluding junk/low-evidence; labelled objects still fitted by a follow-up "
+        f"obstacle (not lost) {tot.get('label_kept', 0)}, improved {tot.get('improved', 0)}"
+        + (f"; bundles only for findings ≥ {min_severity}" if min_severity else ""))
     from lidarmt.engine.report import reports_line
 
     say(reports_line(paths))
-    tot = summary["total"]
     if fail_on_violation and tot["violations"] + tot["crashes"] + tot["timeouts"]:
         raise typer.Exit(1)
 

@@ -101,13 +101,13 @@ def _frame_and_context(bag, index, library, seed, chosen):
         return frame, TransformContext(library=lib), where
     from lidarmt.errors import ArgumentError
     from lidarmt.io import open_recording
-    from lidarmt.lidar.sim.record import sim_truth
+    from lidarmt.lidar.specs import with_simulator_labels
 
-    with open_recording(bag) as rec:
+    with open_recording(bag) as raw:
+        rec = with_simulator_labels(raw, bag)  # a simulated bag: the simulator's truth beside it labels its frames
         if not 0 <= index < len(rec):
             raise ArgumentError(f"--frame {index}: {bag} holds frames 0..{len(rec) - 1}")
-        truth = sim_truth(bag, rec)  # a simulated bag: the simulator's truth beside it labels its frames
-        at = truth[0] if truth is not None and truth[0] is not None else rec.__getitem__
+        at = rec.__getitem__
         frame = at(index)
         lib = None
         if needs_library and library is None:

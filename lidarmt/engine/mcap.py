@@ -272,14 +272,16 @@ def obstacle_entity(F, o: Obstacle, *, ident: str, frame_id: str, t_ns: int, lab
 
 
 def obstacles_update(F, obstacles: Sequence[Obstacle], *, prefix: str, frame_id: str, t_ns: int,
-                     lost: Mapping[int, str] | None = None):
+                     lost: Mapping[int, str] | None = None, names: Sequence[str] | None = None):
     """A SceneUpdate holding every obstacle (ids ``<prefix>/<index>``); ``lost`` maps an index to what
-    happened to it (drawn red)."""
+    happened to it (drawn red); ``names`` the obstacles' names in the labels (default ``#index``; a follow-up's
+    are its identities across source and follow-up, :func:`lidarmt.lidar.mr1.oracle.follow_names`)."""
     lost = lost or {}
     upd = F.SceneUpdate()
     for i, o in enumerate(obstacles):
         what = lost.get(i)
-        label = f"LOST #{i} {o.cls.value}: {what}" if what else f"#{i} {o.cls.value} {float(o.score):.2f}"
+        name = names[i] if names is not None and i < len(names) else f"#{i}"
+        label = f"LOST {name} {o.cls.value}: {what}" if what else f"{name} {o.cls.value} {float(o.score):.2f}"
         upd.entities.append(obstacle_entity(F, o, ident=f"{prefix}/{i}", frame_id=frame_id, t_ns=t_ns,
                                             label=label, lost=what))
     return upd
@@ -400,7 +402,8 @@ def write_lidar_bundle_mcap(path: str | os.PathLike[str], *, frame: Frame, follo
                             minimal: np.ndarray | None, roi: Any = None, roi_indices: np.ndarray | None = None,
                             info: Mapping[str, Any] | None = None, lost: Mapping[int, str] | None = None,
                             added: np.ndarray | None = None, minimal_xyzi: np.ndarray | None = None,
-                            inserted: np.ndarray | None = None, removed: np.ndarray | None = None) -> Path:
+                            inserted: np.ndarray | None = None, removed: np.ndarray | None = None,
+                            follow_names: Sequence[str] | None = None) -> Path:
     """Write one MR1 violation as MCAP (see the module's docstring). ``follow_frame`` holds the source points
     then the added ones; ``minimal`` are indices among the added points (None: no minimal subset);
     ``verdict.missing`` names the lost source obstacles; ``info`` (bundle.json) goes in as metadata.
@@ -408,13 +411,14 @@ def write_lidar_bundle_mcap(path: str | os.PathLike[str], *, frame: Frame, follo
     A LiDAR-transformation bundle (:mod:`lidarmt.lidar.bundle`) passes instead ``lost`` (source index -> what
     happened to it; ``verdict`` None), ``added`` (the follow-up's indices of its added points), ``minimal_xyzi``
     ((N, 4) x, y, z, intensity of the points its minimal edits touch) and the ``inserted``/``removed`` boxes
-    (:data:`lidarmt.types.BOX_DTYPE`), drawn on :data:`TOPIC_CHANGE_BOXES`."""
+    (:data:`lidarmt.types.BOX_DTYPE`), drawn on :data:`TOPIC_CHANGE_BOXES`. ``follow_names`` names the follow-up
+    obstacles by their identity across source and follow-up (``#i`` when matched to source obstacle i)."""
     F = _fox()
     t = stamp_ns(frame.stamp)
     base = len(frame)
     if lost is None:
         lost = {int(m.source): f"{m.kind}" + (f" as {m.to_cls.value}" if getattr(m, "to_cls", None) else "")
-                + (f" into #{m.into}" if m.kind == "merged" and getattr(m, "into", None) is not None else "")
+                + (f" into #{m.partner}" if m.kind == "merged" and getattr(m, "partner", None) is not None else "")
                 + (f" ({m.what()})" if m.what() else "") for m in getattr(verdict, "missing", [])}
     with _Writer(path) as w:
         w.write(TOPIC_TF, frame_transform(F, frame, t_ns=t), t)
@@ -432,7 +436,8 @@ def write_lidar_bundle_mcap(path: str | os.PathLike[str], *, frame: Frame, follo
         w.write(TOPIC_SOURCE_OBSTACLES, obstacles_update(F, source, prefix="source", frame_id=frame.frame_id,
                                                          t_ns=t, lost=lost), t)
         w.write(TOPIC_FOLLOW_OBSTACLES, obstacles_update(F, follow, prefix="followup",
-                                                         frame_id=follow_frame.frame_id, t_ns=t), t)
+                                                         frame_id=follow_frame.frame_id, t_ns=t,
+                                                         names=follow_names), t)
         if inserted is not None or removed is not None:
             upd = F.SceneUpdate()
             for boxes, prefix, rgba in ((inserted, "inserted", INSERTED_RGBA), (removed, "removed", REMOVED_RGBA)):

@@ -21,6 +21,11 @@ labelled object, ``labelled_source`` the source obstacles that are labelled obje
 denominator of the labelled objects lost), and ``breakdown_labelled`` is the size × distance breakdown of the labelled ones. Records
 written before the labels were matched count as ``not known``.
 
+**Evidence and severity** (:mod:`lidarmt.engine.findings`). Every lost obstacle that passes the filter is also
+counted by its evidence (labelled object, junk, outside labels, low evidence, no labels) and its severity
+(critical, high, medium, low); ``real_violations`` counts the pairs that lost an obstacle other than junk or a
+low-evidence one (the headline's "excluding junk/low-evidence"), ``worst`` the pairs by their most severe finding.
+
 **Reach.** The mean number of added points that reached the network per pair (``added_reached`` of the
 records, :class:`lidarmt.lidar.mr1.inject.NetworkReach`).
 """
@@ -32,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import lidarmt.engine.findings as fnd
 from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.types import CLASS_ORDER
 
@@ -135,6 +141,10 @@ class NTally:
     labelled_as: dict[str, int] = field(default_factory=dict)  # class of the labelled objects lost -> count
     labelled_source: dict[str, int] = field(default_factory=dict)  # labelled objects among the source obstacles
     breakdown_labelled: dict[str, dict[str, int]] = field(default_factory=dict)  # as breakdown, labelled only
+    real_violations: int = 0  # pairs that lost an obstacle other than junk or a low-evidence one
+    by_severity: dict[str, int] = field(default_factory=lambda: dict.fromkeys(fnd.SEVERITIES, 0))
+    by_evidence: dict[str, int] = field(default_factory=lambda: dict.fromkeys(fnd.EVIDENCE_KINDS, 0))
+    worst: dict[str, int] = field(default_factory=lambda: dict.fromkeys(fnd.SEVERITIES, 0))  # pairs
 
     @property
     def reached_mean(self) -> float | None:
@@ -148,7 +158,13 @@ class NTally:
                 "missing": dict(self.missing), "classes": {k: v.to_dict() for k, v in self.classes.items()},
                 "lost_filtered_out": self.lost_filtered_out, "breakdown": breakdown_dict(self.breakdown),
                 "reached_mean": None if self.reached_mean is None else round(self.reached_mean, 3),
-                "reached_pairs": self.reached_pairs, **self.labels_dict()}
+                "reached_pairs": self.reached_pairs, **self.labels_dict(), **self.findings_dict()}
+
+    def findings_dict(self) -> dict[str, Any]:
+        """Lost obstacles per severity and per evidence, pairs per worst severity, and the pairs that lost a real
+        obstacle (not junk, not low evidence)."""
+        return {"real_violations": self.real_violations, "by_severity": dict(self.by_severity),
+                "by_evidence": dict(self.by_evidence), "worst_severity": dict(self.worst)}
 
     def labels_dict(self) -> dict[str, Any]:
         """The labelled/unlabelled split of the lost obstacles (every kind and class present, 0 when none)."""
@@ -238,8 +254,15 @@ class Tally(KeyedTally):
         for c, k in (rec.get("labelled_source") or {}).items():  # source obstacles that are labelled objects
             t.labelled_source[c] = t.labelled_source.get(c, 0) + int(k)
         t.labelled_violations += any(m.get("label") == "labelled" for m in kept)
+        t.real_violations += any(fnd.is_real(m) for m in kept)
+        if kept:
+            w = fnd.worst(kept)
+            t.worst[w] = t.worst.get(w, 0) + 1
         for m in kept:
             t.missing[m["kind"]] = t.missing.get(m["kind"], 0) + 1
+            sev, ev = fnd.severity(m), fnd.evidence(m)
+            t.by_severity[sev] = t.by_severity.get(sev, 0) + 1
+            t.by_evidence[ev] = t.by_evidence.get(ev, 0) + 1
             t.classes[m["class"]].missing += 1
             row = t.breakdown.setdefault(size_class(m), {})
             band = distance_band(m)

@@ -52,10 +52,13 @@ def _lost_source(lost: list[dict[str, Any]]) -> set[int]:
 
 
 def findings_text(lost: list[dict[str, Any]], limit: int = 3) -> str:
-    """``"car 12.3 m away (4.1×1.8×1.5 m, vanished)"`` per lost requirement, nearest first."""
-    items = sorted(lost, key=lambda x: float(x["distance"]))
-    parts = [f"{x['what']} {float(x['distance']):.1f} m away ({'×'.join(f'{v:.1f}' for v in x['size'])} m, "
-             f"{x['kind']})" for x in items]
+    """``"[high, labelled object] car 12.3 m away (4.1×1.8×1.5 m, vanished)"`` per lost requirement, most severe
+    first, then nearest (:mod:`lidarmt.engine.findings`)."""
+    from lidarmt.engine.findings import evidence, severity, severity_rank
+
+    items = sorted(lost, key=lambda x: (severity_rank(severity(x)), float(x["distance"])))
+    parts = [f"[{severity(x)}, {evidence(x)}] {x['what']} {float(x['distance']):.1f} m away "
+             f"({'×'.join(f'{v:.1f}' for v in x['size'])} m, {x['kind']})" for x in items]
     return "; ".join(parts[:limit]) + (f"; … {len(parts) - limit} more" if len(parts) > limit else "")
 
 
@@ -342,9 +345,14 @@ def _markdown(info: dict[str, Any]) -> str:
         f"- transformation {md_code(info['transform'])} ({info['family']}) at {md_code(json.dumps(info['params']))}, seed "
         f"{info['seed']}: {info['edits']} point edits",
     ]
-    for x in sorted(info["findings"], key=lambda x: float(x["distance"])):
-        lines.append(f"- lost: {x['what']} ({x['class']}) {float(x['distance']):.1f} m away, "
+    from lidarmt.engine.findings import SEVERITY_RULE, evidence, severity, severity_rank
+
+    for x in sorted(info["findings"], key=lambda x: (severity_rank(severity(x)), float(x["distance"]))):
+        lines.append(f"- **{severity(x)}** ({evidence(x)}"
+                     + (f", {x['lane']} the ego lane" if x.get("lane") in ("in", "next") else "") + "): "
+                     f"lost: {x['what']} ({x['class']}) {float(x['distance']):.1f} m away, "
                      f"{'×'.join(f'{v:.1f}' for v in x['size'])} m, {x.get('points', '?')} points, {x['kind']}")
+    lines.append(f"- {SEVERITY_RULE}")
     if dd:
         lines.append(f"- delta debugging: **{dd['size']}** of the {info['edits']} edits still lose it "
                      f"({'1-minimal' if dd['one_minimal'] else 'not proven 1-minimal: ' + dd['stopped']}, "

@@ -31,7 +31,15 @@ from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 from lidarmt.lidar.changes import MovedRoi, edits_origin, follow_roi, jsonable  # noqa: F401  (campaign API)
 from lidarmt.lidar.relations import RELATIONS, LidarTally, Thresholds, judge_facts, pair_facts
-from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, build_roi_provider, build_sut, open_source
+from lidarmt.lidar.specs import (
+    RoiSpec,
+    SourceSpec,
+    SutSpec,
+    build_roi_provider,
+    build_sut,
+    ego_path_for,
+    open_source,
+)
 from lidarmt.types import Frame, Obstacles, Roi
 
 KIND = "lidar-transform"
@@ -282,9 +290,10 @@ class LidarEvaluator(EvaluatorBase):
 
     def facts(self, frame: Frame, source: Obstacles, change: Any, follow: Obstacles,
               follow_frame: Frame | None = None, origin: np.ndarray | None = None) -> dict[str, Any]:
-        return pair_facts(frame, source, change.frame if follow_frame is None else follow_frame, follow,
-                          change.origin if origin is None else origin, change.geometry,
-                          inserted=change.inserted, removed=change.removed)
+        facts = pair_facts(frame, source, change.frame if follow_frame is None else follow_frame, follow,
+                           change.origin if origin is None else origin, change.geometry,
+                           inserted=change.inserted, removed=change.removed)
+        return add_lanes(facts, ego_path_for(self.rois, frame), source, follow, change.geometry, change.inserted)
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         from lidarmt.lidar.transforms.base import n_edits
@@ -342,6 +351,24 @@ class LidarEvaluator(EvaluatorBase):
         return make_transform_bundle(self, tuple(key), Path(out_dir), **opts)
 
 
+def add_lanes(facts: dict[str, Any], path: Any, source: Obstacles, follow: Obstacles, geometry: Any,
+              inserted: Any) -> dict[str, Any]:
+    """Say of every source obstacle, follow-up obstacle (brought back by the inverse geometry) and inserted box
+    whether it lies in, next to or off the ego lane (``lane``; :mod:`lidarmt.lidar.lanes`). Returns ``facts``."""
+    from lidarmt.lidar.relations import inverse_geometry, map_xy
+
+    for row, o in zip(facts.get("source", []), source, strict=False):
+        row["lane"] = path.place(o)
+    inv = inverse_geometry(geometry)
+    for row, o in zip(facts.get("follow", []), follow, strict=False):
+        c = map_xy(np.asarray(o.center[:2], dtype=np.float64)[None], inv)[0]
+        row["lane"] = path.where(float(c[0]), float(c[1]), 0.5 * min(float(o.width), float(o.length)))
+    if inserted is not None:
+        for row, b in zip(facts.get("inserted", []), inserted, strict=False):
+            row["lane"] = path.where(float(b["cx"]), float(b["cy"]), 0.5 * min(float(b["width"]), float(b["length"])))
+    return facts
+
+
 LIBRARY_FRAMES = 20  # frames of a recording an object library is cut from (spread evenly)
 
 
@@ -364,7 +391,10 @@ def open_library(path: str) -> Any:
 
 
 def violating_keys(out: str | Path, config: LidarCampaignConfig) -> list[tuple[Key, list[dict[str, Any]]]]:
-    """(key, findings) of every violating pair at the configuration's thresholds, nearest loss first."""
+    """(key, findings) of every violating pair at the configuration's thresholds, most severe first
+    (:mod:`lidarmt.engine.findings`: real objects before junk), then nearest loss."""
+    from lidarmt.engine.findings import severity_rank, worst
+
     found: dict[Key, list[dict[str, Any]]] = {}
     for rec in iter_records(Path(out) / JOURNAL_NAME):
         if rec.get("status") != "ok":
@@ -375,18 +405,23 @@ def violating_keys(out: str | Path, config: LidarCampaignConfig) -> list[tuple[K
         lost = judge_facts(rec["facts"], config.transforms[key[1]].relation, config.thresholds)
         if lost:
             found[key] = lost
-    return sorted(found.items(), key=lambda kv: (min(float(x["distance"]) for x in kv[1]), kv[0]))
+    return sorted(found.items(), key=lambda kv: (severity_rank(worst(kv[1]) or "low"),
+                                                 min(float(x["distance"]) for x in kv[1]), kv[0]))
 
 
-def select_bundles(violations: list[tuple[Key, list[dict]]], per_transform: int | None) -> list[tuple[Key, list]]:
-    """The ``per_transform`` nearest violations of each transformation (all when None)."""
-    if per_transform is None:
-        return violations
-    count: dict[int, int] = {}
+def select_bundles(violations: list[tuple[Key, list[dict]]], per_transform: int | None, *,
+                   min_severity: str | None = None) -> list[tuple[Key, list]]:
+    """The ``per_transform`` most severe, then nearest, violations of each transformation (all when None);
+    ``min_severity`` (``--min-severity``) keeps only pairs with a finding at least that severe."""
+    from lidarmt.engine.findings import at_least
+
     out = []
+    count: dict[int, int] = {}
     for kv in violations:
+        if not any(at_least(x, min_severity) for x in kv[1]):
+            continue
         t = kv[0][1]
-        if count.get(t, 0) < per_transform:
+        if per_transform is None or count.get(t, 0) < per_transform:
             out.append(kv)
             count[t] = count.get(t, 0) + 1
     return out

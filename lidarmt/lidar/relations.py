@@ -32,8 +32,16 @@ sensor, default 30 m, that keep at least k points, default 10):
   every follow-up obstacle within D (in the source's frame) is matched: the follow-up set maps onto the
   transformed source set.
 
-Each lost obstacle is recorded with its class, size and distance to the sensor (Speth et al. rank findings by
-it); a missed insertion with the inserted object's. Where the source's labels say which objects it holds (KITTI
+Each lost obstacle is recorded with its class, size and distance to the sensor, and whether it lies in, next to
+or off the ego lane (:mod:`lidarmt.lidar.lanes`); a missed insertion with the inserted object's. Each finding
+gets an evidence and a severity when folded (:mod:`lidarmt.engine.findings`); findings are ranked by severity,
+then distance (Speth et al.).
+
+**Labels decide what is lost.** A labelled source obstacle (its label box known) that the matching leaves
+unmatched is still *not lost* when a follow-up obstacle of its class (or its label's) fits the label box at
+least as well as the source obstacle did (bird's-eye IoU, ``follow_label_iou`` ≥ ``label_iou``); when it fits
+better, e.g. a car split in two in the source and whole in the follow-up, it is an *improvement*
+(:func:`label_kept`). Both are counted apart (``label_kept``, ``improved``), never as findings. Where the source's labels say which objects it holds (KITTI
 boxes, tracklets), each source obstacle also records whether it is a labelled object, junk (unlabelled) or
 outside the labelled view (:func:`lidarmt.lidar.perception.apollo.evaluate.label_lost`); the fold can require only
 labelled objects (``labelled_only``) or obstacles of some volume (``min_volume``, MR1's ``--min-size``). A
@@ -49,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+import lidarmt.engine.findings as fnd
 from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.engine.tally import KeyedTally
 from lidarmt.types import CLASS_ORDER, ObstacleClass, Obstacles
@@ -273,11 +282,23 @@ def pair_facts(source_frame, source: Obstacles, follow_frame, follow: Obstacles,
 
     labels = label_lost(source_frame, source, range(m)) if m else None
     if labels is not None:  # what the source's labels say of each obstacle (labelled object, junk, outside)
+        boxes = source_frame.labels.boxes
         for i, row in enumerate(src_rows):
             lab = labels.get(i) or {}
             row["label"] = lab.get("label")
             if lab.get("label_class"):
                 row["label_class"] = lab["label_class"]
+            if lab.get("label_box") is not None:  # how well the source, and the best follow-up, fit the label
+                gp = box_polygon(boxes[int(lab["label_box"])])
+                row["label_iou"] = _r(lab.get("label_iou", 0.0), 4)
+                ok = {source[i].cls.value, str(lab.get("label_class"))}
+                best = 0.0
+                for j in range(k):
+                    if str(cls_f[j]) in ok and polys_f[j].intersects(gp):
+                        inter = polys_f[j].intersection(gp).area
+                        uni = polys_f[j].area + gp.area - inter
+                        best = max(best, inter / uni if uni > 0 else 0.0)
+                row["follow_label_iou"] = _r(best, 4)
     fol_rows = []
     for j, o in enumerate(follow):
         c = map_xy(np.asarray(o.center[:2], dtype=np.float64)[None], inv)[0]
@@ -321,6 +342,19 @@ def pair_facts(source_frame, source: Obstacles, follow_frame, follow: Obstacles,
 # ----------------------------------------------------------------------------------------------- the oracle
 
 
+def label_kept(row: Mapping[str, Any]) -> str | None:
+    """For a labelled source obstacle: ``"improved"`` when a follow-up obstacle of its class fits the label
+    better than the source did (e.g. a car split in two in the source, whole in the follow-up), ``"kept"`` when
+    one fits it as well, None otherwise (or without labels). Such an obstacle is not lost, whatever the matching
+    between the two obstacle lists says (module docstring)."""
+    if row.get("label") != "labelled" or row.get("follow_label_iou") is None or row.get("label_iou") is None:
+        return None
+    f, s_ = float(row["follow_label_iou"]), float(row["label_iou"])
+    if f <= 0:
+        return None
+    return "improved" if f > s_ + 1e-4 else "kept" if f >= s_ - 1e-4 else None
+
+
 def lost_kind(row: Mapping[str, Any], tol: float) -> str:
     """What happened to a lost source obstacle (as MR1 names it), from its facts at tolerance ``tol``."""
     best = float(row.get("best", 0.0))
@@ -352,24 +386,37 @@ def judge_facts(facts: Mapping[str, Any], relation: str, th: Thresholds) -> list
     ``what`` (a class, :data:`MISSED_INSERT` or :data:`SPURIOUS`), class, size, distance, kind; [] when it holds."""
     out: list[dict[str, Any]] = []
     for i, row in enumerate(facts.get("source", [])):
-        if required(row, relation, th) and float(row["score"]) < th.tolerance:
+        if required(row, relation, th) and float(row["score"]) < th.tolerance and label_kept(row) is None:
             out.append({"what": row["class"], "class": row["class"], "size": row["size"],
                         "distance": row["distance"], "points": row["points"], "kept": row["kept"],
                         "kind": lost_kind(row, th.tolerance), "source": i,
-                        **({"label": row["label"]} if "label" in row else {})})
+                        **{k: row[k] for k in ("label", "label_class", "lane") if k in row}})
     if relation == "insertion":
         for b in facts.get("inserted", []):
             if (float(b["distance"]) <= th.distance_m and int(b["points"]) >= th.min_points
                     and float(b["overlap"]) < th.insert_overlap):
                 out.append({"what": MISSED_INSERT, "class": b["class"], "size": b["size"],
-                            "distance": b["distance"], "points": b["points"], "kind": "missed"})
+                            "distance": b["distance"], "points": b["points"], "kind": "missed",
+                            **({"lane": b["lane"]} if "lane" in b else {})})
     if relation == "equivariance" and not th.labelled_only:  # a spurious obstacle is no labelled object
         for j, row in enumerate(facts.get("follow", [])):
             if (float(row["distance"]) <= th.distance_m and int(row["points"]) >= th.min_points
                     and float(row["score"]) < th.tolerance):
                 out.append({"what": SPURIOUS, "class": row["class"], "size": row["size"],
                             "distance": row["distance"], "points": row["points"], "kind": "spurious",
-                            "follow": j})
+                            "follow": j, **({"lane": row["lane"]} if "lane" in row else {})})
+    return out
+
+
+def relabelled(facts: Mapping[str, Any], relation: str, th: Thresholds) -> dict[str, int]:
+    """The required source obstacles the matching alone would call lost, but whose label a follow-up obstacle
+    still fits: ``{"kept": n, "improved": n}`` (:func:`label_kept`; not findings)."""
+    out = {"kept": 0, "improved": 0}
+    for row in facts.get("source", []):
+        if required(row, relation, th) and float(row["score"]) < th.tolerance:
+            k = label_kept(row)
+            if k is not None:
+                out[k] += 1
     return out
 
 
@@ -389,6 +436,11 @@ class Cell:
     violating_by: dict[str, int] = field(default_factory=dict)  # what -> pairs with at least one such loss
     edits: int = 0  # point edits of the changes, summed
     labelled: int = 0  # lost requirements that were labelled objects (where the labels say)
+    real_violations: int = 0  # pairs with a finding other than junk or a low-evidence obstacle
+    by_severity: dict[str, int] = field(default_factory=dict)  # findings per severity
+    by_evidence: dict[str, int] = field(default_factory=dict)  # findings per evidence
+    label_kept: int = 0  # unmatched labelled objects whose label a follow-up obstacle fits as well: not lost
+    improved: int = 0  # ... fits better (a split object made whole): an improvement, not a finding
     nearest: list[float] = field(default_factory=list)  # distance of each violating pair's nearest loss
 
 
@@ -425,9 +477,17 @@ class LidarTally(KeyedTally):
         relation = self.transforms[t][2]
         facts = rec["facts"]
         cell.required += sum(required(r, relation, self.th) for r in facts.get("source", []))
+        rl = relabelled(facts, relation, self.th)
+        cell.label_kept += rl["kept"]
+        cell.improved += rl["improved"]
         lost = judge_facts(facts, relation, self.th)
         if not lost:
             return
+        cell.real_violations += any(fnd.is_real(x) for x in lost)
+        for x in lost:
+            sev, ev = fnd.severity(x), fnd.evidence(x)
+            cell.by_severity[sev] = cell.by_severity.get(sev, 0) + 1
+            cell.by_evidence[ev] = cell.by_evidence.get(ev, 0) + 1
         cell.violations += 1
         self.violating.append(key)
         for what in {x["what"] for x in lost}:
@@ -436,12 +496,15 @@ class LidarTally(KeyedTally):
             cell.lost[x["what"]] = cell.lost.get(x["what"], 0) + 1
             cell.labelled += x.get("label") == "labelled"
             self.findings.append({**x, "key": list(key), "transform": self.transforms[t][0],
-                                  "level": self.levels[t][lv], "relation": relation})
+                                  "level": self.levels[t][lv], "relation": relation,
+                                  "severity": fnd.severity(x), "evidence": fnd.evidence(x)})
         cell.nearest.append(min(float(x["distance"]) for x in lost))
 
     def ranked(self) -> list[dict[str, Any]]:
-        """Every finding, nearest to the sensor first (Speth et al.), ties by key."""
-        return sorted(self.findings, key=lambda f: (float(f["distance"]), f["key"], f.get("source", -1)))
+        """Every finding, most severe first (:mod:`lidarmt.engine.findings`), then nearest to the sensor (Speth et
+        al.), ties by key."""
+        return sorted(self.findings, key=lambda f: (fnd.severity_rank(f["severity"]), float(f["distance"]), f["key"],
+                                                    f.get("source", -1)))
 
     def to_dict(self) -> dict[str, Any]:
         rows = []
@@ -452,7 +515,10 @@ class LidarTally(KeyedTally):
                          "pairs": c.pairs, "violations": c.violations, "crashes": c.crashes, "timeouts": c.timeouts,
                          "required": c.required, "lost": {w: int(c.lost.get(w, 0)) for w in WHATS},
                          "violating_by": {w: int(c.violating_by.get(w, 0)) for w in WHATS},
-                         "lost_labelled": c.labelled,
+                         "lost_labelled": c.labelled, "real_violations": c.real_violations,
+                         "by_severity": {k: int(c.by_severity.get(k, 0)) for k in fnd.SEVERITIES},
+                         "by_evidence": {k: int(c.by_evidence.get(k, 0)) for k in fnd.EVIDENCE_KINDS},
+                         "label_kept": c.label_kept, "improved": c.improved,
                          "mean_edits": round(c.edits / c.pairs, 1) if c.pairs else None,
                          "nearest_m": round(min(c.nearest), 2) if c.nearest else None})
         return {"thresholds": self.th.to_dict(), "cells": rows}

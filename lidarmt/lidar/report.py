@@ -6,8 +6,9 @@
   nearest loss;
 * **families**: violating pairs per family (weather, sensor, motion, object, alignment), to set beside Dong et
   al. (CVPR 2023), who rank the families by how much they hurt detectors;
-* **distance ranking** (Speth et al.): every finding, nearest to the sensor first, with its class, size and
-  distance;
+* **severity ranking** (Speth et al.): every finding, most severe first (:mod:`lidarmt.engine.findings`), then
+  nearest to the sensor, with its evidence (labelled object, junk, low evidence, ...), lane, class, size and
+  distance; counts per severity and per evidence, and the violating pairs excluding junk/low-evidence;
 * the thresholds the fold applied, stated in every table's caption;
 * ``violations.png`` (violation rate per transformation and intensity), ``junit.xml`` (a suite per
   transformation, a case per intensity; violations fail, crashes and timeouts are errors), ``report.md``.
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import lidarmt.engine.findings as fnd
 from lidarmt._show import md_code
 from lidarmt.engine.report import (
     failure_body,
@@ -46,11 +48,18 @@ def summary_dict(config: Mapping[str, Any], tally: Any) -> dict[str, Any]:
     ranked = tally.ranked()
     cells = body["cells"]
     total = {"pairs": sum(c["pairs"] for c in cells), "violations": sum(c["violations"] for c in cells),
-             "crashes": sum(c["crashes"] for c in cells), "timeouts": sum(c["timeouts"] for c in cells)}
+             "real_violations": sum(c.get("real_violations", 0) for c in cells),
+             "crashes": sum(c["crashes"] for c in cells), "timeouts": sum(c["timeouts"] for c in cells),
+             "label_kept": sum(c.get("label_kept", 0) for c in cells),
+             "improved": sum(c.get("improved", 0) for c in cells)}
+    per = fnd.counts(ranked)
     return {"kind": "lidar-transform", "config": dict(config), "thresholds": body["thresholds"], "cells": cells,
             "families": families(cells), "total": total, "findings": len(ranked),
+            "by_severity": per["severity"], "by_evidence": per["evidence"],
+            "severity_rule": fnd.SEVERITY_RULE, "evidence_rule": fnd.LOW_EVIDENCE_RULE,
             "ranking": [{k: f[k] for k in ("what", "class", "distance", "size", "kind", "transform", "level",
-                                           "relation", "key", "label") if k in f} for f in ranked[:RANK_ROWS]]}
+                                           "relation", "key", "label", "lane", "severity", "evidence") if k in f}
+                        for f in ranked[:RANK_ROWS]]}
 
 
 def _rate(k: int, n: int) -> str:
@@ -58,11 +67,12 @@ def _rate(k: int, n: int) -> str:
 
 
 def table8_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["transformation", "family", "relation", "intensity", "violating pairs", *(SHORT[w] for w in WHATS),
-            "labelled", "nearest m", "crash"]
+    head = ["transformation", "family", "relation", "intensity", "violating pairs (all)",
+            "excl. junk/low-ev.", *(SHORT[w] for w in WHATS), "labelled", "nearest m", "crash"]
     rows = []
     for c in summary["cells"]:
         rows.append([c["transform"], c["family"], c["relation"], c["level"], _rate(c["violations"], c["pairs"]),
+                     _rate(c["real_violations"], c["pairs"]) if "real_violations" in c else "–",
                      *(str(c["lost"][w]) for w in WHATS), str(c.get("lost_labelled", 0)),
                      "–" if c["nearest_m"] is None else f"{c['nearest_m']:.1f}",
                      str(c["crashes"] + c["timeouts"])])
@@ -76,17 +86,29 @@ def family_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]
 
 
 def ranking_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    head = ["#", "distance m", "lost", "size m", "how", "labels say", "transformation", "intensity", "frame"]
-    rows = [[str(i + 1), f"{float(f['distance']):.1f}", f["what"] if f["what"] == f["class"] else
-             f"{f['what']} ({f['class']})", "×".join(f"{v:.1f}" for v in f["size"]), f["kind"],
-             f.get("label") or "–", f["transform"], f["level"], str(f["key"][0])]
+    head = ["#", "severity", "evidence", "distance m", "lane", "lost", "size m", "how", "transformation",
+            "intensity", "frame"]
+    rows = [[str(i + 1), f.get("severity", "–"), f.get("evidence", "–"), f"{float(f['distance']):.1f}",
+             f.get("lane") or "–", f["what"] if f["what"] == f["class"] else f"{f['what']} ({f['class']})",
+             "×".join(f"{v:.1f}" for v in f["size"]), f["kind"], f["transform"], f["level"], str(f["key"][0])]
             for i, f in enumerate(summary["ranking"])]
     return head, rows
 
 
+def severity_rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Findings per severity and per evidence (and the labelled objects a follow-up still fits: not findings)."""
+    sev, ev = summary.get("by_severity") or {}, summary.get("by_evidence") or {}
+    tot = summary.get("total") or {}
+    head = ["findings", *fnd.SEVERITIES, *fnd.EVIDENCE_KINDS, "label still fitted", "improved"]
+    return head, [[str(summary.get("findings", 0)), *(str(sev.get(k, 0)) for k in fnd.SEVERITIES),
+                   *(str(ev.get(k, 0)) for k in fnd.EVIDENCE_KINDS), str(tot.get("label_kept", 0)),
+                   str(tot.get("improved", 0))]]
+
+
 TABLES = (("Violations per transformation × intensity × class (the shape of DeepTest's Table 8)", table8_rows),
           ("Violating pairs per family", family_rows),
-          ("Findings by distance to the sensor, nearest first", ranking_rows))
+          ("Findings per severity and per evidence (lidarmt.engine.findings)", severity_rows),
+          ("Findings, most severe first, then nearest to the sensor", ranking_rows))
 
 
 def caption(summary: Mapping[str, Any]) -> str:
@@ -118,9 +140,13 @@ def markdown_report(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundl
         "",
         f"- recording {md_code(cfg['source']['path'])}, {len(cfg['frames'])} frame(s), ROI {md_code(cfg['roi']['map'])}, SUT "
         f"{md_code(cfg['sut']['name'])}{weights_note(cfg['sut']['options'])}, seed {cfg['seed']}, {cfg['trials']} trial(s)",
-        f"- {tot['pairs']} pairs judged, **{tot['violations']}** violate their relation; {tot['crashes']} crashes, "
+        f"- {tot['pairs']} pairs judged, **{tot['violations']}** violate their relation (all findings), "
+        f"**{tot.get('real_violations', '–')}** excluding junk and low-evidence obstacles; {tot['crashes']} crashes, "
         f"{tot['timeouts']} timeouts",
+        f"- labelled objects the matching missed but a follow-up obstacle still fits as well (not lost): "
+        f"{tot.get('label_kept', 0)}; fits better (e.g. a split car made whole: an improvement): {tot.get('improved', 0)}",
         f"- {caption(summary)}",
+        f"- {fnd.SEVERITY_RULE}; {fnd.LOW_EVIDENCE_RULE}",
         "",
     ]
     bundled = {tuple(b["key"]): b["id"] for b in bundles if b.get("key") is not None and not b.get("error")}

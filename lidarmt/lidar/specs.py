@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,6 +43,7 @@ from lidarmt.engine.trust import (  # noqa: F401  (re-exported: lidarmt.fuzz.plu
     is_callable_spec,
     names_code,
 )
+from lidarmt.errors import UserError
 from lidarmt.types import Frame, Roi
 
 
@@ -175,7 +176,24 @@ class _HDMapProvider:
         # a map drawn in sensor coordinates (GeoJSON "frame": "sensor", or --map-frame sensor) needs no pose
         self._sensor = spec.map_frame == "sensor" or (spec.map_frame == "auto" and declared == "sensor")
         self._map = spec.map
+        self._hdmap = hdmap
         self._fixed: Roi | None = None
+        self._paths: dict[bytes, Any] = {}
+
+    def ego_path(self, frame: Frame):
+        """The ego lane of the map for this frame (:class:`lidarmt.lidar.lanes.EgoPath`), or None where no lane
+        heads the sensor's way near it."""
+        from lidarmt.lidar.lanes import EgoPath
+
+        pose = np.eye(4) if self._sensor else frame.pose
+        if pose is None:
+            return None
+        key = np.asarray(pose, dtype=np.float64).tobytes()
+        if key not in self._paths:
+            if len(self._paths) > 64:
+                self._paths.clear()
+            self._paths[key] = EgoPath.from_map(self._hdmap, pose)
+        return self._paths[key]
 
     def roi_for(self, frame: Frame) -> Roi:
         if self._sensor:
@@ -236,6 +254,16 @@ def no_pose_message(frame: Frame, map_path: str) -> str:
         "record /tf or a localization topic with the cloud, or draw the map in the sensor frame (GeoJSON) and "
         "pass --map-frame sensor"
     )
+
+
+def ego_path_for(rois: Any, frame: Frame):
+    """The ego lane for a frame: the HD map's where the ROI provider has a map and finds the lane, else the
+    corridor along the sensor's x axis (:class:`lidarmt.lidar.lanes.EgoPath`)."""
+    from lidarmt.lidar.lanes import EgoPath
+
+    fn = getattr(rois, "ego_path", None)
+    path = fn(frame) if callable(fn) else None
+    return path if path is not None else EgoPath.corridor()
 
 
 def build_roi_provider(spec: RoiSpec, *, origin: str | os.PathLike[str] | None = None,
@@ -314,4 +342,89 @@ def open_source(spec: SourceSpec):
         raise
     if not hasattr(rec, "__getitem__"):
         raise FuzzInputError(f"{spec.path}: the reader does not allow random access to frames")
-    return rec
+    return with_simulator_labels(rec, p)
+
+
+class SimLabelled:
+    """A simulated bag's frames with the ground truth the simulator wrote beside it (``x.labels.npz``, aligned
+    point for point; :func:`lidarmt.lidar.sim.record.load_labels`), so that every command that reads the bag
+    (fuzz, its transformations' object library and removals, bench, export) sees its labels as it sees KITTI's.
+    A frame whose points do not line up with its labels (dropped non-finite points) is read without them."""
+
+    def __init__(self, rec: Any, labels: Sequence[Any], path: Path) -> None:
+        self._rec, self._labels, self.labels_path = rec, labels, path
+
+    def __len__(self) -> int:
+        return len(self._rec)
+
+    def __getitem__(self, i: int) -> Frame:
+        from dataclasses import replace
+
+        f = self._rec[i]
+        lb = self._labels[int(i) % len(self._labels)] if len(self._labels) else None
+        if f.labels is not None or lb is None or f.dropped or lb.point_meta is None \
+                or len(lb.point_meta) != len(f.points):
+            return f
+        return replace(f, labels=lb)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __enter__(self) -> SimLabelled:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        close = getattr(self._rec, "close", None)
+        if callable(close):
+            close()
+
+    def __getattr__(self, name: str) -> Any:  # close(), describe(), ...: the recording's own
+        return getattr(self._rec, name)
+
+
+def with_simulator_labels(rec: Any, path: str | os.PathLike[str]) -> Any:
+    """``rec`` with the simulator's ground truth when a ``<bag>.labels.npz`` of as many sweeps lies beside the
+    file ``path`` (:class:`SimLabelled`), else ``rec`` itself. The one place every reader of a recording gets
+    a simulated bag's labels."""
+    p = Path(path)
+    if not p.is_file():
+        return rec
+    from lidarmt.lidar.sim.record import labels_path
+
+    lab = labels_path(p)
+    if not lab.is_file():
+        return rec
+    try:
+        labels = _LazyLabels(lab)
+    except UserError:  # not a labels file of ours: the bag is read without labels, as before
+        return rec
+    if len(labels) != len(rec):
+        return rec
+    return SimLabelled(rec, labels, lab)
+
+
+class _LazyLabels:
+    """The sweeps of a ``.labels.npz``, each read when asked for (a campaign reads a few of many)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                self._n = len(z["stamps"])
+        except (OSError, KeyError, ValueError) as err:
+            from lidarmt.errors import InputError
+
+            raise InputError(f"{path}: not a lidarmt simulation labels file ({err})") from err
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, k: int) -> Any:
+        from lidarmt.types import Labels
+
+        try:
+            with np.load(self.path, allow_pickle=False) as z:
+                return Labels(z[f"boxes_{k}"], z[f"point_instance_{k}"], z[f"point_meta_{k}"],
+                              z[f"point_semantic_{k}"] if f"point_semantic_{k}" in z.files else None)
+        except (OSError, KeyError, ValueError):
+            return None  # an unreadable sweep: that frame is read without labels

@@ -82,6 +82,7 @@ def fuzz(
     lam: Annotated[float, typer.Option("--lambda", help="DeepTest Eq. 2's λ: a pair errs when (θ(τ(i)) − θᵗ)² > λ·MSE_orig.")] = 5.0,
     epsilon: Annotated[float, typer.Option("--epsilon", help="DeepTest Eq. 3's ε: a simple transformation's setting counts when |MSE(t,p) − MSE_orig| ≤ ε.")] = 0.03,
     tolerance: Annotated[float, typer.Option("--tolerance", help="DeepRoad's ε in degrees, deciding violations when the source has no labels.")] = 10.0,
+    min_change: Annotated[float, typer.Option("--min-change", help="Δθ in degrees: a DeepTest error whose angle moved less than this is reported apart as 'no real change' (as is one whose seed prediction already broke Eq. 2: 'seed already in error'), not in the headline.")] = 2.0,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed; every transformed image is reproducible from (seed, frame, transformation, parameter, trial).")] = 0,
     trials: Annotated[int, typer.Option("--trials", help="Transformed images per frame and setting (random weather styles differ per trial).")] = 1,
     model_option: Annotated[list[str], typer.Option("--model-option", help="[MODEL:]KEY=VALUE for the model named (its number in --model, 1-based, or its name); without MODEL, for every model that takes KEY (e.g. crop=60:-25 goes to the Keras models, weights= to the zoo's). Repeatable.")] = [],  # noqa: B006
@@ -111,6 +112,8 @@ def fuzz(
 
     for name, value in (("--lambda", lam), ("--epsilon", epsilon), ("--tolerance", tolerance)):
         _positive(name, value)
+    if not (math.isfinite(min_change) and min_change >= 0):
+        raise CameraArgumentError(f"--min-change {min_change}: give 0 or more degrees")
     if (images is None) == (pairs is None):
         raise CameraArgumentError("give either --images SOURCE (lidarmt transforms the images) or --pairs SOURCES "
                                   "FOLLOW_UPS (follow-ups made elsewhere)")
@@ -159,6 +162,7 @@ def fuzz(
         chosen = tuple(sorted(matched[i] for i in select_items(len(matched), frames, seed, what="pairs",
                                                                source=images)))
         refs = tuple(TransformRef(n, ({},)) for n in tnames)
+        scene = _scene_check(images, follow_ups, pairings, set(chosen), topic=topic)
     else:
         refs = transform_refs(select(transforms), device=resolved)
         with open_images(images, topic=topic) as src:
@@ -172,7 +176,7 @@ def fuzz(
                                   refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
                                   batch_size=batch_size, follow_ups=follow_ups,
                                   paired=tuple(tuple(s for s, _ in p.pairs) for p in pairings))
-    criteria = Criteria(lam, epsilon, tolerance)
+    criteria = Criteria(lam, epsilon, tolerance, min_change)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
@@ -183,8 +187,35 @@ def fuzz(
              command=command, quiet=quiet, fail_on_violation=fail_on_violation,
              extra_run=None if not pairings else {"pairs": [
                  {"follow_ups": f, "matched": len(p.pairs), "unmatched_sources": list(p.unmatched_sources),
-                  "unmatched_follow_ups": list(p.unmatched_follow_ups)} for f, p in zip(follow_ups, pairings,
-                                                                                       strict=True)]})
+                  "unmatched_follow_ups": list(p.unmatched_follow_ups), **scene[f]}
+                 for f, p in zip(follow_ups, pairings, strict=True)]})
+
+
+def _scene_check(images: str, follow_ups: tuple[str, ...], pairings: list, chosen: set[int], *,
+                 topic: str | None) -> dict[str, dict]:
+    """How alike each judged pair's two images are (:func:`lidarmt.camera.pairs.scene_similarity`): a warning per
+    pair whose follow-up seems to show another scene (DeepRoad's relation does not apply), and one per set;
+    ``{follow_ups: {"similarity_min", "similarity_mean", "different_scene": [frame ids]}}`` for run.json."""
+    from lidarmt.camera.pairs import SAME_SCENE_MIN, SIMILARITY_RULE, check_pairs
+    from lidarmt.cli._common import err_console
+
+    out: dict[str, dict] = {}
+    for f, p in zip(follow_ups, pairings, strict=True):
+        sims = check_pairs(images, f, [(i, j) for i, j in p.pairs if i in chosen], topic=topic)
+        bad = [(fid, v) for fid, v in sims if v < SAME_SCENE_MIN]
+        for fid, v in bad[:10]:
+            err_console.print(f"warning: --pairs {f}: {fid}: source and follow-up do not look like the same scene "
+                              f"(similarity {v:.3f} < {SAME_SCENE_MIN:g}); DeepRoad's relation assumes the same road",
+                              highlight=False, soft_wrap=True, markup=False)
+        if bad:
+            err_console.print(f"warning: --pairs {f}: {len(bad)} of {len(sims)} pairs do not look like the same "
+                              f"scene ({SIMILARITY_RULE}); their verdicts say little", highlight=False,
+                              soft_wrap=True, markup=False)
+        vals = [v for _, v in sims]
+        out[f] = {"similarity_min": min(vals) if vals else None,
+                  "similarity_mean": round(sum(vals) / len(vals), 4) if vals else None,
+                  "different_scene": [fid for fid, _ in bad], "similarity_rule": SIMILARITY_RULE}
+    return out
 
 def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force: bool, bundles: int, command: str,
          quiet: bool, fail_on_violation: bool, backend: str = "local", address: str | None = None,
@@ -282,6 +313,11 @@ def _run(config, criteria, out: Path, *, lock, workers: int, resume: bool, force
                       f"{len(findings)} crash/timeout, {sum(not b.get('error') for b in bundle_infos)} bundles"
                       + (f" ({sum(bool(b.get('error')) for b in bundle_infos)} failed)"
                          if any(b.get("error") for b in bundle_infos) else ""), soft_wrap=True)
+    apart = summary.get("deeptest_apart")
+    if apart:
+        console.print(f"DeepTest errors: {apart['errors']} in the headline; set apart: {apart['seed_error']} seed "
+                      f"already in error, {apart['no_change']} no real change (|Δθ| < {apart['min_change_deg']:g}°)",
+                      highlight=False, soft_wrap=True)
     for b in bundle_infos[:10]:
         if b.get("error"):
             console.print(f"  bundle {b['id']}: failed ({show(b['error'])})")

@@ -42,7 +42,7 @@ from lidarmt._show import md_code, md_code_line
 from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
 from lidarmt.errors import OutputError
-from lidarmt.lidar.mr1.oracle import Verdict, judge
+from lidarmt.lidar.mr1.oracle import Verdict, follow_names, judge
 from lidarmt.types import Frame, Obstacles
 
 BUNDLE_VERSION = 2
@@ -91,9 +91,15 @@ def lost_text(verdict: Verdict) -> str:
 
 
 def lost_details(verdict: Verdict, *, limit: int = 3) -> str:
-    """What was lost, per obstacle: ``"#4 car merged (812 pts, 4.2×1.8×1.5 m, 13.0 m away)"``, ``limit`` at most."""
-    items = [f"#{m.source} {m.cls.value} {m.kind}" + (f" ({m.what()})" if m.what() else "")
-             for m in verdict.missing]
+    """What was lost, per obstacle, most severe first (:mod:`lidarmt.engine.findings`):
+    ``"#4 car merged [high, labelled object] (LABELLED car (IoU 0.71), 812 pts, 4.2×1.8×1.5 m, 13.0 m away)"``,
+    ``limit`` at most."""
+    from lidarmt.engine.findings import evidence, severity, severity_rank
+
+    ms = sorted(verdict.missing, key=lambda m: (severity_rank(severity(m.to_dict())), m.source))
+    items = [f"#{m.source} {m.cls.value} {m.kind} [{severity(m.to_dict())}, {evidence(m.to_dict())}"
+             + (f", {m.lane} the ego lane" if m.lane in ("in", "next") else "") + "]"
+             + (f" ({m.what()})" if m.what() else "") for m in ms]
     more = f"; … {len(items) - limit} more" if len(items) > limit else ""
     return "; ".join(items[:limit]) + more
 
@@ -144,6 +150,10 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "n_follow": len(follow),
         "lost": lost_text(verdict),
         "lost_details": lost_details(verdict),
+        # per lost obstacle: its evidence and severity (lidarmt.engine.findings); the worst of them
+        "findings": [{"source": m.source, "evidence": _ev(m), "severity": _sev(m)} for m in verdict.missing],
+        "severity": _worst(verdict),
+        "follow_names": follow_names(verdict, len(follow)),
         # added points inside the network's grid and height band (the others cannot change any obstacle)
         "added_reached": int(ev.reach.count(extra)) if getattr(ev, "reach", None) is not None else None,
         "ddmin": dd.to_dict() if dd else None,
@@ -159,7 +169,25 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
                   np.asarray(roi.indices(frame), dtype=np.int64), roi=roi)
     return {k: info[k] for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost",
-                                 "lost_details", "ddmin")} | {"has_bev": True}
+                                 "lost_details", "ddmin", "severity", "findings")} | {"has_bev": True}
+
+
+def _ev(m: Any) -> str:
+    from lidarmt.engine.findings import evidence
+
+    return evidence(m.to_dict())
+
+
+def _sev(m: Any) -> str:
+    from lidarmt.engine.findings import severity
+
+    return severity(m.to_dict())
+
+
+def _worst(verdict: Verdict) -> str | None:
+    from lidarmt.engine.findings import worst
+
+    return worst([m.to_dict() for m in verdict.missing])
 
 
 def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray,
@@ -247,7 +275,7 @@ def write_shown(tmp: Path, info: dict, frame: Frame, follow_frame: Frame, extra:
 
     write_lidar_bundle_mcap(tmp / BUNDLE_MCAP, frame=frame, follow_frame=follow_frame, source=source,
                             follow=follow, verdict=verdict, minimal=minimal if info.get("ddmin") else None,
-                            roi=roi, roi_indices=roi_indices,
+                            roi=roi, roi_indices=roi_indices, follow_names=follow_names(verdict, len(follow)),
                             info={k: info[k] for k in ("id", "relation", "n", "frame_index", "lost")})
     write_layout(tmp / LAYOUT_NAME, "lidar-bundle", frame_id=frame.frame_id)
     md = bundle_markdown(info, source, follow, verdict)
@@ -363,6 +391,7 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
 
     colors = _class_colors()
     missing = {m.source: m for m in verdict.missing}
+    names = {False: [f"#{k}" for k in range(len(source))], True: follow_names(verdict, len(follow))}
     xy = np.c_[follow_frame.points["x"], follow_frame.points["y"]].astype(np.float64)
     extent = view_extent(xy[:base], [*source, *follow], roi_indices)
     roi_mask = np.zeros(base, dtype=bool)
@@ -405,13 +434,15 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
                 ch, cv = _view(np.asarray(o.center[:2]))
                 if lost:
                     m = missing[k]
-                    text = f"#{k} {o.cls.value} LOST ({m.kind})" + (f"\n{m.what()}" if m.what() else "")
+                    text = (f"#{k} {o.cls.value} LOST ({m.kind}, {_sev(m)})"
+                            + (f"\n{m.what()}" if m.what() else ""))
                     labels.insert(sum(1 for it in labels if it[3].get("always")),
                                   (float(ch), float(cv) + 1.0, text,
                                    {"fontsize": 8, "color": "#d62728", "fontweight": "bold", "always": True,
                                     "bbox": {"fc": "white", "ec": "none", "alpha": 0.7, "pad": 1}}))
                 elif abs(float(ch)) <= extent and abs(float(cv)) <= extent:
-                    labels.append((float(ch), float(cv) + 1.0, f"#{k} {o.cls.value}", {"fontsize": 6.5, "color": col}))
+                    labels.append((float(ch), float(cv) + 1.0, f"{names[added][k]} {o.cls.value}",
+                                   {"fontsize": 6.5, "color": col}))
             _place_labels(ax, labels, extent=extent)
             ax.plot([0], [0], marker="^", ms=8, color="#d62728", mec="black", mew=0.6, zorder=8)
             ax.set_title(f"{label}: {len(obs)} obstacles", fontsize=10)
@@ -425,7 +456,8 @@ def bev_picture(path: Path, source_frame: Frame, follow_frame: Frame, source: Ob
         axes[0].set_ylabel("x (forward) [m]")
         axes[0].set_xlim(-extent, extent)
         axes[0].set_ylim(-extent, extent)
-        fig.suptitle(title + "  (red dashed: source obstacles lost in t′)", fontsize=10)
+        fig.suptitle(title + "  (red dashed: source obstacles lost in t′; a follow-up obstacle is named after the "
+                     "source obstacle it matches, #i′ after the lost one whose points it holds)", fontsize=9)
         fig.tight_layout()
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             # bbox "tight": the axis labels and the title are never cut off
@@ -462,8 +494,11 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
            if info.get("added_reached") is not None else "")
         + f"): {info['n_follow']} obstacles ({_counts(verdict.counts_follow)})",
     ]
-    for m in verdict.missing:
-        lines.append(f"- {Missing.describe(m)}")
+    from lidarmt.engine.findings import LOW_EVIDENCE_RULE, SEVERITY_RULE, severity_rank
+
+    for m in sorted(verdict.missing, key=lambda m: (severity_rank(_sev(m)), m.source)):
+        lane = {"in": "in the ego lane", "next": "next to the ego lane", "off": "off the ego lane"}.get(str(m.lane))
+        lines.append(f"- **{_sev(m)}** ({_ev(m)}{', ' + lane if lane else ''}): {Missing.describe(m)}")
     if dd:
         lines.append(f"- a subset of **{dd['size']}** of the {info['n']} added points still causes the violation "
                      f"({'1-minimal' if dd['one_minimal'] else 'not proven 1-minimal: ' + dd['stopped']}, "
@@ -471,6 +506,10 @@ def bundle_markdown(info: dict, source: Obstacles, follow: Obstacles, verdict: V
     if not info["reproduced"]:
         lines.append("- **note**: recomputing the pair did not reproduce the violation (non-deterministic SUT?)")
     lines += [
+        "",
+        "Obstacles keep one name across source and follow-up: a follow-up obstacle matched to source obstacle #i "
+        "is #i, the one holding most points of a lost #i is #i′, others are new. " + SEVERITY_RULE + "; "
+        + LOW_EVIDENCE_RULE + ".",
         "",
         "![bird's-eye view](bev.png)",
         "",

@@ -47,7 +47,7 @@ from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.engine.journal import JOURNAL_NAME, Key, iter_records, record_key
 from lidarmt.engine.tally import LostFilter, Tally
 from lidarmt.lidar.mr1.inject import MAX_POINTS, Bounds, NetworkReach, Region, make_follow_up
-from lidarmt.lidar.mr1.oracle import Verdict, attach_labels, judge
+from lidarmt.lidar.mr1.oracle import Verdict, attach_labels, attach_lanes, judge
 from lidarmt.lidar.perception.guard import guarded_detect
 from lidarmt.lidar.specs import (
     RoiSpec,
@@ -55,6 +55,7 @@ from lidarmt.lidar.specs import (
     SutSpec,
     build_roi_provider,
     build_sut,
+    ego_path_for,
     open_source,
 )
 from lidarmt.types import Frame, Obstacles, Roi
@@ -229,6 +230,7 @@ class Evaluator(EvaluatorBase):
         t_source = time.perf_counter() - t0
         cnn_source = self._cnn_seconds()
         labels = source_labels(frame, source)
+        lanes = self.lanes(frame, source)
         for key in keys:
             fu = self.follow_up(frame, roi, key, bounds)
             t0 = time.perf_counter()
@@ -243,7 +245,7 @@ class Evaluator(EvaluatorBase):
             cnn = self._cnn_seconds()
             if cnn is not None and cnn_source is not None:  # the SUT reports its CNN's share (ApolloLOP)
                 timing |= {"cnn_s": round(cnn, 6), "source_cnn_s": round(cnn_source, 6)}
-            verdict = attach_labels(judge(source, follow), labels)
+            verdict = attach_lanes(attach_labels(judge(source, follow), labels), lanes)
             extra = {} if labels is None else {"labelled_source": labelled_counts(labels)}
             emit("pair", pair_record(self.config, key, "ok", "follow", verdict=verdict.to_dict(matches=False),
                                      points=len(frame), added_reached=self.reach.count(fu.extra),
@@ -255,7 +257,16 @@ class Evaluator(EvaluatorBase):
         source = self.detect(frame, roi)
         fu = self.follow_up(frame, roi, key)
         follow = self.detect(fu.frame, roi)
-        return frame, roi, fu, source, follow, attach_labels(judge(source, follow), source_labels(frame, source))
+        verdict = attach_lanes(attach_labels(judge(source, follow), source_labels(frame, source)),
+                               self.lanes(frame, source))
+        return frame, roi, fu, source, follow, verdict
+
+    def lanes(self, frame: Frame, source: Obstacles) -> dict[int, str]:
+        """Where each source obstacle lies for the planner: in, next to or off the ego lane (the HD map's, or
+        the corridor; :mod:`lidarmt.lidar.lanes`)."""
+        from lidarmt.lidar.lanes import lane_of_obstacles
+
+        return lane_of_obstacles(ego_path_for(self.rois, frame), source, range(len(source)))
 
     def make_bundle(self, key: Key, out_dir: Path, **opts: Any) -> dict[str, Any]:
         from lidarmt.lidar.mr1.bundle import make_bundle
@@ -308,20 +319,32 @@ def lost_labelled(rec: Mapping[str, Any]) -> bool:
     return any(m.get("label") == "labelled" for m in rec["verdict"]["missing"])
 
 
-def select_bundles(violations: list[tuple[Key, dict]], per_n: int | None) -> list[tuple[Key, dict]]:
-    """The first ``per_n`` violations of each n (pairs that lost a labelled object first, then count-relation
-    violations), or all when None."""
-    if per_n is None:
-        return violations
+def select_bundles(violations: list[tuple[Key, dict]], per_n: int | None, *,
+                   min_severity: str | None = None) -> list[tuple[Key, dict]]:
+    """The first ``per_n`` violations of each n (all when None), real objects first, within each n and across them
+    (the order the bundles are made and listed in): pairs that lost a labelled object, then by their most severe
+    finding (:mod:`lidarmt.engine.findings`), then pairs that lost an obstacle
+    other than junk or a low-evidence one, then count-relation violations. ``min_severity`` (``--min-severity``)
+    keeps only pairs with a finding at least that severe."""
+    from lidarmt.engine.findings import at_least, is_real, severity_rank, worst
+
+    def lost(rec: dict) -> list[dict]:
+        return list(rec["verdict"]["missing"])
+
+    def rank(kv: tuple[Key, dict]) -> tuple:
+        return (not lost_labelled(kv[1]), severity_rank(worst(lost(kv[1])) or "low"),
+                not any(is_real(m) for m in lost(kv[1])), not kv[1]["verdict"]["count_violation"])
+
+    pool = [kv for kv in violations if any(at_least(m, min_severity) for m in lost(kv[1]))]
     by_n: dict[int, list] = {}
-    for kv in violations:
+    for kv in pool:
         by_n.setdefault(kv[0][1], []).append(kv)
     out: list = []
     for n in sorted(by_n):
-        items = sorted(by_n[n], key=lambda kv: (not lost_labelled(kv[1]), not kv[1]["verdict"]["count_violation"],
-                                                kv[0][0], kv[0][2]))
-        out.extend(items[:per_n])
-    return out
+        items = sorted(by_n[n], key=lambda kv: (*rank(kv), kv[0][0], kv[0][2]))
+        out.extend(items if per_n is None else items[:per_n])
+    # across n too: the first bundle a user sees is the most real, most severe one
+    return sorted(out, key=lambda kv: (*rank(kv), kv[0][1], kv[0][0], kv[0][2]))
 
 
 def bundle_id(key: Key) -> str:

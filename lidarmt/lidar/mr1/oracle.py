@@ -64,6 +64,7 @@ class Missing:
     label: str | None = None  # labelled | unlabelled | outside; None: the frame's labels do not say (or old journal)
     label_class: str | None = None  # for labelled: the class of the labelled object it overlaps
     label_iou: float | None = None  # for labelled: that overlap (bird's-eye IoU)
+    lane: str | None = None  # in | next | off the ego lane (lidarmt.lidar.lanes); None: not known (old journal)
 
     @property
     def volume(self) -> float | None:
@@ -95,6 +96,8 @@ class Missing:
                 d["label_class"] = self.label_class
             if self.label_iou is not None:
                 d["label_iou"] = round(float(self.label_iou), 4)
+        if self.lane is not None:
+            d["lane"] = self.lane
         return d
 
     @classmethod
@@ -106,20 +109,47 @@ class Missing:
                    (float(size[0]), float(size[1]), float(size[2])) if size is not None else None,
                    float(d["distance"]) if d.get("distance") is not None else None,
                    d.get("label"), d.get("label_class"),
-                   float(d["label_iou"]) if d.get("label_iou") is not None else None)
+                   float(d["label_iou"]) if d.get("label_iou") is not None else None, d.get("lane"))
 
     def describe(self) -> str:
+        """One line, with the obstacles named by their identity across source and follow-up
+        (:func:`follow_names`): a follow-up obstacle matched to source obstacle #i is #i, the one holding most
+        points of a lost #i is #i′."""
         what = self.what()
         base = f"source obstacle #{self.source} ({self.cls.value}{', ' + what if what else ''})"
         if self.kind == "vanished":
             return f"{base} vanished: no follow-up obstacle holds any of its points"
         if self.kind == "merged":
-            return (f"{base} merged into follow-up obstacle #{self.into}, which matches source obstacle "
-                    f"#{self.partner} ({self.shared:.0%} of its points)")
+            return (f"{base} merged into #{self.partner} (the follow-up obstacle matched to source obstacle "
+                    f"#{self.partner} holds {self.shared:.0%} of its points)")
         if self.kind == "reclassified":
-            return (f"{base} became {self.to_cls.value if self.to_cls else '?'} (follow-up obstacle "
-                    f"#{self.into}, {self.shared:.0%} of its points)")
-        return f"{base} degraded: follow-up obstacle #{self.into} holds only {self.shared:.0%} of its points"
+            return (f"{base} became {self.to_cls.value if self.to_cls else '?'} (#{self.source}′ in the follow-up "
+                    f"holds {self.shared:.0%} of its points)")
+        return (f"{base} degraded (split or shrunk): #{self.source}′ in the follow-up holds only "
+                f"{self.shared:.0%} of its points")
+
+
+def follow_names(verdict: Verdict, n_follow: int) -> list[str]:
+    """One identity per obstacle across source and follow-up: the name of each follow-up obstacle. A follow-up
+    obstacle matched to source obstacle i (the oracle's one-to-one matching) is ``#i``, as in the source; one
+    that holds most points of a lost source obstacle i without matching it (reclassified, split or shrunk) is
+    ``#i′``; any other is new, ``new 1``, ``new 2``, … in the follow-up's order. Source obstacles keep their
+    index ``#i``."""
+    names: list[str | None] = [None] * n_follow
+    for i, j, _ in verdict.matches:
+        if 0 <= j < n_follow:
+            names[j] = f"#{i}"
+    for m in verdict.missing:
+        if m.into is not None and m.kind != "merged" and 0 <= m.into < n_follow and names[m.into] is None:
+            names[m.into] = f"#{m.source}′"
+    k = 0
+    out = []
+    for nm in names:
+        if nm is None:
+            k += 1
+            nm = f"new {k}"
+        out.append(nm)
+    return out
 
 
 @dataclass(slots=True)
@@ -199,12 +229,13 @@ def describe_lost(m: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-LABEL_KEYS = ("label", "label_class", "label_iou")
+#: what a verdict's lost obstacles are annotated with after judging (labels, the ego lane): not the oracle's own
+LABEL_KEYS = ("label", "label_class", "label_iou", "lane")
 
 
 def without_labels(verdict: dict[str, Any]) -> dict[str, Any]:
-    """A verdict's JSON form without what the labels say of its lost obstacles (to compare a verdict with one
-    written before lost obstacles were matched to labels)."""
+    """A verdict's JSON form without what the labels (and the ego lane) say of its lost obstacles (to compare a
+    verdict with one written before lost obstacles were matched to labels)."""
     if not isinstance(verdict, dict) or not isinstance(verdict.get("missing"), list):
         return verdict  # not a verdict (a corrupt file): compared as it is
     return {**verdict, "missing": [{k: v for k, v in m.items() if k not in LABEL_KEYS} if isinstance(m, dict) else m
@@ -221,6 +252,15 @@ def attach_labels(verdict: Verdict, labels: dict[int, dict[str, Any]] | None) ->
         info = labels.get(m.source)
         if info is not None:
             m.label, m.label_class, m.label_iou = info["label"], info.get("label_class"), info.get("label_iou")
+    return verdict
+
+
+def attach_lanes(verdict: Verdict, lanes: dict[int, str] | None) -> Verdict:
+    """Set where each lost obstacle lies for the planner (``lanes``: source index -> in | next | off the ego
+    lane, :func:`lidarmt.lidar.lanes.lane_of_obstacles`). Returns ``verdict``."""
+    if lanes:
+        for m in verdict.missing:
+            m.lane = lanes.get(m.source, m.lane)
     return verdict
 
 

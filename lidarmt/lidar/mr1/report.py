@@ -21,6 +21,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from lidarmt._atomic import atomic_write_text
 from lidarmt._show import md_code
+from lidarmt.engine.findings import EVIDENCE_KINDS, LOW_EVIDENCE_RULE, SEVERITIES, SEVERITY_RULE
 from lidarmt.engine.html import (
     MAX_PAIR_ROWS,
     Cell,
@@ -75,10 +76,13 @@ def summary_dict(config: Mapping[str, Any], tally: Tally) -> dict[str, Any]:
             # what the source frames' labels say of the lost obstacles (labelled object / junk / outside)
             **t.labels_dict(),
             "labelled_relation": rate(t.labelled_violations, t.labelled_pairs),
+            # lost obstacles per severity and evidence; pairs that lost a real obstacle (not junk/low evidence)
+            **t.findings_dict(),
+            "real_relation": rate(t.real_violations, t.pairs),
         })
     flt = getattr(tally, "lost_filter", None)
     return {"relation": "MR1: obstacles inside the ROI survive n random points added outside it",
-            "label_matching": LABEL_MATCH_RULE,
+            "label_matching": LABEL_MATCH_RULE, "evidence_rule": LOW_EVIDENCE_RULE, "severity_rule": SEVERITY_RULE,
             "config": dict(config), "pairs_expected": _expected(config), "pairs_done": tally.done,
             "complete": tally.done >= _expected(config),
             "filter": flt.to_dict() if flt is not None else {"min_points": 0, "min_size_m3": 0.0},
@@ -102,6 +106,18 @@ def _filter_note(summary: Mapping[str, Any]) -> str:
     out = sum(r.get("lost_filtered_out", 0) for r in summary["by_n"])
     return (f"filter: only lost obstacles with {' and '.join(parts)} count ({out} lost obstacle(s) left out; "
             "the journal keeps them)")
+
+
+REAL_NOTE = ("excl. junk/low-ev.: pairs that lost an obstacle other than unlabelled junk or a low-evidence one "
+             "(lidarmt.engine.findings)")
+
+
+def _real(r: Mapping[str, Any]) -> tuple[str, str]:
+    """(count, rate) of the pairs that lost a real obstacle; dashes for a summary written before it was kept."""
+    rr = r.get("real_relation")
+    if rr is None:
+        return "–", "–"
+    return str(rr["k"]), fmt_rate(rr["k"], rr["n"])
 
 
 def has_labels(summary: Mapping[str, Any]) -> bool:
@@ -178,14 +194,17 @@ def rich_tables(summary: Mapping[str, Any]):
                "inside the CNN's grid and height band")
     if _filter_note(summary):
         caption += "\n" + _filter_note(summary)
+    caption += "\n" + REAL_NOTE
     main = Table(title="MR1 violations per n (rate with 95 % Wilson interval)", caption=caption)
-    for col in ("n", "pairs", "reached", "|O|>|O′|", "rate", "study", "O⊄O′", "rate", "crash", "t/o"):
+    for col in ("n", "pairs", "reached", "|O|>|O′|", "rate", "study", "O⊄O′ all", "rate", "excl. junk/low-ev.",
+                "rate", "crash", "t/o"):
         main.add_column(col, justify="right", no_wrap=True)
     for r in summary["by_n"]:
         c, s = r["count_relation"], r["subset_relation"]
         study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
+        rk, rr = _real(r)
         main.add_row(str(r["n"]), str(r["pairs"]), _reach(r), str(c["k"]), fmt_rate(c["k"], c["n"]), study,
-                     str(s["k"]), fmt_rate(s["k"], s["n"]), str(r["crashes"]), str(r["timeouts"]))
+                     str(s["k"]), fmt_rate(s["k"], s["n"]), rk, rr, str(r["crashes"]), str(r["timeouts"]))
     per = Table(title="Per class: pairs where the count decreased / stayed / increased (rate of |O_c|>|O′_c|)")
     per.add_column("n", justify="right")
     for c in CLASS_ORDER:
@@ -208,8 +227,16 @@ def rich_tables(summary: Mapping[str, Any]):
         size.add_row(str(n), s_, *cells, str(sum(counts)))
     if labelled:
         size.caption = "(L): of them, lost LABELLED objects (real cars, pedestrians, cyclists)"
+    sev = Table(title="Findings (lost obstacles) per severity and per evidence", caption=SEVERITY_RULE + "; "
+                + LOW_EVIDENCE_RULE)
+    for col in ("n", *SEVERITIES, "|", *EVIDENCE_KINDS):
+        sev.add_column(col, justify="right")
+    for r in summary["by_n"]:
+        bs, be = r.get("by_severity") or {}, r.get("by_evidence") or {}
+        sev.add_row(str(r["n"]), *(str(bs.get(k, 0)) for k in SEVERITIES), "|",
+                    *(str(be.get(k, 0)) for k in EVIDENCE_KINDS))
     if not labelled:
-        return main, per, size
+        return main, per, size, sev
     lab = Table(title="Lost obstacles and the labels: LABELLED objects (real objects lost) vs unlabelled junk",
                 caption="class: of the lost obstacle; " + LABEL_MATCH_RULE)
     for col in ("n", "class", *LABEL_KINDS, "pairs losing a labelled object", "labelled objects lost (of those in O)"):
@@ -221,17 +248,20 @@ def rich_tables(summary: Mapping[str, Any]):
         extra = ([f"{lr['k']} of {lr['n']} ({fmt_rate(lr['k'], lr['n'])})", _labelled_as(r)] if cls == "all"
                  else ["", ""])
         lab.add_row(str(n), cls, *map(str, counts), *extra)
-    return main, per, size, lab
+    return main, per, size, sev, lab
 
 
 def text_table(summary: Mapping[str, Any]) -> str:
     lines = [f"{'n':>8} {'pairs':>6} {'reached':>11} {'|O|>|O′|':>9} {'rate (95% CI)':>24} {'study':>7} "
-             f"{'O⊄O′':>6} {'rate (95% CI)':>24} {'crash':>6} {'t/o':>4}"]
+             f"{'O⊄O′ all':>8} {'rate (95% CI)':>24} {'excl. junk':>10} {'rate (95% CI)':>24} {'crash':>6} {'t/o':>4}"]
     for r in summary["by_n"]:
         c, s = r["count_relation"], r["subset_relation"]
         study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
+        rk, rr = _real(r)
         lines.append(f"{r['n']:>8} {r['pairs']:>6} {_reach(r):>11} {c['k']:>9} {fmt_rate(c['k'], c['n']):>24} "
-                     f"{study:>7} {s['k']:>6} {fmt_rate(s['k'], s['n']):>24} {r['crashes']:>6} {r['timeouts']:>4}")
+                     f"{study:>7} {s['k']:>8} {fmt_rate(s['k'], s['n']):>24} {rk:>10} {rr:>24} {r['crashes']:>6} "
+                     f"{r['timeouts']:>4}")
+    lines.append(REAL_NOTE)
     lines.append("reached: mean added points per pair inside the CNN's grid and height band; study: the rates "
                  f"{STUDY_REF} published for |O| > |O′|")
     if _filter_note(summary):
@@ -243,6 +273,14 @@ def text_table(summary: Mapping[str, Any]) -> str:
         lines.append(f"{r['n']:>8} " + " ".join(
             f"{'/'.join(str(r['classes'][c.value][k]) for k in ('decreased', 'same', 'increased')):>18}"
             for c in CLASS_ORDER))
+    lines += ["", "findings (lost obstacles) per severity | per evidence:",
+              f"{'n':>8} " + " ".join(f"{k:>9}" for k in SEVERITIES) + " | "
+              + " ".join(f"{k:>15}" for k in EVIDENCE_KINDS)]
+    for r in summary["by_n"]:
+        bs, be = r.get("by_severity") or {}, r.get("by_evidence") or {}
+        lines.append(f"{r['n']:>8} " + " ".join(f"{bs.get(k, 0):>9}" for k in SEVERITIES) + " | "
+                     + " ".join(f"{be.get(k, 0):>15}" for k in EVIDENCE_KINDS))
+    lines += [SEVERITY_RULE, LOW_EVIDENCE_RULE]
     bands, rows = breakdown_rows(summary)
     lines += ["", "lost obstacles (O ⊄ O′) by size (box volume) and distance from the sensor:",
               f"{'n':>8} {'size':>9} " + " ".join(f"{b:>8}" for b in bands) + f" {'all':>6}"]
@@ -266,13 +304,23 @@ def text_table(summary: Mapping[str, Any]) -> str:
 
 
 def markdown_tables(summary: Mapping[str, Any]) -> str:
-    out = ["| n | pairs | reached | \\|O\\| > \\|O′\\| | rate (95 % CI) | study | O ⊄ O′ | rate (95 % CI) | crashes | "
-           "timeouts |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = ["| n | pairs | reached | \\|O\\| > \\|O′\\| | rate (95 % CI) | study | O ⊄ O′ (all) | rate (95 % CI) | "
+           "O ⊄ O′ excluding junk/low-evidence | rate (95 % CI) | crashes | timeouts |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in summary["by_n"]:
         c, s = r["count_relation"], r["subset_relation"]
         study = f"{100 * r['study_rate']:.1f} %" if r["study_rate"] is not None else "–"
+        rk, rr = _real(r)
         out.append(f"| {r['n']} | {r['pairs']} | {_reach(r)} | {c['k']} | {fmt_rate(c['k'], c['n'])} | {study} | "
-                   f"{s['k']} | {fmt_rate(s['k'], s['n'])} | {r['crashes']} | {r['timeouts']} |")
+                   f"{s['k']} | {fmt_rate(s['k'], s['n'])} | {rk} | {rr} | {r['crashes']} | {r['timeouts']} |")
+    out += ["", f"*{REAL_NOTE}*", "", "**Findings per severity and per evidence** (lost obstacles; "
+            + SEVERITY_RULE + "; " + LOW_EVIDENCE_RULE + "):", "",
+            "| n | " + " | ".join(SEVERITIES) + " | " + " | ".join(EVIDENCE_KINDS) + " |",
+            "|---:|" + "---:|" * (len(SEVERITIES) + len(EVIDENCE_KINDS))]
+    for r in summary["by_n"]:
+        bs, be = r.get("by_severity") or {}, r.get("by_evidence") or {}
+        out.append(f"| {r['n']} | " + " | ".join(str(bs.get(k, 0)) for k in SEVERITIES) + " | "
+                   + " | ".join(str(be.get(k, 0)) for k in EVIDENCE_KINDS) + " |")
     out += ["", "*reached*: mean added points per pair that fell inside the CNN's grid and height band (the others "
             f"cannot change any obstacle); *study*: the rates {STUDY_REF} published for \\|O\\| > \\|O′\\|."]
     if _filter_note(summary):
@@ -515,7 +563,7 @@ def write_reports(out: str | os.PathLike[str], summary: Mapping[str, Any], *, re
 #: Per-n keys of summary.json that the study's table shows in its own columns (others are added as columns).
 _KNOWN_BY_N = {"n", "pairs", "count_relation", "any_class_count_relation", "subset_relation", "study_rate",
                "crashes", "timeouts", "source_obstacles", "missing", "classes", "reached_mean", "reached_pairs",
-               "lost_filtered_out", "breakdown"}
+               "lost_filtered_out", "breakdown", "real_violations", "real_relation"}
 
 
 def _labelled(by_n: Sequence[Mapping[str, Any]]) -> bool:
@@ -620,8 +668,8 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
     by_n = summary.get("by_n", [])
     extra = _extra_columns(by_n)
     body = page.section("study", "Violations per n (the study's table)")
-    head = ["n", "pairs", "reached", "|O| > |O′|", "rate (95 % CI)", "study", "O ⊄ O′", "rate (95 % CI)",
-            "crashes", "timeouts", *[k.replace("_", " ") for k in extra]]
+    head = ["n", "pairs", "reached", "|O| > |O′|", "rate (95 % CI)", "study", "O ⊄ O′ (all)", "rate (95 % CI)",
+            "excl. junk/low-evidence", "rate (95 % CI)", "crashes", "timeouts", *[k.replace("_", " ") for k in extra]]
     rows = []
     for r in by_n:
         c, s = r["count_relation"], r["subset_relation"]
@@ -630,7 +678,10 @@ def campaign_page(summary: Mapping[str, Any], *, run: Mapping[str, Any], bundles
                                                sort=-1 if reached is None else reached, cls="num"),
                      c["k"], rate_cell(c), Cell("–" if r.get("study_rate") is None else f"{100 * r['study_rate']:.1f} %",
                                                 sort=r.get("study_rate") or -1, cls="num"),
-                     s["k"], rate_cell(s), r.get("crashes", 0), r.get("timeouts", 0),
+                     s["k"], rate_cell(s),
+                     *((r["real_relation"]["k"], rate_cell(r["real_relation"])) if r.get("real_relation")
+                       else ("–", "–")),
+                     r.get("crashes", 0), r.get("timeouts", 0),
                      *[_extra_cell(r.get(k)) for k in extra]])
     body.append(table(head, rows, ident="study-table"))
     body.append(p(f"reached: mean added points per pair inside the CNN's grid and height band; study: the rates "

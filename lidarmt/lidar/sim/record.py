@@ -34,7 +34,7 @@ import numpy as np
 from lidarmt._atomic import atomic_path, remove_stale_temporaries
 from lidarmt.errors import InputError
 from lidarmt.lidar.sim.errors import SimArgumentError, SimOutputError
-from lidarmt.types import Frame, Labels
+from lidarmt.types import Labels
 
 CAMERA_TOPIC = "/apollo/sensor/camera/front_6mm/image"
 STEERING_TOPIC = "/lidarmt/steering_angle"
@@ -80,33 +80,6 @@ def load_labels(path: str | os.PathLike[str]) -> list[Labels]:
         raise InputError(f"{path}: no such file (simulate the bag with `lidarmt simulate` to get its labels)") from err
     except (OSError, KeyError, ValueError) as err:
         raise InputError(f"{path}: not a lidarmt simulation labels file ({err})") from err
-
-
-def sim_truth(path: str | os.PathLike[str], rec) -> tuple[Callable[[int], Frame] | None, str] | None:
-    """The simulator's ground truth beside a recording file (``x.bag`` -> ``x.labels.npz``): ``(frame_at,
-    note)`` where ``frame_at(i)`` is ``rec[i]`` with its labels attached (a frame the labels do not align with,
-    point for point, stays unlabelled); ``(None, why)`` when the file does not match the recording; None when
-    there is no such file. The one place that reads it for the campaigns (object libraries, benches)."""
-    import dataclasses
-
-    path = Path(path)
-    if not path.is_file():
-        return None
-    lab = labels_path(path)
-    if not lab.is_file():
-        return None
-    labels = load_labels(lab)
-    if len(labels) != len(rec):
-        return None, f"{lab} holds {len(labels)} sweeps for the {len(rec)} clouds of {path}: not used"
-
-    def frame_at(i: int) -> Frame:
-        f = rec[i]
-        lb = labels[i]
-        if f.dropped or lb.point_meta is None or len(lb.point_meta) != len(f.points):
-            return f  # labels not aligned with this frame: unlabelled (no ground truth)
-        return dataclasses.replace(f, labels=lb)
-
-    return frame_at, f"ground truth from {lab}"
 
 
 def write_town_map(town, map_dir: str | os.PathLike[str], *, name: str = "lidarmt_town",

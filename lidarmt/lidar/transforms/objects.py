@@ -122,13 +122,12 @@ class ObjectLibrary:
         """Objects of the labelled frames of a recording (``frames``: indices; default every ``every``-th); a
         simulated bag's frames get their labels from the simulator's truth beside it (``x.labels.npz``)."""
         from lidarmt.io import open_recording
-        from lidarmt.lidar.sim.record import sim_truth
+        from lidarmt.lidar.specs import with_simulator_labels
 
-        with open_recording(path) as rec:
+        with open_recording(path) as raw:
+            rec = with_simulator_labels(raw, path)  # a simulated bag: the truth written beside it
             idx = list(frames) if frames is not None else list(range(0, len(rec), max(1, every)))
-            truth = sim_truth(path, rec)
-            at = truth[0] if truth is not None and truth[0] is not None else rec.__getitem__
-            lib = cls.from_frames((at(i) for i in idx), description=str(path), **kwargs)
+            lib = cls.from_frames((rec[i] for i in idx), description=str(path), **kwargs)
         if not lib.objects:
             raise ObjectLibraryError(f"{path}: no labelled object with enough points to build an object library "
                                      "(it needs frames with boxes: KITTI labels, tracklets or simulator truth)")

@@ -519,8 +519,8 @@ LABEL_MATCH_RULE = (
 
 def label_lost(frame: Frame, obstacles: Obstacles, indices: Iterable[int]) -> dict[int, dict[str, Any]] | None:
     """What the labels say of the source obstacles ``indices`` (:data:`LABEL_MATCH_RULE`), per index:
-    ``{"label": "labelled", "label_class": "car", "label_iou": 0.42}``, ``{"label": "unlabelled"}`` or
-    ``{"label": "outside"}``. None when the frame's labels do not say which objects it holds
+    ``{"label": "labelled", "label_class": "car", "label_iou": 0.42, "label_box": 3}`` (``label_box``: the index
+    of the labelled box in ``frame.labels.boxes``), ``{"label": "unlabelled"}`` or ``{"label": "outside"}``. None when the frame's labels do not say which objects it holds
     (:func:`has_object_labels`)."""
     lb = frame.labels
     if not has_object_labels(lb):
@@ -528,29 +528,31 @@ def label_lost(frame: Frame, obstacles: Obstacles, indices: Iterable[int]) -> di
     assert lb is not None
     region = lb.region
     gts = []
-    for b in lb.boxes:
+    for bi, b in enumerate(lb.boxes):
         cls = gt_class(int(b["meta"]))
         if cls not in OBJECT_CLASSES:
             continue
         if region is not None and not region.contains_point(float(b["cx"]), float(b["cy"])):
             continue
-        gts.append((box_polygon(b), cls, float(b["cx"]), float(b["cy"]), 0.5 * math.hypot(b["length"], b["width"])))
+        gts.append((box_polygon(b), cls, float(b["cx"]), float(b["cy"]), 0.5 * math.hypot(b["length"], b["width"]),
+                    bi))
     out: dict[int, dict[str, Any]] = {}
     for i in indices:
         ob = obstacles[i]
         x, y = float(ob.center[0]), float(ob.center[1])
-        best: tuple[float, ObstacleClass] | None = None
+        best: tuple[float, ObstacleClass, int] | None = None
         reach = 0.5 * math.hypot(float(ob.length), float(ob.width))
         poly = None
-        for gp, cls, gx, gy, gr in gts:
+        for gp, cls, gx, gy, gr, bi in gts:
             if math.hypot(gx - x, gy - y) > gr + reach + 0.5:
                 continue
             poly = poly if poly is not None else obstacle_polygon(ob)
             iou = bev_iou(poly, gp)
             if iou >= FOUND_IOU and (best is None or iou > best[0]):
-                best = (iou, cls)
+                best = (iou, cls, bi)
         if best is not None:
-            out[int(i)] = {"label": "labelled", "label_class": best[1].value, "label_iou": round(best[0], 4)}
+            out[int(i)] = {"label": "labelled", "label_class": best[1].value, "label_iou": round(best[0], 4),
+                           "label_box": int(best[2])}
         elif region is None or region.contains_point(x, y):
             out[int(i)] = {"label": "unlabelled"}
         else:
