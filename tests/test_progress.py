@@ -54,7 +54,7 @@ def test_camera_fuzz_live_count_equals_the_final_one(tmp_path, capsys, monkeypat
     monkeypatch.setenv("LIDARMT_PROGRESS_SECONDS", "0")
     src = write_udacity(tmp_path / "u")
     assert main(["camera", "fuzz", "--images", str(src), "--model", "test_camera_campaign:tilt", "--model-option",
-                 "gain=3.0", "--transforms", "brightness,mirror", "--out", str(tmp_path / "run"), "--lambda", "1",
+                 "gain=1.0", "--transforms", "brightness,contrast,fog,mirror", "--out", str(tmp_path / "run"), "--lambda", "1",
                  "--bundles", "0"]) == 0
     got = capsys.readouterr()
     final = int(re.search(r"(\d+) violating pairs", got.out).group(1))
@@ -71,7 +71,7 @@ def test_a_resumed_campaign_counts_its_earlier_verdicts(tmp_path, capsys, monkey
 
     src = write_udacity(tmp_path / "u")
     args = ["camera", "fuzz", "--images", str(src), "--model", "test_camera_campaign:tilt", "--model-option",
-            "gain=3.0", "--transforms", "brightness,mirror", "--out", str(tmp_path / "run"), "--lambda", "1",
+            "gain=1.0", "--transforms", "brightness,contrast,fog,mirror", "--out", str(tmp_path / "run"), "--lambda", "1",
             "--bundles", "0"]
     assert main([*args, "--quiet"]) == 0
     capsys.readouterr()

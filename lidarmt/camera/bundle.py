@@ -229,6 +229,16 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
             "relation": relation["name"]}
 
 
+def transform_text(info: dict[str, Any]) -> str:
+    """What made a camera bundle's follow-up: its transformation, a search's steps in turn, or an external pair
+    (a bundle of a search or of a pairs campaign may have no ``transform``)."""
+    if "steps" in info:
+        return " → ".join(str(s["transform"]) for s in info["steps"]) or "no step"
+    if info.get("family") == "external" or "transform" not in info:
+        return "an external follow-up"
+    return str(info["transform"])
+
+
 def _title(info: dict[str, Any]) -> str:
     return (f"{display_name(info['model']['name'])}: {info['params_label']}, frame {info['frame_id']} "
             f"({'violates' if info['reproduced'] else 'no longer violates'} {info['relation']['name']})")
@@ -249,7 +259,7 @@ def write_shown(tmp: Path, info: dict[str, Any], seed: np.ndarray, transformed: 
     write_camera_bundle_mcap(tmp / BUNDLE_MCAP, seed=seed, transformed=transformed, label=info["label"],
                              pred=info["pred"], pred_t=info["pred_t"], expect=info["expect"], title=title,
                              t_ns=stamp_ns(info.get("stamp") or 0.0),  # the seed frame's own time
-                             info={k: info[k] for k in ("id", "transform", "params_label", "frame_id", "relation")})
+                             info={k: info.get(k) for k in ("id", "transform", "params_label", "frame_id", "relation")})
     write_layout(tmp / LAYOUT_NAME, "camera-bundle")
     md = _report(info, out_dir)
     (tmp / "report.md").write_text(md, encoding="utf-8")
@@ -319,13 +329,13 @@ def _report(info: dict[str, Any], out_dir: Path) -> str:
         rule += " (mirror: the expected answer is the negated angle)"
     cmd = info.get("command") or "lidarmt camera fuzz ..."
     return "\n".join([
-        f"# {info['model']['name']} misbehaves under {info['transform']} ({info['params_label']})",
+        f"# {info['model']['name']} misbehaves under {info.get('transform') or transform_text(info)} ({info['params_label']})",
         "",
         f"- image: frame {info['frame_index']} ({md_code(info['frame_id'])}) of {md_code(info['config']['images'])}",
         f"- model: {md_code(info['model']['name'])} {json.dumps(info['model']['options']) if info['model']['options'] else ''}",
         (f"- follow-up made outside lidarmt: {md_code(info['follow_up'].get('frame_id'))} of "
          f"{md_code(info['follow_up'].get('source'))}") if "follow_up" in info else
-        (f"- transformation: {md_code(info['transform'])} ({info['family']}), parameters {md_code(json.dumps(info['params']))}, "
+        (f"- transformation: {md_code(info.get('transform') or transform_text(info))} ({info.get('family')}), parameters {md_code(json.dumps(info['params']))}, "
          f"seed tuple {info['seed_tuple']}") if "steps" not in info else
         ("- transformations, applied in turn: " + "; ".join(
             f"{md_code(s['transform'])} {md_code(json.dumps(s['params']))} (seed {s['seed']})" for s in info["steps"])),

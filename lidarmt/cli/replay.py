@@ -131,19 +131,11 @@ def _camera_info_problem(info: dict) -> str:
     return ""
 
 
-def _camera_transform_text(info: dict) -> str:
-    """What made a camera bundle's follow-up: its transformation, a search's steps in turn, or an external pair
-    (a bundle of a search or of a pairs campaign has no ``transform``)."""
-    if "steps" in info:
-        return " → ".join(str(s["transform"]) for s in info["steps"]) or "no step"
-    if info.get("family") == "external":
-        return "an external follow-up"
-    return str(info["transform"])
-
-
 def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: bool, map_path: str | None,
                    from_recording: bool) -> None:
     import math
+
+    from lidarmt.camera.bundle import transform_text
 
     from lidarmt.camera.replay import replay_camera_bundle
     from lidarmt.cli._common import console, show
@@ -159,7 +151,7 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
     res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
     _print_checks(console, res.checks)
     lab = info.get("label")
-    console.print(f"{show(info['model']['name'])} under {show(_camera_transform_text(info))} "
+    console.print(f"{show(info['model']['name'])} under {show(transform_text(info))} "
                   f"({show(info.get('params_label', ''))}): label "
                   f"{'–' if lab is None else f'{math.degrees(lab):+.2f}°'}, seed {math.degrees(info['pred']):+.2f}°, "
                   f"transformed {math.degrees(info['pred_t']):+.2f}°", highlight=False, soft_wrap=True)
