@@ -420,3 +420,29 @@ def test_recording_readers_and_replays_read_no_path_directly():
             found[str(path.relative_to(lidarmt))] = n
     assert found == OWN_IO_READS, ("a reader opens a path itself; read through lidarmt._paths (open_readable, "
                                    "open_file, read_bytes, read_text, read_json, load_npz)")
+
+
+def test_the_default_run_folder_is_checked_against_the_inputs(tmp_path, monkeypatch, capsys):
+    """Issue 29 item 8 for ``--out`` left at its default: ``lidarmt fuzz --bag runs/drive`` would write its run
+    (journal, lock, reports) into the recording's own folder, ``runs/drive``; the default is checked as a given
+    ``--out`` is (lidarmt.cli._common.default_run_folder)."""
+    import numpy as np
+
+    from lidarmt.cli import main
+    from lidarmt.cli._common import default_run_folder
+    from lidarmt.io.npzdir import write_npz_folder
+    from lidarmt.types import Frame, make_points, make_pose
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(1)
+    write_npz_folder("runs/drive", [Frame(make_points(rng.uniform(-20, 20, (50, 3)).astype(np.float32), 5.0),
+                                          make_pose([0.0, 0.0, 0.0], [0, 0, 0, 1]), 1.5e9)])
+    before = sorted(p.name for p in (tmp_path / "runs" / "drive").iterdir())
+    assert main(["fuzz", "--bag", "runs/drive", "--map", "labels", "--n", "10", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "runs/drive: is the input" in err, err
+    assert sorted(p.name for p in (tmp_path / "runs" / "drive").iterdir()) == before
+    assert default_run_folder("search-x", "runs/drive", None, "apollo") == Path("runs") / "search-x"
+    (tmp_path / "runs" / "camera-x").write_text("a file where the run folder goes")
+    with pytest.raises(OutputError, match="not a folder"):
+        default_run_folder("camera-x", "images")
