@@ -46,9 +46,10 @@ def _kind(mode: int) -> str:
 
 def inside(name: str | os.PathLike[str], folder: str | os.PathLike[str], *, what: str = "path",
            error: type[UserError] = InputError) -> Path:
-    """``folder / name`` when the name (read from a file: relative to ``folder``) stays inside ``folder``; else
-    ``error`` in one line: an absolute name, a ``..`` that leaves the folder, or a symbolic link on the way that
-    resolves outside it."""
+    """``folder / name`` when the name (read from a file: relative to ``folder``) stays inside ``folder`` on the
+    filesystem; else ``error`` in one line: an absolute name, a ``..`` that leaves the folder, or a symbolic link on
+    the way that resolves outside it. The rule for *opening* a name a file gives; what a page may *link to* is a
+    rule on the text alone, :func:`lidarmt._show.stays_inside`."""
     text = os.fspath(name)
     if not text or "\x00" in text:
         raise error(f"{what} {text!r}: not a file name")
