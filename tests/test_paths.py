@@ -446,3 +446,22 @@ def test_the_default_run_folder_is_checked_against_the_inputs(tmp_path, monkeypa
     (tmp_path / "runs" / "camera-x").write_text("a file where the run folder goes")
     with pytest.raises(OutputError, match="not a folder"):
         default_run_folder("camera-x", "images")
+
+
+@pytest.mark.parametrize("name", ["velodyne/000000.bin", "calib/000000.txt", "label_2/000000.txt"])
+def test_info_on_a_kitti_folder_with_a_fifo_is_one_line(tmp_path, name):
+    """``lidarmt info`` on a KITTI folder whose scan, calibration or label file is a FIFO: one line, exit 2 (the
+    old reader of the scan waited on the FIFO forever; the calibration and labels were skipped as if absent)."""
+    import numpy as np
+
+    root = tmp_path / "kitti"
+    for sub in ("velodyne", "calib", "label_2"):
+        (root / sub).mkdir(parents=True)
+    np.zeros((10, 4), np.float32).tofile(root / "velodyne" / "000000.bin")
+    (root / "calib" / "000000.txt").write_text("R0_rect: 1 0 0 0 1 0 0 0 1\nTr_velo_to_cam: 0 -1 0 0 0 0 -1 0 1 0 0 0\n")
+    (root / "label_2" / "000000.txt").write_text("")
+    (root / name).unlink()
+    os.mkfifo(root / name)
+    res = run_lidarmt(["info", str(root)], cwd=tmp_path)
+    err = res.stderr.strip()
+    assert res.returncode == 2 and len(err.splitlines()) == 1 and "FIFO" in err and name in err, (res.returncode, err)

@@ -197,7 +197,7 @@ class KittiRecording(Recording):
         label_path = self.root / "label_2" / (f.stem + ".txt")
         calib_path = self.root / "calib" / (f.stem + ".txt")
         region = None
-        if label_path.is_file() and calib_path.is_file():
+        if label_path.exists() and calib_path.exists():  # not is_file(): a FIFO is refused in one line, not skipped
             from lidarmt.io.kitti_region import object_region
 
             calib = read_calib(calib_path)
