@@ -1,8 +1,8 @@
 """May this path be read? May this path be written? One answer for every command.
 
 **Reading** a file someone sent (a bundle's ``bundle.mcap``, a ``--recipe``, a steering CSV, a baseline's
-journal) goes through :func:`open_readable` / :func:`read_bytes` / :func:`read_text`, or is checked first with
-:func:`check_readable`. A path is read only when
+journal, every file of a recording: scans, labels, calibration, poses, bags) goes through :func:`open_readable` /
+:func:`open_file` / :func:`read_bytes` / :func:`read_text`, or is checked first with :func:`check_readable`. A path is read only when
 
 * it is a **regular file** (never a FIFO, which blocks the reader forever; never ``/dev/zero``, which never
   ends; never a socket, a device or a folder). The file is opened with ``O_NONBLOCK`` and checked with ``fstat``
@@ -29,7 +29,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from lidarmt.errors import InputError, OutputError, UserError
 
@@ -46,9 +46,10 @@ def _kind(mode: int) -> str:
 
 def inside(name: str | os.PathLike[str], folder: str | os.PathLike[str], *, what: str = "path",
            error: type[UserError] = InputError) -> Path:
-    """``folder / name`` when the name (read from a file: relative to ``folder``) stays inside ``folder``; else
-    ``error`` in one line: an absolute name, a ``..`` that leaves the folder, or a symbolic link on the way that
-    resolves outside it."""
+    """``folder / name`` when the name (read from a file: relative to ``folder``) stays inside ``folder`` on the
+    filesystem; else ``error`` in one line: an absolute name, a ``..`` that leaves the folder, or a symbolic link on
+    the way that resolves outside it. The rule for *opening* a name a file gives; what a page may *link to* is a
+    rule on the text alone, :func:`lidarmt._show.stays_inside`."""
     text = os.fspath(name)
     if not text or "\x00" in text:
         raise error(f"{what} {text!r}: not a file name")
@@ -107,6 +108,15 @@ def check_readable(path: str | os.PathLike[str], *, max_bytes: int | None, insid
     fd, _size = _open_fd(p, max_bytes=max_bytes, what=what, error=error)
     os.close(fd)
     return p
+
+
+def open_file(path: str | os.PathLike[str], *, max_bytes: int | None, inside: str | os.PathLike[str] | None = None,
+              what: str = "", error: type[UserError] = InputError, buffering: int = -1) -> IO[bytes]:
+    """The file opened for reading in binary, after the checks of :func:`check_readable`, for a reader that keeps
+    it open and closes it itself (a bag, a record); ``buffering=0`` gives the raw ``FileIO``."""
+    p = _target(path, inside, what, error)
+    fd, _size = _open_fd(p, max_bytes=max_bytes, what=what, error=error)
+    return os.fdopen(fd, "rb", buffering=buffering)
 
 
 @contextlib.contextmanager
@@ -223,3 +233,39 @@ def check_outputs(outputs: Iterable[str | os.PathLike[str] | None], *, inputs: I
     for out in outputs:
         if out is not None:
             check_writable(out, inputs=ins, force=force, what=what, error=error)
+
+
+# ----------------------------------------------------------------------------------------------- formats
+
+
+def read_json(path: str | os.PathLike[str], *, max_bytes: int = MAX_SMALL_FILE,
+              inside: str | os.PathLike[str] | None = None, what: str = "",
+              error: type[UserError] = InputError) -> Any:
+    """The JSON value of a file that may be read (:func:`read_text`), parsed at any nesting depth or refused in
+    one line (:func:`lidarmt._limits.loads_json`)."""
+    from lidarmt._limits import loads_json
+
+    text = read_text(path, max_bytes=max_bytes, inside=inside, what=what, error=error)
+    return loads_json(text, what=f"{what} {path}" if what else str(path), error=error)
+
+
+def load_npz(path: str | os.PathLike[str], *, max_bytes: int | None = None, what: str = "",
+             error: type[UserError] = InputError) -> dict[str, Any]:
+    """Every array of an ``.npz`` file that may be read (:func:`check_readable`; ``max_bytes`` None: the memory
+    available now, :func:`lidarmt._limits.available_memory`), loaded at once and never unpickled; a file that is
+    no ``.npz`` is ``error`` in one line."""
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    from lidarmt._limits import available_memory
+
+    cap = available_memory() if max_bytes is None else max_bytes
+    with open_readable(path, max_bytes=cap, what=what, error=error) as fh:
+        try:
+            with np.load(fh, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except (OSError, ValueError, EOFError, KeyError, AttributeError, zipfile.BadZipFile, zlib.error) as err:
+            shown = f"{what} {path}" if what else str(path)
+            raise error(f"{shown}: not a readable .npz file ({err})") from err

@@ -11,7 +11,8 @@ Markdown it could close a code span or open a link or a picture leaving the run 
   Python-like escape (``\\x1b``, ``\\n``, ``\\u202e``); everything else is shown as it is.
 * :func:`md_code` puts a string in an inline code span (``term`` first; a backtick inside is shown ``\\x60``, a
   pipe is escaped in table cells); :func:`md_text` escapes what Markdown would read as markup; :func:`md_link`
-  is a relative link only to a path inside the folder, else the path as code.
+  is a relative link only to a path that stays inside the folder (:func:`stays_inside`, a rule on the text),
+  else the path as code.
 
 The CLI prints strings from files through :func:`lidarmt.cli._common.show` (``term`` and Rich's markup escape).
 """
@@ -76,9 +77,12 @@ def md_text(value: Any) -> str:
     return _MD_SPECIAL.sub(r"\\\1", term(value))
 
 
-def inside(path: str) -> bool:
-    """Whether a relative path (``/``-separated) stays inside its folder: not absolute, no scheme, and no
-    ``..`` that climbs above where it starts."""
+def stays_inside(path: str) -> bool:
+    """Whether a link target written in a page (a relative path, ``/``-separated) stays inside the page's folder,
+    read as text only: not absolute, no scheme (``http:``, ``javascript:``), and no ``..`` that climbs above where
+    it starts. The Markdown/HTML rule for what a page may link to; it never looks at the filesystem. Whether a
+    name read from a file may be *opened* inside a folder (links resolved, one-line errors) is
+    :func:`lidarmt._paths.inside`: a different question with a different answer for ``http:x`` or a link."""
     if not path or path.startswith(("/", "\\")) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", path):
         return False
     depth = 0
@@ -95,7 +99,7 @@ def inside(path: str) -> bool:
 def md_link(target: str, text: Any | None = None) -> str:
     """A Markdown link to ``target`` (a path relative to the report's folder, percent-encoded) when it stays
     inside the folder; otherwise the path shown as code, never a link."""
-    if not inside(str(target)) or term(target) != str(target):
+    if not stays_inside(str(target)) or term(target) != str(target):
         return md_code(target)
     url = "/".join(quote(s, safe="") for s in str(target).split("/"))
     return f"[{md_text(target if text is None else text)}]({url})"

@@ -282,13 +282,15 @@ OWN_READS = {"fuzz.py": 1, "fuzz_transforms.py": 2, "camera/fuzz.py": 1, "camera
              "camera/translators.py": 1}
 
 
+RAW_READ = __import__("re").compile(r"(?<![\w.])open\(|\.read_text\(|\.read_bytes\(|json\.load\(|np\.load\(|"
+                                   r"numpy\.load\(|np\.fromfile\(")
+
+
 def test_command_modules_read_no_user_path_directly():
     """The CLI modules open no file themselves (FIFOs, devices, sizes and folders are checked in one place): a raw
     ``open(`` / ``read_text(`` / ``read_bytes(`` / ``json.load(`` / ``np.load(`` in a command module fails here
     unless it reads the command's own output (:data:`OWN_READS`)."""
-    import re
-
-    raw = re.compile(r"(?<![\w.])open\(|\.read_text\(|\.read_bytes\(|json\.load\(|np\.load\(|numpy\.load\(")
+    raw = RAW_READ
     cli = ROOT / "lidarmt" / "cli"
     found = {}
     for path in sorted(cli.rglob("*.py")):
@@ -334,3 +336,132 @@ def test_reading_a_small_file_allocates_about_its_size(tmp_path):
         fh.write(b"y" * 50)
     with pytest.raises(InputError, match="more than"):
         read_bytes(p, max_bytes=120)
+
+
+#: every reader of a recording's files, and of a bundle's data files, each given the path of a FIFO or /dev/zero
+def _recording_readers() -> dict:
+    import numpy as np
+
+    from lidarmt._paths import load_npz, read_json
+    from lidarmt.io.cyber import CyberRecording
+    from lidarmt.io.kitti import read_label_boxes, read_point_labels, read_velodyne_bin
+    from lidarmt.io.kitti_region import read_calib
+    from lidarmt.io.npz import load_frame_npz
+    from lidarmt.io.oxts import read_oxts_file, read_timestamps
+    from lidarmt.io.pcd import read_pcd
+    from lidarmt.io.ros1 import Ros1Recording
+    from lidarmt.io.semantickitti import read_poses_txt
+    from lidarmt.io.tracklets import read_tracklets
+
+    return {"calib": read_calib, "oxts": read_oxts_file, "timestamps": read_timestamps, "poses.txt": read_poses_txt,
+            "tracklets": read_tracklets, "label_2": lambda p: read_label_boxes(p, np.eye(4)),
+            "velodyne.bin": read_velodyne_bin, "label": lambda p: read_point_labels(p, 10, "scan"),
+            "pcd": read_pcd, "npz": load_frame_npz, "cyber": CyberRecording, "ros1": Ros1Recording,
+            "window.npz": load_npz, "obstacles.json": read_json}
+
+
+@pytest.mark.parametrize("reader", sorted(_recording_readers()))
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_recording_and_bundle_readers_refuse_a_fifo_or_a_device(tmp_path, reader, kind):
+    """Issue 29's read rule in every reader of a recording (KITTI scans, labels, calibration, OXTS, tracklets,
+    SemanticKITTI poses, PCD, npz, Cyber, ROS 1) and of a bundle's data files: a FIFO is one line at once (the old
+    readers waited on it forever), /dev/zero one line (the old ones read until memory ran out)."""
+    if kind == "fifo":
+        p = tmp_path / "named"
+        os.mkfifo(p)
+    else:
+        p = Path("/dev/zero")
+        if not p.exists():
+            pytest.skip("no /dev/zero")
+    call = _recording_readers()[reader]
+    with alarm(), pytest.raises(UserError, match="FIFO" if kind == "fifo" else "character device") as err:
+        call(p)
+    assert "\n" not in str(err.value)
+
+
+def test_a_ros2_bag_with_a_fifo_storage_file_is_one_line(tmp_path):
+    """rosbags opens the storage files a ROS 2 bag folder holds: a FIFO among them is refused before."""
+    import numpy as np
+
+    from lidarmt.io import write_ros2_bag
+    from lidarmt.io.ros2 import Ros2Recording
+    from lidarmt.types import Frame, make_points, make_pose
+
+    frames = [Frame(make_points(np.ones((5, 3), np.float32), 5.0), make_pose([0.0, 0.0, 0.0], [0, 0, 0, 1]), 1.5e9)]
+    write_ros2_bag(tmp_path / "r2", frames, storage="mcap")
+    (data,) = (tmp_path / "r2").glob("*.mcap")
+    data.unlink()
+    os.mkfifo(data)
+    with alarm(), pytest.raises(UserError, match="FIFO"):
+        Ros2Recording(tmp_path / "r2")
+
+
+#: what is no raw read of a path: a file already opened through lidarmt._paths (``fh``), a zip member, a file
+#: written (``"wb"``), the ``open`` method a reader hands rosbags
+OPENED = __import__("re").compile(r"\((fh|info)\b|zf\.open\(|\"wb\"|def open\(")
+#: raw reads the recording readers and the bundle replays may keep: each reads a file lidarmt has just written
+#: itself (a ROS 2 bag's metadata.yaml in its own staging folder)
+OWN_IO_READS = {"io/ros2.py": 1}
+
+
+def test_recording_readers_and_replays_read_no_path_directly():
+    """lidarmt/io and the replay of LiDAR-transform, MR1 and camera bundles read every file through lidarmt._paths:
+    a raw ``open(`` / ``read_text(`` / ``np.load(`` / ``np.fromfile(`` there fails here."""
+    lidarmt = ROOT / "lidarmt"
+    paths = [*sorted((lidarmt / "io").glob("*.py")), lidarmt / "lidar" / "replay.py", lidarmt / "lidar" / "bundle.py",
+             lidarmt / "lidar" / "mr1" / "replay.py", lidarmt / "lidar" / "mr1" / "bundle.py",
+             lidarmt / "camera" / "replay.py", lidarmt / "camera" / "bundle.py"]
+    found = {}
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        n = sum(1 for line in text.splitlines() if RAW_READ.search(line) and not line.lstrip().startswith("#")
+                and not OPENED.search(line))
+        if n:
+            found[str(path.relative_to(lidarmt))] = n
+    assert found == OWN_IO_READS, ("a reader opens a path itself; read through lidarmt._paths (open_readable, "
+                                   "open_file, read_bytes, read_text, read_json, load_npz)")
+
+
+def test_the_default_run_folder_is_checked_against_the_inputs(tmp_path, monkeypatch, capsys):
+    """Issue 29 item 8 for ``--out`` left at its default: ``lidarmt fuzz --bag runs/drive`` would write its run
+    (journal, lock, reports) into the recording's own folder, ``runs/drive``; the default is checked as a given
+    ``--out`` is (lidarmt.cli._common.default_run_folder)."""
+    import numpy as np
+
+    from lidarmt.cli import main
+    from lidarmt.cli._common import default_run_folder
+    from lidarmt.io.npzdir import write_npz_folder
+    from lidarmt.types import Frame, make_points, make_pose
+
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(1)
+    write_npz_folder("runs/drive", [Frame(make_points(rng.uniform(-20, 20, (50, 3)).astype(np.float32), 5.0),
+                                          make_pose([0.0, 0.0, 0.0], [0, 0, 0, 1]), 1.5e9)])
+    before = sorted(p.name for p in (tmp_path / "runs" / "drive").iterdir())
+    assert main(["fuzz", "--bag", "runs/drive", "--map", "labels", "--n", "10", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "runs/drive: is the input" in err, err
+    assert sorted(p.name for p in (tmp_path / "runs" / "drive").iterdir()) == before
+    assert default_run_folder("search-x", "runs/drive", None, "apollo") == Path("runs") / "search-x"
+    (tmp_path / "runs" / "camera-x").write_text("a file where the run folder goes")
+    with pytest.raises(OutputError, match="not a folder"):
+        default_run_folder("camera-x", "images")
+
+
+@pytest.mark.parametrize("name", ["velodyne/000000.bin", "calib/000000.txt", "label_2/000000.txt"])
+def test_info_on_a_kitti_folder_with_a_fifo_is_one_line(tmp_path, name):
+    """``lidarmt info`` on a KITTI folder whose scan, calibration or label file is a FIFO: one line, exit 2 (the
+    old reader of the scan waited on the FIFO forever; the calibration and labels were skipped as if absent)."""
+    import numpy as np
+
+    root = tmp_path / "kitti"
+    for sub in ("velodyne", "calib", "label_2"):
+        (root / sub).mkdir(parents=True)
+    np.zeros((10, 4), np.float32).tofile(root / "velodyne" / "000000.bin")
+    (root / "calib" / "000000.txt").write_text("R0_rect: 1 0 0 0 1 0 0 0 1\nTr_velo_to_cam: 0 -1 0 0 0 0 -1 0 1 0 0 0\n")
+    (root / "label_2" / "000000.txt").write_text("")
+    (root / name).unlink()
+    os.mkfifo(root / name)
+    res = run_lidarmt(["info", str(root)], cwd=tmp_path)
+    err = res.stderr.strip()
+    assert res.returncode == 2 and len(err.splitlines()) == 1 and "FIFO" in err and name in err, (res.returncode, err)

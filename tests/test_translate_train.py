@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import sys
 from dataclasses import replace
@@ -203,6 +204,54 @@ def test_a_checkpoint_of_other_shapes_is_one_line(tmp_path):
     with pytest.raises(CameraOutputError, match="corrupt translator checkpoint") as exc:
         train_translator(replace(cfg, iterations=3), resume=True)
     _one_line(exc.value)
+
+
+def test_a_crafted_checkpoint_is_one_line_before_anything_is_loaded(tmp_path):
+    """Issue 29 item 12 for ``camera train-translator --resume``: the checkpoint's contents are checked like
+    ``camera train``'s (:func:`lidarmt._torchfile.check_tensors` and the rest) before training goes on from them.
+    The old code trained on with an optimiser moment of another shape (RuntimeError traceback at the first step),
+    a scheduler of strings (TypeError), deeply nested JSON (RecursionError), an expanded tensor claiming 2**40
+    elements, and took a NaN ``seconds`` as the run's time."""
+    cfg = tiny_config(tmp_path, "munit")
+    train_translator(cfg)
+    ckpt = Path(cfg.out) / "checkpoint.pt"
+    good = torch.load(ckpt, weights_only=True)
+    first = next(iter(good["state"]["gen"]))
+
+    def moment(b, value):
+        b["state"]["opt_g"]["state"][0]["exp_avg"] = value
+
+    deep = "[" * 100_000 + "]" * 100_000
+    cases = {
+        "expanded gen tensor": lambda b: b["state"]["gen"].__setitem__(first, torch.zeros(1).expand(1 << 40)),
+        "moment of another shape": lambda b: moment(b, torch.zeros(3, 1, 2)),
+        "NaN moment": lambda b: moment(b, torch.full_like(b["state"]["opt_g"]["state"][0]["exp_avg"], math.nan)),
+        "moment of 2**40 elements": lambda b: moment(b, torch.zeros(1).expand(1 << 40)),
+        "scheduler of strings": lambda b: b["state"]["sched_g"].__setitem__("step_size", "x"),
+        "numpy_rng nested deep": lambda b: b.__setitem__("numpy_rng", deep),
+        "config nested deep": lambda b: b.__setitem__("config", deep),
+        "torch_rng of another size": lambda b: b.__setitem__("torch_rng", torch.zeros(7, dtype=torch.uint8)),
+        "NaN seconds": lambda b: b.__setitem__("seconds", math.nan),
+        "optimiser state of a list": lambda b: b["state"].__setitem__("opt_d", []),
+    }
+    for name, spoil in cases.items():
+        blob = torch.load(ckpt, weights_only=True) if name == "expanded gen tensor" else _copy(good)
+        spoil(blob)
+        torch.save(blob, tmp_path / "spoilt.pt")
+        (tmp_path / "spoilt.pt").replace(ckpt)
+        with pytest.raises(CameraOutputError, match="corrupt translator checkpoint") as exc:
+            train_translator(replace(cfg, iterations=3), resume=True)
+        assert _one_line(exc.value), name
+    torch.save(good, ckpt)  # the checks pass a checkpoint lidarmt wrote, and a log line of odd seconds is skipped
+    with open(Path(cfg.out) / "log.jsonl", "a") as fh:
+        fh.write(json.dumps({"iteration": 1, "seconds": "x"}) + "\n" + "[" * 100_000 + "\n")
+    assert train_translator(replace(cfg, iterations=3), resume=True)["iterations"] == 3
+
+
+def _copy(blob):
+    import copy
+
+    return copy.deepcopy(blob)
 
 
 @pytest.mark.slow

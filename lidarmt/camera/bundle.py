@@ -35,9 +35,11 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._paths import load_npz, read_text
 from lidarmt._show import md_code, md_code_line
 from lidarmt.camera.errors import CameraOutputError
 from lidarmt.camera.relations import deeproad_violation, deeptest_violation
+from lidarmt.errors import UserError
 
 BUNDLE_VERSION = 2  # the same family as the LiDAR bundles (format 2: MANIFEST.json); "kind" tells them apart
 FILES = ("seed.png", "transformed.png", "window.npz", "pair.png", "report.md", "bundle.json")
@@ -285,12 +287,12 @@ def _written_to(folder: Path, info: dict[str, Any]) -> Path:
     """Where a bundle without ``replay_command`` (made before it was recorded) was written: the path of its
     report.md's replay line when that path ends in the bundle's id, else the folder itself."""
     try:
-        for line in (folder / "report.md").read_text(encoding="utf-8").splitlines():
+        for line in read_text(folder / "report.md").splitlines():
             if line.startswith("    lidarmt replay "):
                 words = shlex.split(line[len("    lidarmt replay "):])
                 if len(words) == 1 and Path(words[0]).name == info.get("id"):
                     return Path(words[0])
-    except (OSError, ValueError):
+    except (OSError, ValueError, UserError):  # no report to go by: the folder itself
         pass
     return folder
 
@@ -302,8 +304,8 @@ def verify_shown_files(folder: Path, info: dict[str, Any], check: Any) -> None:
     from lidarmt.engine.verify import SHOWN_VERSION, verify_shown
 
     def regenerate(out: Path) -> None:
-        with np.load(folder / "window.npz", allow_pickle=False) as z:
-            seed, transformed = z["seed"][-1], z["transformed"][-1]
+        z = load_npz(folder / "window.npz")
+        seed, transformed = z["seed"][-1], z["transformed"][-1]
         out.mkdir(parents=True, exist_ok=True)
         where = _written_to(folder, info) if not info.get("replay_command") else folder
         write_shown(out, info, seed, transformed, where)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._paths import load_npz
 from lidarmt.camera.bundle import (
     violated,
 )
@@ -53,8 +54,8 @@ def replay_camera_bundle(folder: Path, info: dict[str, Any], *, trust_code: bool
         bad = mcap_problems(folder / "bundle.mcap", CAMERA_BUNDLE_TOPICS)
         check("bundle.mcap opens with its topics", not bad, "; ".join(bad))
     try:
-        with np.load(folder / "window.npz", allow_pickle=False) as z:
-            seed_w, stored_t = z["seed"], z["transformed"]
+        z = load_npz(folder / "window.npz", error=ImageSourceError)  # a FIFO or a device: one line, no wait
+        seed_w, stored_t = z["seed"], z["transformed"]
     except (OSError, ValueError, KeyError) as err:
         raise ImageSourceError(f"{folder / 'window.npz'}: not a camera bundle's window ({err})") from err
     mref = ModelRef(model, {}) if model else ModelRef.from_dict(info["model"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 from rich.console import Console
@@ -278,4 +279,17 @@ def parse_key_values(items, *, flag: str, error: type[Exception], json_values: b
             raise error(f"{flag} {item!r}: use KEY=VALUE" + (" (VALUE is JSON when it parses as JSON)"
                                                                if json_values else ""))
         out[key] = json_value(value) if json_values else value.strip()
+    return out
+
+
+def default_run_folder(name: str, *inputs: object) -> Path:
+    """``runs/NAME``: the run folder a campaign writes when ``--out`` is left out, checked as a given ``--out`` is
+    (:func:`lidarmt._paths.check_writable`): never one of the command's ``inputs`` (a recording kept under
+    ``runs/``), never inside one, never a file; an existing run folder is left to ``--resume`` / ``--force``.
+    ``inputs`` that are not paths (None, a registry name, ``module:callable``) are skipped."""
+    from lidarmt._paths import check_writable
+
+    out = Path("runs") / name
+    check_writable(out, inputs=[i if isinstance(i, (str, Path)) else None for i in inputs], folder=True,
+                   may_exist=True, what="--out (the default)")
     return out

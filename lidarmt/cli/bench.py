@@ -192,7 +192,9 @@ def bench(
         raise FuzzInputError(f"--map {map}: no such file or folder")
     options = with_device(parse_module_options(sut_option, len(sut), flag="--sut-option", error=BenchArgumentError),
                           device)
-    out = out or Path("runs") / ("bench-" + Path(bag.rstrip("/")).name.split(".")[0])
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder("bench-" + Path(bag.rstrip("/")).name.split(".")[0], bag, map, baseline, library)
 
     source = SourceSpec(bag, topic)
     rec = open_source(source)
@@ -412,7 +414,10 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
     modules += [Module(nm, c) for nm, c in zip(names_[len(modules):], configs, strict=True)]
     if baseline is not None:
         check_baseline(modules, KIND, baseline)
-    out = out or Path("runs") / ("bench-transforms-" + Path(bag.rstrip("/")).name.split(".")[0])
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(
+        "bench-transforms-" + Path(bag.rstrip("/")).name.split(".")[0], bag, roi.map, baseline, library)
     plan = BenchPlan(out, KIND, modules)
     _check_suts(plan)
     with RunLock(out) as lock:

@@ -256,7 +256,9 @@ def fuzz(
                    n_max=max(ns), frames=frames, seed=seed, budget=budget, top=top, timeout=timeout, out=out,
                    resume=resume, force=force, bundles=per_n, ddmin_budget=ddmin_budget, quiet=quiet)
         return
-    out = out or Path("runs") / Path(bag.rstrip("/")).name.split(".")[0]
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(Path(bag.rstrip("/")).name.split(".")[0], bag, map, library)
 
     source = SourceSpec(bag, topic)
     rec = open_source(source)

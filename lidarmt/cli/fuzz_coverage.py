@@ -77,7 +77,7 @@ def fuzz_coverage(
     import numpy as np
 
     from lidarmt import __version__
-    from lidarmt.cli._common import progress, wide_console
+    from lidarmt.cli._common import default_run_folder, progress, wide_console
     from lidarmt.coverage import CoverageConfig
     from lidarmt.coverage.lidar import build_profile, run_study
     from lidarmt.coverage.report import lidar_rich_tables, write_lidar_reports
@@ -87,7 +87,7 @@ def fuzz_coverage(
     from lidarmt.lidar.mr1.inject import CNN_HALF_RANGE_M, HDL64E_RANGE_M, Region
     from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
 
-    out = out or Path("runs") / f"coverage-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    out = out or default_run_folder(f"coverage-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, map, profile_bag)
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise OutputError(f"{out}: exists and is not empty; pass --force to overwrite its reports or choose "
                           f"another --out")

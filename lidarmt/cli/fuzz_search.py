@@ -40,7 +40,9 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
     if callable(close):
         close()
     fresh = tuple(i for i in range(available) if i not in chosen)
-    out = out or Path("runs") / f"search-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(f"search-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map)
     config = LidarSearchConfig(source, roi, sut, chosen, fresh, strategy=strategy, budget=budget, n_max=n_max,
                                seed=seed, top=top, timeout=timeout, run_dir=str(out))
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""

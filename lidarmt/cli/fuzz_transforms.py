@@ -63,7 +63,9 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
         close()
     config = LidarCampaignConfig(source, roi, sut, refs, chosen, seed=seed, trials=trials, library=library,
                                  timeout=timeout, thresholds=thresholds)
-    out = out or Path("runs") / f"transforms-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(f"transforms-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map, library)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     th = config.thresholds
 
@@ -194,7 +196,10 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
     close = getattr(rec, "close", None)
     if callable(close):
         close()
-    out = out or Path("runs") / f"search-{ref.name}-{Path(bag.rstrip('/')).name.split('.')[0]}"
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(
+        f"search-{ref.name}-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map, library)
     config = TransformSearchConfig(source, roi, sut, ref.name, ref.relation, chosen, strategy=strategy,
                                    budget=budget, seed=seed, library=library, timeout=timeout,
                                    thresholds=thresholds, run_dir=str(out))

@@ -121,7 +121,9 @@ def robustness(
     config = RobustnessConfig(source, RoiSpec(roi, roi_range, map_frame), tuple(modules),
                               tuple(SutSpec(m, dict(options)) for m in modules), refs, chosen, seed=seed,
                               min_points=min_points, fov_deg=fov, max_range=max_range, timeout=timeout)
-    out = out or Path("runs") / f"robustness-{Path(data.rstrip('/')).name.split('.')[0]}"
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(f"robustness-{Path(data.rstrip('/')).name.split('.')[0]}", data, roi)
     command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: False, description="robustness", unit="calls")
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,

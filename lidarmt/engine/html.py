@@ -385,17 +385,17 @@ _MD_BOLD = re.compile(r"\*\*([^*]+)\*\*")
 def _md_target(url: str, folder: Path | None = None) -> str | None:
     """A Markdown link target as a relative :func:`href` (with its ``#anchor`` and trailing ``/``), or None
     for anything with a scheme or host, or a path that leaves the page's folder (never followed: the page makes
-    no request outside its folder; :func:`lidarmt._show.inside` is the rule). With the page's ``folder``, a link
+    no request outside its folder; :func:`lidarmt._show.stays_inside` is the rule). With the page's ``folder``, a link
     to a bundle's ``report.md`` goes to its page (``report.html``) when it has one."""
     from urllib.parse import unquote, urlsplit
 
-    from lidarmt._show import inside
+    from lidarmt._show import stays_inside
 
     u = urlsplit(url)
     if u.scheme or u.netloc or url.startswith("/"):
         return None
     path = unquote(u.path)
-    if path and not inside(path):
+    if path and not stays_inside(path):
         return None
     if folder is not None and Path(path).name == "report.md" and (folder / path).with_name("report.html").is_file():
         path = str(Path(path).with_name("report.html"))

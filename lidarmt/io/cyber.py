@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from lidarmt._paths import open_file, open_readable
+from lidarmt.errors import UserError
 from lidarmt.io._output import StagedWriter, finite_extrinsic, write_frames
 from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, choose_cloud_topic, stamp_ns
 from lidarmt.io.base import Recording, RecordingInfo, TopicInfo, warn_pose
@@ -72,9 +74,9 @@ def _s(v: str | bytes) -> str:
 def is_cyber_record(path: Path) -> bool:
     """True when the file starts with a Cyber Header section (type 0, a plausible size)."""
     try:
-        with open(path, "rb") as fh:
+        with open_readable(path, max_bytes=None) as fh:
             head = fh.read(16)
-    except OSError:
+    except (OSError, UserError):
         return False
     if len(head) < 16:
         return False
@@ -174,10 +176,7 @@ class CyberRecording(Recording):
             raise RecordingError(f"{p} is a folder; a Cyber record is a single .record file")
         self.vehicle_from_sensor = vehicle_from_sensor
         self.max_extrapolation = max_extrapolation
-        try:
-            self._fh = open(p, "rb")  # noqa: SIM115 (closed in close())
-        except OSError as err:
-            raise RecordingError(f"{p}: unreadable ({err.strerror or err})") from err
+        self._fh = open_file(p, max_bytes=None, error=RecordingError)  # closed in close(); never a FIFO
         self._chunk_msgs: dict[int, list[tuple[str, int, int, int]]] = {}
         try:
             self._size = os.fstat(self._fh.fileno()).st_size

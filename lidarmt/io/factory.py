@@ -105,10 +105,13 @@ def mcap_profile(path: str | os.PathLike[str]) -> str | None:
     that lidarmt writes), or None when the file is not MCAP (no magic, no header record)."""
     import struct
 
+    from lidarmt._paths import open_readable
+    from lidarmt.errors import UserError
+
     try:
-        with open(path, "rb") as fh:
+        with open_readable(path, max_bytes=None) as fh:  # never blocks on a FIFO
             head = fh.read(8 + 1 + 8 + 4 + 256)
-    except OSError:
+    except (OSError, UserError):
         return None
     if head[:8] != b"\x89MCAP0\r\n" or len(head) < 21 or head[8] != 0x01:  # magic, then the Header record
         return None

@@ -25,10 +25,13 @@ KITTI raw (:mod:`lidarmt.io.kitti_raw`) and SemanticKITTI (:mod:`lidarmt.io.sema
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 
+from lidarmt._limits import available_memory
+from lidarmt._paths import open_readable, read_bytes
 from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, RecordingError
 from lidarmt.io.kitti_region import read_calib
@@ -73,14 +76,11 @@ def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
     The file comes from whoever sent the folder, so it is read as data with limits, as the tracklet reader does:
     at most :data:`MAX_LABEL_BYTES` bytes and :data:`MAX_BOXES_PER_FRAME` lines, finite numbers, box sides from
     0 to :data:`MAX_BOX_SIDE` metres; anything else is a one-line :class:`FormatError` naming the line."""
+    data = read_bytes(path, max_bytes=MAX_LABEL_BYTES, what="KITTI labels", error=FormatError)
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_LABEL_BYTES + 1)
-        if len(data) > MAX_LABEL_BYTES:
-            raise FormatError(f"{path}: more than {MAX_LABEL_BYTES:,} bytes, too big for one frame's KITTI labels")
         lines = data.decode("utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable labels ({getattr(err, 'strerror', None) or err})") from err
+    except UnicodeDecodeError as err:
+        raise RecordingError(f"{path}: unreadable labels ({err})") from err
     if len(lines) > MAX_BOXES_PER_FRAME:
         raise FormatError(f"{path}: {len(lines):,} lines, more than the {MAX_BOXES_PER_FRAME:,} boxes lidarmt "
                           "reads for one frame")
@@ -116,10 +116,12 @@ def read_label_boxes(path: Path, rect_from_velo: np.ndarray) -> np.ndarray:
 
 def read_velodyne_bin(path: Path) -> np.ndarray:
     """The (N, 4) float32 rows x, y, z, reflectance of a KITTI velodyne ``.bin`` scan."""
-    try:
-        raw = np.fromfile(path, dtype="<f4")
-    except OSError as err:
-        raise RecordingError(f"{path}: unreadable ({err.strerror or err})") from err
+    # a regular file no bigger than the memory available now (never a FIFO or /dev/zero: lidarmt._paths)
+    with open_readable(path, max_bytes=available_memory(), what="scan", error=RecordingError) as fh:
+        try:
+            raw = np.fromfile(fh, dtype="<f4")
+        except OSError as err:
+            raise RecordingError(f"{path}: unreadable ({err.strerror or err})") from err
     if raw.size % 4:
         raise FormatError(f"{path}: size {raw.size * 4} bytes is not a whole number of 16-byte points (truncated?)")
     return raw.reshape(-1, 4)
@@ -139,14 +141,15 @@ def velodyne_points(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 def read_point_labels(path: Path, n_points: int, scan: str) -> np.ndarray:
     """The uint32 per-point labels of a ``.label`` file (SemanticKITTI: class id in the low 16 bits, instance in
     the high 16), checked to hold one label per point of ``scan``."""
-    try:
-        size = path.stat().st_size
-        if size != 4 * n_points:
-            raise FormatError(f"{path}: {size // 4} labels{' (and a partial one)' if size % 4 else ''} for "
-                              f"{n_points} points in {scan}; the label file does not belong to this scan")
-        return np.fromfile(path, dtype="<u4")
-    except OSError as err:
-        raise RecordingError(f"{path}: unreadable labels ({err.strerror or err})") from err
+    with open_readable(path, max_bytes=None, what="point labels", error=RecordingError) as fh:
+        try:
+            size = os.fstat(fh.fileno()).st_size
+            if size != 4 * n_points:
+                raise FormatError(f"{path}: {size // 4} labels{' (and a partial one)' if size % 4 else ''} for "
+                                  f"{n_points} points in {scan}; the label file does not belong to this scan")
+            return np.fromfile(fh, dtype="<u4")
+        except OSError as err:
+            raise RecordingError(f"{path}: unreadable labels ({err.strerror or err})") from err
 
 
 def semantic_of(labels: np.ndarray) -> np.ndarray:
@@ -194,7 +197,7 @@ class KittiRecording(Recording):
         label_path = self.root / "label_2" / (f.stem + ".txt")
         calib_path = self.root / "calib" / (f.stem + ".txt")
         region = None
-        if label_path.is_file() and calib_path.is_file():
+        if label_path.exists() and calib_path.exists():  # not is_file(): a FIFO is refused in one line, not skipped
             from lidarmt.io.kitti_region import object_region
 
             calib = read_calib(calib_path)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lidarmt._paths import read_text
 from lidarmt.io.errors import FormatError, RecordingError
 from lidarmt.types import LabelledRegion
 
@@ -98,10 +99,7 @@ def raw_region(date_folder: str | Path, *, where: str | None = None) -> Labelled
 def read_calib(path: Path) -> dict[str, np.ndarray]:
     """A KITTI calibration file (object ``calib/*.txt`` or raw ``calib_*.txt``) as key -> numbers."""
     out: dict[str, np.ndarray] = {}
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable calibration ({getattr(err, 'strerror', None) or err})") from err
+    text = read_text(path, what="calibration", error=RecordingError)  # a regular file of bounded size
     for line in text.splitlines():
         if ":" not in line:
             continue

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt._atomic import atomic_path
+from lidarmt._paths import open_readable
 from lidarmt.errors import InputError
 from lidarmt.types import BOX_DTYPE, Frame, LabelledRegion, Labels, Provenance
 
@@ -67,9 +68,9 @@ def _read_members(path: Path) -> dict[str, np.ndarray]:
     size (itself bounded by the archive's size times deflate's largest ratio) before the array is read, so a
     small file can never make the reader allocate gigabytes. Object arrays (pickles) are refused.
     """
-    size = path.stat().st_size
     out: dict[str, np.ndarray] = {}
-    with zipfile.ZipFile(path) as zf:
+    with open_readable(path, max_bytes=None, what="frame file") as raw, zipfile.ZipFile(raw) as zf:
+        size = os.fstat(raw.fileno()).st_size
         for info in zf.infolist():
             key = info.filename[:-4] if info.filename.endswith(".npy") else None
             if key not in _MEMBERS or key in out:

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt import utm
+from lidarmt._paths import read_text
 from lidarmt.io.errors import FormatError, RecordingError
 
 OXTS_FIELDS: tuple[str, ...] = (
@@ -75,10 +76,7 @@ def parse_oxts_line(line: str, *, where: str) -> np.ndarray:
 def read_oxts_file(path: str | os.PathLike[str]) -> np.ndarray:
     """The packet of one ``oxts/data/*.txt`` file (its first non-blank line), as 30 float64 values."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable OXTS packet ({getattr(err, 'strerror', None) or err})") from err
+    text = read_text(path, what="OXTS packet", error=RecordingError)
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise FormatError(f"{path}: empty OXTS packet file")
@@ -208,10 +206,7 @@ def read_timestamps(path: str | os.PathLike[str]) -> np.ndarray:
     """The times of a KITTI ``timestamps*.txt`` file, one per line (float64 seconds; NaN for a blank line
     inside the file; trailing blank lines are ignored)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable timestamps ({getattr(err, 'strerror', None) or err})") from err
+    text = read_text(path, what="timestamps", error=RecordingError)
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt._atomic import atomic_write_bytes
+from lidarmt._limits import available_memory
+from lidarmt._paths import read_bytes
 from lidarmt.io.base import Recording
 from lidarmt.io.cloud import Field, FieldLayout, to_points
 from lidarmt.io.errors import FormatError, NoPointCloudError, RecordingError, WriterError
@@ -174,14 +176,8 @@ def read_pcd(path: str | os.PathLike[str], *, stamp: float | None = None) -> tup
     The stamp is ``stamp`` if given, else the largest per-point time if the file has one, else 0.
     """
     path = Path(path)
-    try:
-        buf = path.read_bytes()
-    except FileNotFoundError as err:
-        raise RecordingError(f"{path}: no such file") from err
-    except IsADirectoryError as err:
-        raise RecordingError(f"{path} is a folder") from err
-    except OSError as err:
-        raise RecordingError(f"{path}: unreadable ({err.strerror or err})") from err
+    # a regular file no bigger than the memory available now (never a FIFO or /dev/zero: lidarmt._paths)
+    buf = read_bytes(path, max_bytes=available_memory(), error=RecordingError)
     h = parse_header(buf, where=str(path))
     layout = h.layout
     layout.check_xyz(str(path))

@@ -29,6 +29,8 @@ import numpy as np
 from rosbags.rosbag1 import Reader, ReaderError, Writer, WriterError
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from lidarmt._paths import check_readable, open_file, open_readable
+from lidarmt.errors import UserError
 from lidarmt.io._output import StagedWriter, finite_extrinsic, write_frames
 from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording, check_frame, stamp_ns
 from lidarmt.io.base import TopicInfo
@@ -57,9 +59,9 @@ def register_type(typename: str, msgdef: str) -> None:
 
 def is_ros1_bag(path: Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with open_readable(path, max_bytes=None) as fh:  # never blocks on a FIFO
             return fh.read(len(ROSBAG_MAGIC)) == ROSBAG_MAGIC
-    except OSError:
+    except (OSError, UserError):
         return False
 
 
@@ -147,7 +149,7 @@ class _BoundedReader(io.BufferedReader):
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        super().__init__(io.FileIO(os.fspath(path), "rb"))
+        super().__init__(open_file(path, max_bytes=None, error=RecordingError, buffering=0))  # lidarmt._paths
         self._size = os.fstat(self.fileno()).st_size
 
     def read(self, n: int | None = -1) -> bytes:
@@ -193,6 +195,7 @@ class Ros1Recording(BagRecording):
             raise RecordingError(f"{path}: no such file")
         if path.is_dir():
             raise RecordingError(f"{path} is a folder; a ROS1 bag is a single .bag file")
+        check_readable(path, max_bytes=None, error=RecordingError)  # a FIFO or a device: one line, no wait
         if not is_ros1_bag(path):
             raise FormatError(f"{path}: not a ROS1 bag (the file does not start with '#ROSBAG V2.0')")
         self._notes: list[str] = []

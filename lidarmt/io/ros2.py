@@ -25,6 +25,7 @@ from rosbags.rosbag2.reader import DirectoryReader
 from rosbags.rosbag2.storage_mcap import McapReader
 from rosbags.typesys import Stores, get_typestore
 
+from lidarmt._paths import MAX_SMALL_FILE, check_readable
 from lidarmt.io._output import write_frames
 from lidarmt.io.bag import APOLLO_POINTCLOUD_TOPIC, TF_TYPES, BagRecording
 from lidarmt.io.base import TopicInfo
@@ -73,6 +74,9 @@ class Ros2Recording(BagRecording):
         if not (path / "metadata.yaml").is_file():
             raise FormatError(f"{path}: no metadata.yaml; a ROS2 bag folder needs it (recreate it with "
                               f"`ros2 bag reindex`)")
+        for f in sorted(path.iterdir()):  # what rosbags opens: regular files only (a FIFO would block it)
+            if f.name == "metadata.yaml" or f.name.endswith((".db3", ".mcap")):
+                check_readable(f, max_bytes=MAX_SMALL_FILE if f.suffix == ".yaml" else None, error=RecordingError)
         self._reader = _Reader(path)
         try:
             self._reader.open()

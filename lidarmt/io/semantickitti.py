@@ -37,9 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from lidarmt._atomic import atomic_write_text
+from lidarmt._paths import read_text
 from lidarmt.io.base import Recording, RecordingInfo
 from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, PoseError, RecordingError, WriterError
 from lidarmt.io.kitti import read_calib, read_point_labels, read_velodyne_bin, semantic_of, velodyne_points
+from lidarmt.io.posefile import MAX_POSE_BYTES
 from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance
 
 #: SemanticKITTI "thing" classes (semantic-kitti.yaml) whose instances are objects, as Apollo's meta types:
@@ -75,10 +77,7 @@ def sequence_folder(path: str | os.PathLike[str]) -> Path | None:
 
 def _rows(path: Path, width: int, what: str) -> np.ndarray:
     """The numbers of a text file of ``width`` numbers per line, as an (N, width) float64 array."""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise RecordingError(f"{path}: unreadable ({getattr(err, 'strerror', None) or err})") from err
+    lines = read_text(path, max_bytes=MAX_POSE_BYTES, error=RecordingError).splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
     out = np.empty((len(lines), width))

@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lidarmt.io.errors import FormatError, RecordingError, WriterError
+from lidarmt._paths import read_bytes
+from lidarmt.io.errors import FormatError, WriterError
 from lidarmt.types import BOX_DTYPE, LabelledRegion, Labels, MetaType
 
 TRACKLET_FILE = "tracklet_labels.xml"
@@ -185,13 +186,7 @@ def parse_tracklets(data: bytes, *, where: str = TRACKLET_FILE) -> list[Tracklet
 def read_tracklets(path: str | os.PathLike[str]) -> list[Tracklet]:
     """The tracklets of a ``tracklet_labels.xml`` file; one-line errors for unreadable or malformed files."""
     p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise FormatError(f"{p}: {size:,} bytes, more than the {MAX_BYTES:,} a tracklet file may have")
-        data = p.read_bytes()
-    except OSError as err:
-        raise RecordingError(f"{p}: unreadable ({err.strerror or err})") from err
+    data = read_bytes(p, max_bytes=MAX_BYTES, what="tracklet file", error=FormatError)
     return parse_tracklets(data, where=str(p))
 
 

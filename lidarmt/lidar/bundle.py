@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._paths import load_npz, read_json
 from lidarmt._show import md_code, md_code_line
 from lidarmt.errors import OutputError
 from lidarmt.lidar.relations import Thresholds, judge_facts
@@ -254,8 +255,7 @@ def verify_shown_files(folder: Path, info: dict[str, Any], check: Any, *, frame,
     from lidarmt.types import Obstacles
 
     def regenerate(out: Path) -> None:
-        obs = {k: Obstacles.from_list(json.loads((folder / f"obstacles_{k}.json").read_text(encoding="utf-8")))
-               for k in ("source", "followup")}
+        obs = {k: Obstacles.from_list(read_json(folder / f"obstacles_{k}.json")) for k in ("source", "followup")}
         out.mkdir(parents=True, exist_ok=True)
         j = SimpleNamespace(frame=frame, source=obs["source"], follow=obs["followup"], roi=roi)
         write_shown(out, info, j, change, np.asarray(_minimal_edits(folder), dtype=np.int64))
@@ -266,8 +266,7 @@ def verify_shown_files(folder: Path, info: dict[str, Any], check: Any, *, frame,
 
 def _minimal_edits(folder: Path) -> np.ndarray:
     """The minimal edits change.npz stores."""
-    with np.load(folder / "change.npz", allow_pickle=False) as z:
-        return np.asarray(z["minimal_edits"], dtype=np.int64)
+    return np.asarray(load_npz(folder / "change.npz")["minimal_edits"], dtype=np.int64)
 
 
 def minimal_points(source, change, minimal: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._paths import load_npz, read_json
 from lidarmt.lidar.bundle import REPLAY_INPUTS, _lost_source
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
@@ -88,8 +89,11 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
         frame.labels.region = LabelledRegion(float(r["azimuth_min"]), float(r["azimuth_max"]),
                                              None if r.get("max_range") is None else float(r["max_range"]),
                                              str(r.get("source") or ""))
-    with np.load(folder / "change.npz", allow_pickle=False) as z:
+    z = load_npz(folder / "change.npz", error=FuzzInputError)  # a regular file: a FIFO is one line, no wait
+    try:
         origin, modified, minimal = z["origin"], z["modified"], z["minimal_edits"]
+    except KeyError as err:
+        raise FuzzInputError(f"{folder / 'change.npz'}: lacks the array {err}") from err
     ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
     roi = ev.rois.roi_for(frame)
     if info.get("library"):  # the objects insert cuts from: the same library, before it is used
@@ -116,11 +120,11 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     source = guarded_detect(ev.sut, frame, roi)
     fro = follow_roi(roi, change)
     follow = guarded_detect(ev.sut, stored_follow, fro)
-    check("source obstacles", _norm(source.to_list()) == _norm(json.loads((folder / "obstacles_source.json")
-                                                                          .read_text(encoding="utf-8"))),
+    check("source obstacles", _norm(source.to_list()) == _norm(read_json(folder / "obstacles_source.json",
+                                                                         error=FuzzInputError)),
           f"{len(source)} obstacles now")
-    check("follow-up obstacles", _norm(follow.to_list()) == _norm(json.loads((folder / "obstacles_followup.json")
-                                                                            .read_text(encoding="utf-8"))),
+    check("follow-up obstacles", _norm(follow.to_list()) == _norm(read_json(folder / "obstacles_followup.json",
+                                                                           error=FuzzInputError)),
           f"{len(follow)} obstacles now")
     facts = ev.facts(frame, source, change, follow)
     check("facts", _norm(facts) == _norm(stored_facts), "the raw facts differ from bundle.json")
@@ -136,8 +140,8 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
               "source + the minimal edits lose none of the obstacles the whole change lost")
         check("minimal findings", _norm(ml) == _norm(info["minimal_findings"]), "differ from bundle.json")
         if (folder / "obstacles_minimal.json").is_file():
-            check("minimal obstacles", _norm(o_min.to_list()) == _norm(json.loads(
-                (folder / "obstacles_minimal.json").read_text(encoding="utf-8"))), f"{len(o_min)} obstacles now")
+            check("minimal obstacles", _norm(o_min.to_list()) == _norm(read_json(
+                folder / "obstacles_minimal.json", error=FuzzInputError)), f"{len(o_min)} obstacles now")
     from lidarmt.lidar.bundle import verify_shown_files  # what a person looks at, from the stored data
 
     verify_shown_files(folder, info, check, frame=frame, roi=roi, change=change)

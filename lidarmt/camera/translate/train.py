@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_open, atomic_path
+from lidarmt._limits import loads_json
+from lidarmt._paths import read_text
 from lidarmt.camera.errors import CameraArgumentError, CameraOutputError, ImageSourceError
 from lidarmt.camera.translate.nets import NetConfig
 
@@ -471,10 +473,100 @@ def _load_checkpoint(path: Path, *, mmap: bool = False) -> dict[str, Any]:
 def checkpoint_config(blob: dict[str, Any], path: Path) -> TrainConfig:
     """The :class:`TrainConfig` a checkpoint was written with."""
     try:
-        return TrainConfig.from_dict(json.loads(blob["config"]))
+        return TrainConfig.from_dict(loads_json(blob["config"], what=f"{path}: corrupt translator checkpoint "
+                                                "(config; pass --force to start again)", error=CameraOutputError))
     except (TypeError, ValueError, KeyError) as err:
         raise CameraOutputError(f"{path}: corrupt translator checkpoint (its settings do not parse: "
                                 f"{type(err).__name__}); pass --force to start again") from err
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _same_kind(got: Any, fresh: Any) -> bool:
+    """Whether a scheduler's or scaler's state value read from a checkpoint is of the kind the fresh object's
+    is: a finite number where it has a number, a bool where a bool, a list of as many numbers where a list."""
+    if isinstance(fresh, bool) or fresh is None:
+        return type(got) is type(fresh)
+    if isinstance(fresh, (int, float)):
+        return _number(got) and (isinstance(got, int) or not isinstance(fresh, int))
+    if isinstance(fresh, (list, tuple)):
+        return isinstance(got, (list, tuple)) and len(got) == len(fresh) and all(map(_same_kind, got, fresh))
+    return type(got) is type(fresh)
+
+
+def _check_state(blob: dict[str, Any], trainer: Trainer, path: Path) -> None:
+    """A resumed checkpoint's contents checked against the run's networks before anything is loaded, so that a
+    crafted or damaged file is one line (:class:`CameraOutputError`), never a traceback, an allocation of
+    gigabytes or a run that goes on from NaN: the networks' tensors dense, of their shapes
+    (:func:`lidarmt._torchfile.check_tensors`); the optimisers' moments of their parameters' shapes and finite;
+    the schedulers' and scalers' states of the kinds theirs are; the RNG states and ``seconds`` well formed."""
+    import torch
+
+    from lidarmt._torchfile import check_tensors
+
+    def bad(why: str) -> CameraOutputError:
+        return CameraOutputError(f"{path}: corrupt translator checkpoint ({why}); pass --force to start again")
+
+    state = blob["state"]
+    if not isinstance(state, dict):
+        raise bad("state")
+    for name, module in (("gen", trainer.gen), ("dis", trainer.dis)):
+        if not isinstance(state.get(name), dict):
+            raise bad(f"state {name}")
+        check_tensors(state[name], path=path, short="translator checkpoint", error=CameraOutputError,
+                      expect={k: tuple(v.shape) for k, v in module.state_dict().items()},
+                      misfit=f"corrupt translator checkpoint ({name} does not fit the {trainer.cfg.net.arch} "
+                             "networks)")
+    for name, opt in (("opt_g", trainer.opt_g), ("opt_d", trainer.opt_d)):
+        s = state.get(name)
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if not (isinstance(s, dict) and isinstance(s.get("state"), dict) and isinstance(s.get("param_groups"), list)
+                and _same_kind([len(g.get("params", ())) if isinstance(g, dict) else None for g in s["param_groups"]],
+                               [len(g["params"]) for g in opt.param_groups])):
+            raise bad(f"{name}: not the optimiser of these networks")
+        flat: dict[str, Any] = {}
+        for idx, per in s["state"].items():
+            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < len(params) \
+                    or not isinstance(per, dict):
+                raise bad(f"{name}: state of parameter {str(idx)[:40]!r}")
+            for key, t in per.items():
+                if not isinstance(t, torch.Tensor):
+                    if not _number(t):
+                        raise bad(f"{name}: {str(key)[:40]!r} of parameter {idx}")
+                    continue
+                flat[f"{idx}.{key}"] = t
+        check_tensors(flat, path=path, short="translator checkpoint", error=CameraOutputError)
+        for key, t in flat.items():
+            idx = int(key.split(".", 1)[0])
+            if tuple(t.shape) not in ((), tuple(params[idx].shape)) or not t.is_floating_point() \
+                    or not bool(torch.isfinite(t).all()):
+                raise bad(f"{name}: {key[:60]!r} of shape {tuple(t.shape)} is not a finite moment of parameter "
+                          f"{idx}, shape {tuple(params[idx].shape)}")
+    fresh = trainer.state()
+    for name in ("sched_g", "sched_d", "scaler_g", "scaler_d"):
+        if name not in fresh and name not in state:
+            continue
+        if name.startswith("scaler") and name not in state:  # written before loss scaling existed
+            continue
+        s, f = state.get(name), fresh.get(name)
+        if f is None or not isinstance(s, dict) or set(s) != set(f) or not all(_same_kind(s[k], f[k]) for k in f):
+            raise bad(f"{name}: not the state of this run's {'scheduler' if 'sched' in name else 'loss scaler'}")
+    rng_state = blob["torch_rng"]
+    if not isinstance(rng_state, torch.Tensor) or rng_state.dtype != torch.uint8:
+        raise bad("torch_rng")
+    check_tensors({"torch_rng": rng_state}, path=path, short="translator checkpoint", error=CameraOutputError,
+                  expect={"torch_rng": tuple(torch.get_rng_state().shape)}, misfit="corrupt translator checkpoint "
+                  "(torch_rng is not a CPU random state)")
+    if not isinstance(blob["numpy_rng"], str) or not isinstance(
+            loads_json(blob["numpy_rng"], what=f"{path}: corrupt translator checkpoint (numpy_rng)",
+                       error=CameraOutputError), dict):
+        raise bad("numpy_rng")
+    if "seconds" in blob and not (_number(blob["seconds"]) and blob["seconds"] >= 0):
+        raise bad(f"seconds {blob['seconds']!r}")
+    if isinstance(blob["iteration"], bool):
+        raise bad("iteration")
 
 
 def read_run_config(out: str | os.PathLike[str]) -> TrainConfig | None:
@@ -492,15 +584,16 @@ def _trim_log(path: Path, upto: int) -> float:
         return 0.0
     kept: list[str] = []
     seconds = 0.0
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path, error=CameraOutputError).splitlines():
         try:
-            rec = json.loads(line)
+            rec = loads_json(line, what="log.jsonl", error=CameraOutputError)
             it = int(rec["iteration"])
-        except (ValueError, KeyError, TypeError):
+        except (CameraOutputError, ValueError, KeyError, TypeError, OverflowError):
             continue  # a line cut short by a crash
         if it <= upto:
             kept.append(line)
-            seconds = float(rec.get("seconds", seconds))
+            if _number(rec.get("seconds")) and rec["seconds"] >= 0:  # never NaN, inf or a string
+                seconds = float(rec["seconds"])
     with atomic_open(path) as fh:
         fh.write("".join(k + "\n" for k in kept))
     return seconds
@@ -579,6 +672,7 @@ def train_translator(cfg: TrainConfig, *, resume: bool = False, force: bool = Fa
     trainer = Trainer(cfg)
     rng = np.random.default_rng(cfg.seed)
     if blob is not None:
+        _check_state(blob, trainer, ckpt_path)
         try:
             trainer.load_state(blob["state"])
             torch.set_rng_state(blob["torch_rng"])

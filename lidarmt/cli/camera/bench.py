@@ -107,7 +107,9 @@ def bench(
     chosen_t = select(transforms)
     with open_images(images, topic=topic) as src:
         chosen = select_items(len(src), frames, seed, what="images", source=images)
-    out = out or Path("runs") / ("camera-bench-" + Path(images.rstrip("/")).name.split(".")[0])
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder("camera-bench-" + Path(images.rstrip("/")).name.split(".")[0], images, baseline)
     # translators run where the models do (as camera fuzz --device)
     on = None if device is None else next((o["device"] for o in options if "device" in o), None)
     configs = [CameraCampaignConfig(images, (model_ref(nm, o),), transform_refs(chosen_t, device=on), chosen, seed=seed,

@@ -171,7 +171,10 @@ def fuzz(
 
             if note := history_note(src, [spec_history(n) for n in names]):
                 err_console.print(note, highlight=False, soft_wrap=True)
-    out = out or Path("runs") / ("camera-" + Path(images.rstrip("/")).name.split(".")[0])
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(
+        "camera-" + Path(images.rstrip("/")).name.split(".")[0], images, *(pairs or ()), recipe)
     config = CameraCampaignConfig(images, tuple(model_ref(n, o) for n, o in zip(names, per_model, strict=True)),
                                   refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
                                   batch_size=batch_size, follow_ups=follow_ups,

@@ -117,7 +117,9 @@ def search(
     if count < 1:
         raise SearchArgumentError(f"--frames {count}: give at least one seed image")
     chosen = _seeds(n, count)
-    out = out or Path("runs") / f"search-{strategy}-{Path(model).stem}"
+    from lidarmt.cli._common import default_run_folder
+
+    out = out or default_run_folder(f"search-{strategy}-{Path(model).stem}", images, model)
     config = CameraSearchConfig(images, model_ref(model, resolve_options(model, options)), strategy, chosen, budget, seed=seed, space=space,
                                 criterion=criterion, tries=tries, topic=topic, timeout=timeout,
                                 profile=None if profile == "none" else profile, baseline=baseline,

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._limits import available_memory
+from lidarmt._paths import open_readable, read_json
 from lidarmt._show import md_code, md_code_line
 from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
@@ -293,10 +295,11 @@ def regenerate_shown(folder: Path, info: dict, out: Path, *, roi: Any) -> None:
 
     frame = load_frame_npz(folder / "source.npz")
     follow_frame = load_frame_npz(folder / "followup.npz")
-    extra = np.load(folder / "added.npy", allow_pickle=False)
+    with open_readable(folder / "added.npy", max_bytes=available_memory()) as fh:  # never a FIFO: lidarmt._paths
+        extra = np.load(fh, allow_pickle=False)
     minimal = np.asarray(info["minimal_indices"], dtype=np.int64).reshape(-1)
-    source = Obstacles.from_list(json.loads((folder / "obstacles_source.json").read_text(encoding="utf-8")))
-    follow = Obstacles.from_list(json.loads((folder / "obstacles_followup.json").read_text(encoding="utf-8")))
+    source = Obstacles.from_list(read_json(folder / "obstacles_source.json"))
+    follow = Obstacles.from_list(read_json(folder / "obstacles_followup.json"))
     verdict = Verdict.from_dict(info["verdict"])
     out.mkdir(parents=True, exist_ok=True)
     write_shown(out, info, frame, follow_frame, extra, minimal, source, follow, verdict,

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from lidarmt._limits import loads_json
-from lidarmt._paths import read_text
+from lidarmt._limits import available_memory, loads_json
+from lidarmt._paths import open_readable, read_json, read_text
 from lidarmt.engine.errors import FuzzInputError
 from lidarmt.engine.replay import (  # noqa: F401  (kept importable from here)
     CHECK_FILES,
@@ -298,14 +298,15 @@ def _load(folder: Path, name: str, loader: Callable[[Path], Any], check: Callabl
 
 
 def _load_npy(path: Path) -> np.ndarray:
-    arr = np.load(path, allow_pickle=False)
+    with open_readable(path, max_bytes=available_memory(), error=FuzzInputError) as fh:  # never a FIFO
+        arr = np.load(fh, allow_pickle=False)
     if arr.ndim != 1 or arr.dtype.names is None or not {"x", "y", "z"} <= set(arr.dtype.names):
         raise ValueError(f"{path.name} does not hold a list of points (structured array with x, y, z)")
     return arr
 
 
 def _load_json(path: Path) -> Any:
-    return loads_json(path.read_text(encoding="utf-8"), what=str(path), error=FuzzInputError)
+    return read_json(path, error=FuzzInputError)
 
 
 def _len(obj: Any) -> int | str:
