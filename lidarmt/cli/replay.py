@@ -136,7 +136,6 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
     import math
 
     from lidarmt.camera.bundle import transform_text
-
     from lidarmt.camera.replay import replay_camera_bundle
     from lidarmt.cli._common import console, show
     from lidarmt.errors import ArgumentError
