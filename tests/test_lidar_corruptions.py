@@ -223,6 +223,14 @@ def test_delta_debugging_can_keep_one_object(sweep):
     assert len(moved) and set(owner[moved]) == {0}  # only the first object turned
 
 
+def test_object_corruptions_are_judged_by_robustness_in_fuzz():
+    from lidarmt.lidar.campaign import default_relation
+
+    for name in ("object-shear", "object-scale", "object-rotate", "sunlight", "impulse", "wet-ground"):
+        assert default_relation(get_transform(name)) == "robustness"
+    assert default_relation(get_transform("remove")) == "removal"
+
+
 def test_robustness_scores_the_new_sensor_and_weather_ones_and_refuses_the_object_ones():
     refs = corruption_refs(["sunlight", "impulse", "wet-ground"])
     assert [r.name for r in refs] == ["sunlight", "impulse", "wet-ground"]

@@ -9,7 +9,8 @@ rule of :func:`lidarmt.lidar.transforms.objects.box_mask`; assigned by
 frame (origin at its centre, x along its heading) coordinates are divided by half the box's largest dimension, as
 Dong et al. normalise them ("max-2"). Each box draws its own numbers from the seed, in label order, whether or not
 it holds points. The follow-up's labels are the boxes as changed (scaled, turned); a frame without labels is left
-as it is.
+as it is. ``lidarmt fuzz`` judges them by the ``robustness`` relation (every source obstacle persists): the objects
+stay where they were.
 
 The named levels take Dong et al.'s severities 1, 3 and 5 (light, moderate, heavy).
 """
@@ -39,6 +40,9 @@ class _Local(Builtin):
     moved (N x 3); ``_box(box, draw)`` -> the changed box."""
 
     family = "object"
+    #: the objects stay where they were, deformed a little: every source obstacle should persist
+    #: (lidarmt.lidar.campaign.default_relation reads this; the object family's default is insertion/removal)
+    relation = "robustness"
     param: str
 
     def _apply(self, frame, p, rng, context):
