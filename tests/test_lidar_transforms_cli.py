@@ -16,7 +16,7 @@ def test_listing_names_every_transformation_with_units_and_levels(capsys):
     for name in available():
         assert name in out
     for text in ("visibility_m [10, 2000] m", "rate_mm_h [0.1, 200] mm/h", "sigma_cm [0, 100] cm", "weather",
-                 "alignment", "visibility_m=100", "LiDAR transformations (15)"):
+                 "alignment", "visibility_m=100", f"LiDAR transformations ({len(available())})"):
         assert text in out
 
 

@@ -1,8 +1,9 @@
 """Find LiDAR transformations by name: built-ins and installed plug-ins.
 
-* Built-ins, by family (Dong et al., CVPR 2023): weather (``fog``, ``rain``, ``snow``), sensor (``beam-loss``,
-  ``beam-skip``, ``range-noise``, ``intensity``, ``fov-loss``, ``crosstalk``), motion (``rolling-shutter``,
-  ``deskew``), object (``insert``, ``remove``), alignment (``rotate``, ``mirror``).
+* Built-ins, by family (Dong et al., CVPR 2023): weather (``fog``, ``rain``, ``snow``, ``sunlight``,
+  ``wet-ground``), sensor (``beam-loss``, ``beam-skip``, ``range-noise``, ``intensity``, ``fov-loss``,
+  ``crosstalk``, ``impulse``), motion (``rolling-shutter``, ``deskew``), object (``insert``, ``remove``,
+  ``object-shear``, ``object-scale``, ``object-rotate``), alignment (``rotate``, ``mirror``).
 * Plug-ins: any package declaring an entry point in the group ``lidarmt.lidar_transform``, e.g.::
 
       [project.entry-points."lidarmt.lidar_transform"]
@@ -33,16 +34,22 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "fog": ("weather", "Fog"),
     "rain": ("weather", "Rain"),
     "snow": ("weather", "Snow"),
+    "sunlight": ("noise", "Sunlight"),
+    "wet-ground": ("ground", "WetGround"),
     "beam-loss": ("sensor", "BeamLoss"),
     "beam-skip": ("sensor", "BeamSkip"),
     "range-noise": ("sensor", "RangeNoise"),
     "intensity": ("sensor", "IntensityShift"),
     "fov-loss": ("sensor", "FovLoss"),
     "crosstalk": ("sensor", "Crosstalk"),
+    "impulse": ("noise", "Impulse"),
     "rolling-shutter": ("motion", "RollingShutter"),
     "deskew": ("motion", "Deskew"),
     "insert": ("objects", "Insert"),
     "remove": ("objects", "Remove"),
+    "object-shear": ("local", "ObjectShear"),
+    "object-scale": ("local", "ObjectScale"),
+    "object-rotate": ("local", "ObjectRotate"),
     "rotate": ("alignment", "Rotate"),
     "mirror": ("alignment", "Mirror"),
 }
