@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._machine import record as machine_record
 from lidarmt.camera.errors import CameraOutputError
 from lidarmt.camera.relations import deeproad_violation, deeptest_violation
 
@@ -196,7 +197,8 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         "config": cfg.to_dict(), "cwd": os.getcwd(), "command": command, "environment": environment(),
         "frame_id": cur.frame_id, "model": mref.to_dict(), **info,
         "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
-        "torch_threads": _torch_threads(),  # replay uses as many: a network's sums may depend on the split
+        "torch_threads": _torch_threads(),
+        "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it  # replay uses as many: a network's sums may depend on the split
     }
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
     title = (f"{display_name(mref.name)}: {info['params_label']}, frame {cur.frame_id} "

@@ -67,6 +67,7 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
     out = Path(out)
     paths = {name: out / name for name in ("summary.json", "run.json", "table.txt", *charts, "junit.xml",
                                            "report.md")}
+    summary = {**summary, **machines_of_run(out)}
     atomic_write_text(paths["summary.json"], json.dumps(summary, indent=2, sort_keys=True) + "\n")
     atomic_write_text(paths["run.json"], json.dumps(run, indent=2, sort_keys=True, default=str) + "\n")
     atomic_write_text(paths["table.txt"], table)
@@ -85,6 +86,31 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
     paths["report.html"] = out / "report.html"
     atomic_write_text(paths["report.html"], html(out))
     return paths
+
+
+def machines_of_run(out: Path) -> dict[str, Any]:
+    """What summary.json says of the machines a run folder's verdicts came from (its journal's
+    :func:`lidarmt.engine.journal.machines`): ``machines`` (ISA and pairs each) where the journal records them, and
+    ``machines_note`` when there is more than one ISA (a campaign resumed on another CPU: floats folded from both
+    differ in the last digits from a run on either alone)."""
+    from lidarmt.engine.journal import JOURNAL_NAME, machines, read_header
+
+    path = out / JOURNAL_NAME
+    if not path.is_file():
+        return {}
+    try:
+        header = read_header(path)
+        got = machines(path)
+    except Exception:  # noqa: BLE001 - a journal the campaign could fold but this cannot read: say nothing
+        return {}
+    recorded = "machine" in header or len(got) > 1
+    if not recorded or not got:
+        return {}
+    doc: dict[str, Any] = {"machines": got}
+    if len(got) > 1:
+        doc["machines_note"] = ("verdicts from more than one ISA: " + ", ".join(f"{m['pairs']} pair(s) on {m['isa']}"
+                                                                           for m in got))
+    return doc
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._machine import record as machine_record
 from lidarmt.errors import OutputError
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
@@ -127,6 +128,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "minimal_findings": minimal_lost, "sut_name": str(getattr(ev.sut, "name", cfg.sut.name)),
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
+        "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it
     }
     region = getattr(j.frame.labels, "region", None)
     if region is not None:  # the labelled view (KITTI's camera): the label ROI and the labels' verdicts need it

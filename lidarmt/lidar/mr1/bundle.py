@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
+from lidarmt._machine import record as machine_record
 from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
 from lidarmt.errors import OutputError
@@ -145,6 +146,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "command": command,
         "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
+        "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
