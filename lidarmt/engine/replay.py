@@ -95,6 +95,7 @@ class Drift:
         return f"{self.name}: {self.now!r} now, {self.stored!r} stored ({self.diff:.3g}{unit}; {t.kind} tolerance " \
                f"{t.abs:g}{unit})"
 
+
 CHECK_FILES = "file checksums (MANIFEST.json)"
 CHECK_MCAP = "bundle.mcap opens with its topics"
 
@@ -131,17 +132,24 @@ class ReplayResult:
     def compare(self, name: str, now: float, stored: Any, kind: str) -> bool:
         """Check a number against the stored one: bit for bit passes; within the tolerance of ``kind`` passes
         and is recorded as drift; otherwise the check fails."""
-        tol = TOLERANCES[kind]
-        if not isinstance(stored, (int, float)) or isinstance(stored, bool):
-            return self.check(name, False, f"{now!r} now, {stored!r} stored (not a number)")
+        bad = self._number(name, now, stored, kind)
+        return self.check(name, not bad, bad)
+
+    def _number(self, name: str, now: Any, stored: Any, kind: str) -> str:
+        """"" when ``now`` equals ``stored`` or is within the tolerance of ``kind`` (then recorded as drift), else
+        what is wrong."""
+        if not isinstance(stored, (int, float)) or isinstance(stored, bool) or not isinstance(now, (int, float)):
+            return f"{now!r} now, {stored!r} stored (not a number)"
         now, stored = float(now), float(stored)
         if now == stored or (math.isnan(now) and math.isnan(stored)):
-            return self.check(name, True)
+            return ""
         d = Drift(name, kind, now, stored)
-        if tol.allows(now, stored):
+        if TOLERANCES[kind].allows(now, stored):
             self.drift.append(d)
-            return self.check(name, True)
-        return self.check(name, False, d.text().split(": ", 1)[1].replace("tolerance", "tolerance exceeded:", 1))
+            return ""
+        t = d.tolerance
+        unit = f" {t.unit}" if t.unit else ""
+        return f"{now!r} now, {stored!r} stored: {d.diff:.3g}{unit} is beyond the {kind} tolerance {t.abs:g}{unit}"
 
     def compare_json(self, name: str, now: Any, stored: Any) -> bool | None:
         """Check JSON made of numbers (an obstacle list, a verdict) against the stored one: True when equal or
@@ -151,11 +159,15 @@ class ReplayResult:
         pairs: list[tuple[str, str, float, float]] = []
         if not _pair_floats(now, stored, "", "length", pairs):
             return None
-        ok = True
-        for path, kind, a, b in pairs:
-            if a != b and not (math.isnan(a) and math.isnan(b)):
-                ok = self.compare(f"{name} {path}", a, b, kind) and ok
-        return self.check(name, ok, "numbers moved past their tolerance" if not ok else "")
+        bad = [f"{path}: {b}" for path, kind, a, st in pairs if (b := self._number(f"{name} {path}", a, st, kind))]
+        return self.check(name, not bad, "; ".join(bad[:3]) + (f"; {len(bad) - 3} more" if len(bad) > 3 else ""))
+
+    def compare_scores(self, name: str, now: list[float], stored: Any) -> None:
+        """The full-precision scores a LiDAR bundle stores beside its rounded obstacle lists (``scores`` in
+        bundle.json; absent in older bundles) against the SUT's now, as probabilities. Lists of other lengths are
+        the obstacle lists' difference, listed there."""
+        if isinstance(stored, list) and len(stored) == len(now):
+            self.compare_json(name, {"score": [float(x) for x in now]}, {"score": stored})
 
     def compare_listed(self, name: str, now: Any, stored: Any) -> None:
         """:meth:`compare_json` for what numbers moving can change the shape of (obstacle lists, verdicts,

@@ -39,6 +39,7 @@ import numpy as np
 
 from lidarmt._machine import record as machine_record
 from lidarmt.errors import OutputError
+from lidarmt.lidar.mr1.bundle import full_scores
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
 BUNDLE_VERSION = 2  # the LiDAR bundles' format (MANIFEST.json); "kind" tells the relations apart
@@ -129,6 +130,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
         "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it
+        "scores": full_scores(j.source, j.follow, minimal_obs),
     }
     region = getattr(j.frame.labels, "region", None)
     if region is not None:  # the labelled view (KITTI's camera): the label ROI and the labels' verdicts need it

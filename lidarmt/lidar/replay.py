@@ -123,6 +123,9 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
                        json.loads((folder / "obstacles_source.json").read_text(encoding="utf-8")))
     res.compare_listed("follow-up obstacles", _norm(follow.to_list()),
                        json.loads((folder / "obstacles_followup.json").read_text(encoding="utf-8")))
+    scores = info.get("scores") if isinstance(info.get("scores"), dict) else {}
+    res.compare_scores("source scores (full precision)", [o.score for o in source], scores.get("source"))
+    res.compare_scores("follow-up scores (full precision)", [o.score for o in follow], scores.get("follow"))
     facts = ev.facts(frame, source, change, follow)
     res.compare_listed("facts", _norm(facts), _norm(stored_facts))
     lost = judge_facts(facts, info["relation"], th)
@@ -143,6 +146,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
         if (folder / "obstacles_minimal.json").is_file():
             res.compare_listed("minimal obstacles", _norm(o_min.to_list()), json.loads(
                 (folder / "obstacles_minimal.json").read_text(encoding="utf-8")))
+        res.compare_scores("minimal scores (full precision)", [o.score for o in o_min], scores.get("minimal"))
         if (info.get("ddmin") or {}).get("one_minimal") and ok_idx and _lost_source(ml) & target:
 
             def fails(subset: np.ndarray) -> bool:

@@ -205,6 +205,9 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
         res.compare_listed("source obstacles", _norm(source.to_list()), stored_s)
     if stored_f is not None:
         res.compare_listed("follow-up obstacles", _norm(follow.to_list()), stored_f)
+    scores = info.get("scores") if isinstance(info.get("scores"), dict) else {}
+    res.compare_scores("source scores (full precision)", [o.score for o in source], scores.get("source"))
+    res.compare_scores("follow-up scores (full precision)", [o.score for o in follow], scores.get("follow"))
     from lidarmt.lidar.mr1.oracle import without_labels
 
     v = judge(source, follow)
@@ -229,6 +232,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
             res.compare_listed("minimal verdict", _norm(v_min.to_dict()), _norm(claimed))
             if stored_m is not None:
                 res.compare_listed("minimal obstacles", _norm(o_min.to_list()), stored_m)
+            res.compare_scores("minimal scores (full precision)", [o.score for o in o_min], scores.get("minimal"))
             if (info.get("ddmin") or {}).get("one_minimal") and violates(v_min, relation):
 
                 def fails(subset: np.ndarray) -> bool:
