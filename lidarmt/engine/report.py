@@ -90,27 +90,23 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
 
 def machines_of_run(out: Path) -> dict[str, Any]:
     """What summary.json says of the machines a run folder's verdicts came from (its journal's
-    :func:`lidarmt.engine.journal.machines`): ``machines`` (ISA and pairs each) where the journal records them, and
-    ``machines_note`` when there is more than one ISA (a campaign resumed on another CPU: floats folded from both
-    differ in the last digits from a run on either alone)."""
-    from lidarmt.engine.journal import JOURNAL_NAME, machines, read_header
+    :func:`lidarmt.engine.journal.machines`), only when there is more than one ISA (a campaign resumed on another
+    CPU: floats folded from both differ in the last digits from a run on either alone, and a verdict on a
+    threshold can differ): ``machines`` (ISA and pairs each) and ``machines_note``. A run on one machine's
+    summary is unchanged."""
+    from lidarmt.engine.journal import JOURNAL_NAME, machines
 
     path = out / JOURNAL_NAME
     if not path.is_file():
         return {}
     try:
-        header = read_header(path)
         got = machines(path)
     except Exception:  # noqa: BLE001 - a journal the campaign could fold but this cannot read: say nothing
         return {}
-    recorded = "machine" in header or len(got) > 1
-    if not recorded or not got:
+    if len(got) < 2:
         return {}
-    doc: dict[str, Any] = {"machines": got}
-    if len(got) > 1:
-        doc["machines_note"] = ("verdicts from more than one ISA: " + ", ".join(f"{m['pairs']} pair(s) on {m['isa']}"
-                                                                           for m in got))
-    return doc
+    return {"machines": got, "machines_note": "verdicts from more than one ISA: " + ", ".join(
+        f"{m['pairs']} pair(s) on {m['isa']}" for m in got)}
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
