@@ -268,7 +268,8 @@ def test_a_baseline_made_on_another_isa_is_refused_unless_told(rec, tmp_path, ca
     header, *rest = journal.read_text().splitlines(keepends=True)
     assert json.loads(header)["machine"] == record()  # each journal names the machine its verdicts came from
     # the same baseline as if run on an AVX2 laptop
-    other = {**record(), "isa": "avx2" if record()["isa"] != "avx2" else "amx", "cpu": "another CPU"}
+    other = {"cpu": "another CPU", "isa": "avx2" if record()["isa"] != "avx2" else "amx", "bf16": "emulated",
+             "cores": 16}
     journal.write_text(json.dumps({**json.loads(header), "machine": other}) + "\n" + "".join(rest))
     capsys.readouterr()
     assert main([*args, "--out", str(tmp_path / "v2"), "--baseline", str(first)]) == 2

@@ -266,7 +266,8 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
     command = command_line()
     isas = check_isas(plan, reused_from, allow=mixed_isa, existing=not force)  # --force discards the modules' runs
     if len(isas) > 1:
-        err_console.print(f"--mixed-isa: comparing verdicts made on {', '.join(isas)}")
+        err_console.print(f"--mixed-isa: comparing verdicts made on {'; '.join(isas)}", highlight=False,
+                          soft_wrap=True, markup=False)
     prepare(plan, resume=resume, force=force, reused_from=reused_from)
     lock.acquire()
     used, note = clamp_workers(workers, items=len(plan.baseline.config.items),
