@@ -8,6 +8,9 @@ these; :func:`native_bf16` says whether bf16 is worth computing in; :func:`matmu
 benchmark may time (never bf16 where it is emulated).
 
 The flags come from ``/proc/cpuinfo`` (Linux); elsewhere torch's CPU capability string is the fallback.
+``ONEDNN_MAX_CPU_ISA`` (read by oneDNN when torch loads) caps the instruction set torch's convolutions and matmuls
+use, which is how an older CPU is emulated on this one: :func:`isa` honours it (:func:`cpu_isa` is the hardware's),
+and :func:`describe` records it, since the kernels, not the chip, decide the last digits of a network's outputs.
 Tests monkeypatch :func:`cpu_flags` (and clear the caches with :func:`clear_cache`).
 """
 
@@ -42,7 +45,35 @@ def _torch_capability() -> str:
         return ""
 
 
+#: ``ONEDNN_MAX_CPU_ISA`` values -> the best of :data:`ISAS` oneDNN may then use (``ALL``/``DEFAULT``: no cap)
+ONEDNN_CAPS = {
+    "SSE41": "baseline", "AVX": "baseline", "AVX2": "avx2", "AVX2_VNNI": "avx2", "AVX2_VNNI_2": "avx2",
+    "AVX512_CORE": "avx512", "AVX512_CORE_VNNI": "avx512", "AVX512_CORE_BF16": "avx512_bf16",
+    "AVX512_CORE_FP16": "avx512_bf16", "AVX10_1_512": "avx512_bf16", "AVX512_CORE_AMX": "amx",
+    "AVX512_CORE_AMX_FP16": "amx", "AVX10_1_512_AMX": "amx", "AVX10_1_512_AMX_FP16": "amx",
+}
+#: the environment variables that cap the kernels torch picks (oneDNN's, and ATen's own vectorised ones)
+ISA_CAP_VARS = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY")
+
+
+def isa_caps() -> dict[str, str]:
+    """The ISA caps set in this process's environment (:data:`ISA_CAP_VARS`), e.g. ``{"ONEDNN_MAX_CPU_ISA":
+    "AVX2"}``; empty where none is set."""
+    return {k: os.environ[k] for k in ISA_CAP_VARS if os.environ.get(k, "").strip()}
+
+
 def isa() -> str:
+    """The best of :data:`ISAS` torch's kernels use here: the CPU's (:func:`cpu_isa`), capped by
+    ``ONEDNN_MAX_CPU_ISA`` (or its old name ``DNNL_MAX_CPU_ISA``) when that is set."""
+    got = cpu_isa()
+    raw = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "").strip().upper()
+    cap = ONEDNN_CAPS.get(raw)
+    if cap is not None and ISAS.index(cap) > ISAS.index(got):
+        return cap
+    return got
+
+
+def cpu_isa() -> str:
     """The best of :data:`ISAS` this CPU has: ``amx`` (AMX bf16 tiles), ``avx512_bf16``, ``avx512`` (F),
     ``avx2``, else ``baseline``."""
     flags = cpu_flags()
@@ -98,12 +129,46 @@ def load_average() -> list[float] | None:
 
 
 def describe() -> dict:
-    """The machine as every benchmark JSON records it: CPU model, ISA, whether bf16 is native, the cores this
-    process may use and the load average when the benchmark started (the machines are shared)."""
+    """The machine as every benchmark JSON and bug bundle records it: CPU model, ISA (the kernels', :func:`isa`),
+    whether bf16 is native, the cores this process may use and the load average when the benchmark started (the
+    machines are shared); where an ISA cap is set, also the CPU's own ISA (``cpu_isa``) and the caps
+    (``isa_caps``)."""
     from lidarmt._limits import cpu_cores
 
-    return {"cpu": cpu_name(), "isa": isa(), "bf16": "native" if native_bf16() else "emulated",
-            "cores": cpu_cores(), "loadavg": load_average()}
+    doc = {"cpu": cpu_name(), "isa": isa(), "bf16": "native" if native_bf16() else "emulated",
+           "cores": cpu_cores(), "loadavg": load_average()}
+    caps = isa_caps()
+    if caps:
+        doc["cpu_isa"] = cpu_isa()
+        doc["isa_caps"] = caps
+    return doc
+
+
+def record() -> dict:
+    """The machine as a bug bundle and a campaign journal record it: :func:`describe` without the load average
+    (replay and the summary name its ISA; :func:`kernels` tells whether two records ran the same kernels)."""
+    return {k: v for k, v in describe().items() if k != "loadavg"}
+
+
+def isa_label(machine: dict | None) -> str:
+    """One phrase for a recorded machine (:func:`describe`): its ISA, with the cap that emulated it, e.g.
+    ``avx2 (ONEDNN_MAX_CPU_ISA=AVX2 on amx)``; ``unknown`` for a record without one (older files)."""
+    if not isinstance(machine, dict) or not isinstance(machine.get("isa"), str):
+        return "unknown"
+    caps = machine.get("isa_caps")
+    if isinstance(caps, dict) and caps:
+        set_ = ", ".join(f"{k}={v}" for k, v in sorted(caps.items()))
+        return f"{machine['isa']} ({set_} on {machine.get('cpu_isa', '?')})"
+    return str(machine["isa"])
+
+
+def kernels(machine: dict | None) -> tuple | None:
+    """What decides the last digits of a network's outputs on a recorded machine: its ISA and the caps (None for
+    a record without one). Two runs with the same kernels give the same floats."""
+    if not isinstance(machine, dict) or not isinstance(machine.get("isa"), str):
+        return None
+    caps = machine.get("isa_caps") if isinstance(machine.get("isa_caps"), dict) else {}
+    return (machine["isa"], machine.get("cpu_isa", machine["isa"]), tuple(sorted(caps.items())))
 
 
 def clear_cache() -> None:

@@ -286,6 +286,35 @@ def test_module_folders_that_lead_outside_are_refused(rec, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_a_baseline_made_on_another_isa_is_refused_unless_told(rec, tmp_path, capsys):
+    from lidarmt._machine import isa_label, record
+
+    first = tmp_path / "v1"
+    args = ["bench", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--n", "10", "--frames", "2",
+            "--radius", "30", "--quiet", "--sut", "test_bench:drop_sut", "--trust-code"]
+    assert main(["bench", "--bag", str(rec), "--map", "test_fuzz_support:strip_roi", "--n", "10", "--frames", "2",
+                 "--radius", "30", "--out", str(first), "--quiet", "--sut", "test_bench:grid_sut",
+                 "--sut", "test_bench:drop_sut"]) == 0
+    journal = first / "test_bench-grid_sut" / "journal.jsonl"
+    header, *rest = journal.read_text().splitlines(keepends=True)
+    assert json.loads(header)["machine"] == record()  # each journal names the machine its verdicts came from
+    # the same baseline as if run on an AVX2 laptop
+    other = {"cpu": "another CPU", "isa": "avx2" if record()["isa"] != "avx2" else "amx", "bf16": "emulated",
+             "cores": 16}
+    journal.write_text(json.dumps({**json.loads(header), "machine": other}) + "\n" + "".join(rest))
+    capsys.readouterr()
+    assert main([*args, "--out", str(tmp_path / "v2"), "--baseline", str(first)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"the --baseline ran on {other['isa']}" in err, err
+    assert f"this machine ran on {isa_label(record())}" in err and "--mixed-isa" in err
+    assert not (tmp_path / "v2").exists()  # refused before anything was made
+    assert main([*args, "--out", str(tmp_path / "v3"), "--baseline", str(first), "--mixed-isa"]) == 0
+    run = json.loads((tmp_path / "v3" / "run.json").read_text())
+    assert run["isas"] == sorted({other["isa"], isa_label(record())})
+    assert "--mixed-isa: comparing verdicts made on" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_recall_regression_on_labelled_frames(labelled, tmp_path):
     out = tmp_path / "recall"
     args = ["bench", "--bag", str(labelled), "--map", "test_fuzz_support:strip_roi", "--n", "10", "--radius", "30",

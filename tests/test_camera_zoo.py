@@ -9,6 +9,7 @@ import re
 
 import numpy as np
 import pytest
+from _approx import ABS, REL
 
 torch = pytest.importorskip("torch")
 
@@ -283,7 +284,8 @@ def test_shipped_validation_rmse_is_reproduced(udacity, one_thread, name):
     m = validation_metrics(zoo.load(name), udacity, val_fraction=0.2)
     # the last 20 % of the drive validates, in time order
     assert m["val_frames"] == info["val_frames"] == round(0.2 * n) and m["train_frames"] == n - m["val_frames"]
-    assert m["val_rmse_deg"] == pytest.approx(info["val_rmse_deg"], rel=1e-6)
+    # the card's number was made on another machine: angles differ there by up to 2.3e-5 degrees (tests/_approx.py)
+    assert m["val_rmse_deg"] == pytest.approx(info["val_rmse_deg"], rel=REL, abs=ABS)
     assert m["val_mse"] <= 0.8 * min(m["zero_mse"], m["mean_mse"])  # it has learned to steer
     assert m["zero_rmse_deg"] == pytest.approx(info["zero_rmse_deg"], rel=1e-9)
     assert m["mean_rmse_deg"] == pytest.approx(info["mean_rmse_deg"], rel=1e-9)

@@ -226,3 +226,44 @@ def write_road_geojson(path: str | os.PathLike[str], *, frame: str = "world") ->
     path = Path(path)
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+class TorchGridSut(GridSut):
+    """:class:`GridSut`'s obstacles, each scored by a small seeded convolutional network (torch, fp32) over the
+    occupancy counts: the obstacles, and so MR1's verdicts, are GridSut's, while the scores are floats from
+    oneDNN's kernels, which differ in the last digits between CPU kinds (the cross-ISA replay tests)."""
+
+    name = "torch-grid-test"
+
+    def __init__(self, channels: int = 32, **kw) -> None:
+        super().__init__(**kw)
+        import torch
+
+        gen = torch.Generator().manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Conv2d(1, channels, 7, padding=3), torch.nn.ReLU(),
+                                       torch.nn.Conv2d(channels, channels, 7, padding=3), torch.nn.ReLU(),
+                                       torch.nn.Conv2d(channels, 1, 7, padding=3)).eval()
+        with torch.no_grad():
+            for p in self.net.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen) * (0.5 / p[0].numel() ** 0.5))
+
+    def detect(self, frame: Frame, roi) -> Obstacles:
+        import dataclasses
+
+        import torch
+
+        obs = super().detect(frame, roi)
+        xyz = xyz_of(frame.points)
+        w = int(round(2 * self.half / self.cell))
+        col = np.clip(np.floor((xyz[:, 0] + self.half) / self.cell).astype(np.int64), 0, w - 1)
+        row = np.clip(np.floor((xyz[:, 1] + self.half) / self.cell).astype(np.int64), 0, w - 1)
+        counts = np.zeros((w, w), dtype=np.float32)
+        np.add.at(counts, (row, col), 1.0)
+        with torch.no_grad():
+            s = torch.sigmoid(self.net(torch.from_numpy(np.log1p(counts))[None, None]))[0, 0].numpy()
+        return Obstacles([dataclasses.replace(o, score=float(s[row[o.point_indices], col[o.point_indices]].mean()))
+                          for o in obs])
+
+
+def torch_grid_sut(**kw) -> TorchGridSut:
+    return TorchGridSut(**kw)

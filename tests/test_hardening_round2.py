@@ -496,7 +496,7 @@ def test_a_journal_on_a_full_disk_is_one_line_and_loses_no_verdict(tmp_path, mon
 
     import lidarmt.engine.journal as journal_mod
     from lidarmt.engine.campaign import run_campaign
-    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
     from lidarmt.errors import UserError
 
     cfg = config(write_udacity(tmp_path / "drive", 3), transforms="brightness", frames=(0, 1, 2))
@@ -521,7 +521,7 @@ def test_a_journal_on_a_full_disk_is_one_line_and_loses_no_verdict(tmp_path, mon
 
     def preds(folder):
         return sorted((tuple(r["key"]), r["pred"], r["pred_t"]) for r in
-                      (json.loads(x) for x in (folder / JOURNAL_NAME).read_text().splitlines()[1:]))
+                      iter_records(folder / JOURNAL_NAME))  # pairs (a resume adds a segment line)
 
     assert preds(run) == preds(tmp_path / "whole")
 
@@ -738,7 +738,7 @@ def test_a_resumed_camera_campaign_batches_as_the_uninterrupted_one(tmp_path):
     from test_camera_campaign import config, write_udacity
 
     from lidarmt.engine.campaign import run_campaign
-    from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 
     cfg = config(write_udacity(tmp_path / "drive", 3), transforms="brightness,contrast",
                  model="test_hardening_round2:batchy", frames=(0, 1, 2), batch_size=8)
@@ -752,7 +752,7 @@ def test_a_resumed_camera_campaign_batches_as_the_uninterrupted_one(tmp_path):
 
     def preds(folder):
         return {tuple(x["key"]): (x["pred"], x["pred_t"]) for x in
-                (json.loads(y) for y in (folder / JOURNAL_NAME).read_text().splitlines()[1:])}
+                iter_records(folder / JOURNAL_NAME)}  # pairs (a resume adds a segment line)
 
     assert preds(cut) == preds(tmp_path / "whole")
 

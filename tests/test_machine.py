@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,8 @@ def cpu(monkeypatch):
     def use(flags: frozenset[str]) -> None:
         _machine.clear_cache()
         monkeypatch.setattr(_machine, "cpu_flags", lambda: flags)
+        for var in _machine.ISA_CAP_VARS:  # a CI run that emulates an older CPU (ONEDNN_MAX_CPU_ISA) caps these
+            monkeypatch.delenv(var, raising=False)
 
     yield use
     monkeypatch.undo()
@@ -63,7 +67,32 @@ def test_real_flags_are_read():
     flags = _machine.cpu_flags()
     assert _machine.isa() in _machine.ISAS
     if flags:  # Linux: the detection agrees with the flags it read
-        assert (_machine.native_bf16() != "") == bool({"avx512_bf16", "amx_bf16"} & flags)
+        assert (_machine.cpu_isa() in ("amx", "avx512_bf16")) == bool({"avx512_bf16", "amx_bf16"} & flags)
+    capped = _machine.ONEDNN_CAPS.get(os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper())
+    if capped is None:
+        assert _machine.isa() == _machine.cpu_isa()
+    else:  # an emulated older CPU: torch's kernels are capped, the chip is not
+        assert _machine.ISAS.index(_machine.isa()) >= _machine.ISAS.index(capped)
+
+
+@pytest.mark.parametrize("cap,flags,isa", [
+    ("AVX2", AMX, "avx2"), ("SSE41", AMX, "baseline"), ("AVX512_CORE", AMX, "avx512"), ("avx2", AVX2, "avx2"),
+    ("AVX512_CORE_AMX", AVX2, "avx2"),  # a cap above the chip changes nothing
+    ("ALL", AMX, "amx"), ("nonsense", AMX, "amx"),
+])
+def test_onednn_cap_is_the_kernels_isa(cpu, monkeypatch, cap, flags, isa):
+    cpu(flags)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", cap)
+    assert _machine.isa() == isa
+    d = _machine.describe()
+    assert d["isa"] == isa and d["isa_caps"] == {"ONEDNN_MAX_CPU_ISA": cap} and d["cpu_isa"] == _machine.cpu_isa()
+    assert _machine.isa_label(d) == f"{isa} (ONEDNN_MAX_CPU_ISA={cap} on {_machine.cpu_isa()})"
+    assert _machine.native_bf16() == ("amx" if isa == "amx" else "")  # no bf16 where the kernels cannot
+
+
+def test_a_machine_without_a_record_is_unknown():
+    assert _machine.isa_label(None) == "unknown" and _machine.kernels({"cpu": "x"}) is None
+    assert _machine.kernels({"isa": "amx"}) != _machine.kernels({"isa": "avx2"})
 
 
 def _bench_perception():

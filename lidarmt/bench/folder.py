@@ -264,6 +264,38 @@ def check_baseline(plan_modules: list[Module], kind: str, path: str | os.PathLik
                 "modules afresh")
 
 
+def check_isas(plan: BenchPlan, reused_from: str | os.PathLike[str] | None, *, allow: bool,
+               existing: bool = True) -> list[str]:
+    """Refuse (one line, :class:`BenchArgumentError`) to compare modules whose verdicts come from CPUs of
+    different ISAs, unless ``allow`` (``--mixed-isa``): a reused baseline or a resumed module's journal made
+    elsewhere, and this machine, which runs the rest. Floats differ in the last digits between CPU kinds, and a
+    verdict on a threshold can flip with them, so the comparison could show the machine rather than the module.
+    Journals that record no machine (older ones) are not counted, nor the modules' own (``existing=False``: a
+    --force run discards them). Returns the ISAs seen (more than one only with ``allow``)."""
+    from lidarmt._machine import isa_label, record
+    from lidarmt.engine.journal import JOURNAL_NAME, machines
+
+    folders: list[tuple[str, Path]] = []
+    if reused_from is not None:
+        folders.append(("the --baseline", Path(reused_from)))
+    for m in plan.modules if existing else ():
+        if (plan.folder(m) / JOURNAL_NAME).is_file():
+            folders.append((f"module {m.name}", plan.folder(m)))
+    seen: dict[str, str] = {}
+    for what, folder in folders:
+        for got in machines(folder / JOURNAL_NAME):
+            if got["isa"] != "unknown":
+                seen.setdefault(got["isa"], what)
+    seen.setdefault(isa_label(record()), "this machine")
+    if len(seen) > 1 and not allow:
+        ran = "; ".join(f"{what} ran on {isa}" for isa, what in seen.items())
+        raise BenchArgumentError(
+            f"{ran}: floats differ between CPU kinds and a verdict on a threshold can flip with them, so the "
+            "comparison could show the machine rather than the modules; run every module on one kind of CPU, "
+            "or pass --mixed-isa to compare anyway")
+    return sorted(seen)
+
+
 def _short(v: Any) -> str:
     text = json.dumps(v, sort_keys=True, default=str)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._machine import record as machine_record
 from lidarmt._paths import load_npz, read_text
 from lidarmt._show import md_code, md_code_line
 from lidarmt.camera.errors import CameraOutputError
@@ -200,6 +201,7 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
         "frame_id": cur.frame_id, "stamp": cur.stamp, "model": mref.to_dict(), **info,
         "label": cur.label, "pred": got["pred"], "pred_t": got["pred_t"], "relation": dict(relation),
         "torch_threads": _torch_threads(),  # replay uses as many: a network's sums may depend on the split
+        "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it
     }
     info["reproduced"] = violated(info, got["pred"], got["pred_t"])
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 ForceBenchOption = Annotated[bool, typer.Option("--force", help="Discard an existing bench in --out and start over.")]
+MixedIsaOption = Annotated[bool, typer.Option("--mixed-isa", help="Compare modules even when their verdicts come from CPUs of different ISAs (a --baseline or resumed module made on another CPU kind); refused otherwise, since floats and verdicts on a threshold differ between them.")]
 ForceCampaignOption = Annotated[bool, typer.Option("--force", help="Discard an existing campaign in --out and start over.")]
 ForceOutputOption = Annotated[bool, typer.Option("--force", help="Overwrite the output file if it exists (never an input).")]
 QuietBarOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]

@@ -15,6 +15,7 @@ from lidarmt.cli._options import (
     AddressOption,
     BackendOption,
     ForceBenchOption,
+    MixedIsaOption,
     QuietOption,
     RadiusOption,
     TrialsOption,
@@ -122,6 +123,7 @@ def bench(
     out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/bench-<recording name>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the bench in --out (every module's journal).")] = False,
     force: ForceBenchOption = False,
+    mixed_isa: MixedIsaOption = False,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
     quiet: QuietOption = False,
     transforms: Annotated[str | None, typer.Option("--transforms", help="Compare the modules on LiDAR transformations instead of MR1 (as lidarmt fuzz --transforms): McNemar per transformation on each one's relation; --map labels for the label ROI.")] = None,
@@ -177,7 +179,7 @@ def bench(
                          backend=backend, address=address, baseline=baseline, trust_code=trust_code, frames=frames, seed=seed, trials=trials,
                          timeout=timeout, workers=workers, alpha=alpha, correction=correction,
                          thresholds=Thresholds(safety_distance, min_kept, tolerance), out=out, resume=resume,
-                         force=force, quiet=quiet, fail_on_regression=fail_on_regression)
+                         force=force, quiet=quiet, fail_on_regression=fail_on_regression, mixed_isa=mixed_isa)
         return
     ns = parse_ns(n)
     if region not in ("disk", "grid"):
@@ -221,7 +223,7 @@ def bench(
     with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
         _run(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
              alpha=alpha, correction=correction, min_points=min_points, quiet=quiet,
-             fail_on_regression=fail_on_regression, backend=backend, address=address)
+             fail_on_regression=fail_on_regression, backend=backend, address=address, mixed_isa=mixed_isa)
 
 
 def with_device(options: list[dict[str, Any]], device: str | None,
@@ -255,16 +257,21 @@ def _check_suts(plan) -> None:
 
 def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, quiet: bool,
              is_violation=None, count=None, engine_options: dict | None = None, backend: str = "local",
-             address: str | None = None) -> dict:
+             address: str | None = None, mixed_isa: bool = False) -> dict:
     """Prepare the bench folder, run every module's campaign with a progress bar; returns run.json's facts.
     ``backend``/``address``: where the workers run (as ``lidarmt fuzz``); modules on a local CUDA device get at
-    most the workers the GPU's memory holds."""
-    from lidarmt.bench.folder import prepare, run_modules
+    most the workers the GPU's memory holds. Modules whose verdicts would come from CPUs of different ISAs are
+    refused unless ``mixed_isa`` (:func:`lidarmt.bench.folder.check_isas`)."""
+    from lidarmt.bench.folder import check_isas, prepare, run_modules
     from lidarmt.cli._common import CampaignProgress, err_console
     from lidarmt.engine.campaign import clamp_workers, environment
     from lidarmt.engine.journal import JOURNAL_NAME
 
     command = command_line()
+    isas = check_isas(plan, reused_from, allow=mixed_isa, existing=not force)  # --force discards the modules' runs
+    if len(isas) > 1:
+        err_console.print(f"--mixed-isa: comparing verdicts made on {'; '.join(isas)}", highlight=False,
+                          soft_wrap=True, markup=False)
     prepare(plan, resume=resume, force=force, reused_from=reused_from)
     lock.acquire()
     used, note = clamp_workers(workers, items=len(plan.baseline.config.items),
@@ -310,7 +317,8 @@ def run_plan(plan, *, lock, reused_from, workers: int, resume: bool, force: bool
         else:
             per[name] = {"ran": r.ran, "resumed_from": r.resumed, "elapsed_s": round(r.elapsed, 3),
                          "throughput": (r.ran / r.elapsed) if r.elapsed > 0 and r.ran else None}
-    return {"command": command, "workers": used, "backend": backend, "environment": environment(), "modules": per}
+    return {"command": command, "workers": used, "backend": backend, "environment": environment(), "modules": per,
+            "isas": isas}
 
 
 def _device_of(config) -> str | None:
@@ -326,12 +334,12 @@ def _device_of(config) -> str | None:
 
 def _run(plan, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float, correction: str,
          min_points: int, quiet: bool, fail_on_regression: bool, backend: str = "local",
-         address: str | None = None) -> None:
+         address: str | None = None, mixed_isa: bool = False) -> None:
     from lidarmt.bench.lidar import evaluate_module, labelled_frames, summarize
     from lidarmt.cli._common import err_console
 
     run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                   quiet=quiet, backend=backend, address=address,
+                   quiet=quiet, backend=backend, address=address, mixed_isa=mixed_isa,
                    is_violation=lambda r: r["verdict"]["count_violation"] or r["verdict"]["subset_violation"])
     frame_at, gt_note = labelled_frames(plan.baseline.config.source)
     detection: dict[str, Any] = {}
@@ -371,7 +379,7 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
                      trust_code: bool, frames: int | None, seed: int, trials: int, timeout: float | None,
                      workers: int, alpha: float, correction: str, thresholds: Any, out: Path | None, resume: bool,
                      force: bool, quiet: bool, fail_on_regression: bool, backend: str = "local",
-                     address: str | None = None) -> None:
+                     address: str | None = None, mixed_isa: bool = False) -> None:
     """``lidarmt bench --transforms``: one LiDAR-transformation campaign per module on the same follow-ups, the
     journals paired key by key (McNemar per transformation, :mod:`lidarmt.bench.lidar_transforms`)."""
     import typer
@@ -422,7 +430,8 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
     _check_suts(plan)
     with RunLock(out) as lock:
         run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                       quiet=quiet, backend=backend, address=address, is_violation=lambda r: bool(judge_facts(
+                       quiet=quiet, backend=backend, address=address, mixed_isa=mixed_isa,
+                       is_violation=lambda r: bool(judge_facts(
                            r["facts"], refs[int(r["key"][1])].relation, thresholds)))
         summary = summarize(plan, thresholds=thresholds, alpha=alpha, correction=correction)
         report(plan.out, summary, run)

@@ -1,4 +1,5 @@
-"""``lidarmt replay BUNDLE``: re-run a bug bundle and check that it reproduces bit for bit."""
+"""``lidarmt replay BUNDLE``: re-run a bug bundle and say whether it is identical, reproduced (within the
+tolerances of :data:`lidarmt.engine.replay.TOLERANCES`, as on another CPU) or not reproduced."""
 
 from __future__ import annotations
 
@@ -17,10 +18,19 @@ REPLAY_HELP = """Re-run a bug bundle (a folder `runs/NAME/violations/ID`) and ch
 Checks the SHA-256 of every file MANIFEST.json lists, regenerates the added points from the seed tuple (they
 must equal added.npy and followup.npz bit for bit), perceives the stored source and follow-up frames again
 (the recording is not needed) and compares both obstacle lists and the MR1 verdict with bundle.json, and
-re-runs source + minimal.npy to check that the minimal subset still violates the relation. Every file a person
-looks at (bundle.mcap, foxglove-layout.json, PCDs, replay.bag, pictures, report.md) is drawn again from the
-bundle's stored data and compared; a file that differs, is missing or is not one lidarmt writes is named.
-Exit status 0 when every check passed, 1 when anything differs (one line per difference), 2 on bad input.
+re-runs source + minimal.npy to check that the minimal subset still violates the relation (and, when ddmin
+claims it is 1-minimal, that removing any one of its points does not).
+
+The last line is the outcome. *identical*: everything bit for bit. *reproduced*: the relation is still
+violated and every number is within its tolerance (angles 1e-5 rad, scores and probabilities 2e-4, lengths
+2e-3 m): what another CPU's kernels (AMX, AVX-512, AVX2) change; it names the largest difference and both
+machines' ISA, and lists obstacles that changed with them. *not reproduced*: a check failed, the relation
+no longer holds or a number moved past its tolerance. Exit status 0 for the first two, 1 for the third,
+2 on bad input; --json prints the same as one JSON object.
+
+Every file a person looks at (bundle.mcap, foxglove-layout.json, PCDs, replay.bag, pictures, report.md, the
+bundle's page) is drawn again from the bundle's stored data and compared; a file that differs, is missing or is not
+one lidarmt writes is named, and fails the replay.
 
 A bundle is data from whoever sent it: replay builds only registered SUTs (apollo, ..., installed
 `lidarmt.perception` plug-ins) and map files from it. A bundle whose SUT or ROI is `module:callable` (or
@@ -37,42 +47,71 @@ def replay(
     sut: Annotated[str | None, typer.Option("--sut", help="Use this SUT name/spec instead of the stored one.")] = None,
     from_recording: Annotated[bool, typer.Option("--from-recording", help="Read the source frame from the original recording (it must equal the stored one).")] = False,
     trust_code: Annotated[bool, typer.Option("--trust-code", help="Allow the bundle to name code to import and run (a module:callable SUT or ROI); only for bundles you trust.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object (outcome, checks, largest difference, both machines) instead of lines.")] = False,
 ) -> None:
+    import sys
 
+    from lidarmt._show import term
     from lidarmt.cli._common import console, show
     from lidarmt.errors import InputError
     from lidarmt.lidar.mr1.replay import load_bundle, replay_bundle
     from lidarmt.lidar.perception.guard import SutFault
 
     def on_code(line: str) -> None:
-        console.print(f"--trust-code: importing and running {show(line)}", highlight=False, soft_wrap=True)
+        if json_out:  # stdout holds the JSON alone
+            sys.stderr.write(f"--trust-code: importing and running {term(line)}\n")
+        else:
+            console.print(f"--trust-code: importing and running {show(line)}", highlight=False, soft_wrap=True)
 
     info = load_bundle(bundle)
     if info.get("kind") == "camera":
         _replay_camera(bundle if bundle.is_dir() else bundle.parent, info, model=sut, trust_code=trust_code,
-                       map_path=map, from_recording=from_recording)
+                       map_path=map, from_recording=from_recording, json_out=json_out)
         return
     try:
         res = replay_bundle(bundle, map_path=map, sut=sut, from_recording=from_recording, trust_code=trust_code,
                             on_code=on_code)
     except SutFault as err:
         raise InputError(f"{bundle}: {err}") from err
-    _print_checks(console, res.checks)
     v = res.verdict or {}
     if info.get("kind") == "lidar-transform":
         from lidarmt.lidar.bundle import findings_text
 
-        console.print(f"{show(info.get('relation'))} under {show(info.get('transform'))} ({show(info.get('level'))}): "
-                      f"{show(findings_text(v.get('findings', [])) or 'no finding')}", highlight=False, soft_wrap=True)
+        line = (f"{show(info.get('relation'))} under {show(info.get('transform'))} ({show(info.get('level'))}): "
+                f"{show(findings_text(v.get('findings', [])) or 'no finding')}")
     else:
-        console.print(f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
-                      f"{len(v.get('missing', []))} source obstacle(s) unmatched")
-    if not res.same:
+        line = (f"verdict: |O| > |O′|: {v.get('count_violation')}, O ⊄ O′: {v.get('subset_violation')}, "
+                f"{len(v.get('missing', []))} source obstacle(s) unmatched")
+    show_result(res, line, json_out=json_out)
+
+
+def show_result(res, line: str, *, json_out: bool) -> None:
+    """Print a replay's result (one line per check, per number that moved within its tolerance and per listed
+    difference, ``line`` about the relation — its strings from the bundle already shown escaped — then the
+    outcome), or with ``json_out`` one JSON object; exit 1 when it is not reproduced. The camera group's replay
+    prints through this too."""
+    import json
+
+    from lidarmt.cli._common import console, show
+
+    if json_out:
+        doc = res.to_dict()
+        doc["not_verified"] = _unverified(res.checks)
+        doc["summary"] = _last_line(res)
+        print(json.dumps(doc, sort_keys=True, default=str))
+    else:
+        _print_checks(console, res.checks)
+        for d in res.drift:
+            console.print(f"[yellow]within tolerance[/]  {show(d.text())}", highlight=False, soft_wrap=True)
+        for m in res.moved:
+            console.print(f"[yellow]moved[/]  {show(m)}", highlight=False, soft_wrap=True)
+        console.print(line, highlight=False, soft_wrap=True)
         for d in res.details:
             console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
-        console.print("replay did NOT reproduce the bundle")
+        colour = {"identical": "green", "reproduced": "green"}.get(res.outcome, "red")
+        console.print(f"[{colour}]{show(_last_line(res))}[/]", highlight=False, soft_wrap=True)
+    if not res.ok:
         raise typer.Exit(1)
-    console.print(_last_line(res.checks), soft_wrap=True)
 
 
 def _print_checks(console, checks: dict[str, bool]) -> None:
@@ -87,15 +126,20 @@ def _print_checks(console, checks: dict[str, bool]) -> None:
         console.print(f"{tag}  {show(text)}", highlight=False, soft_wrap=True)
 
 
-def _last_line(checks: dict[str, bool]) -> str:
-    """What a replay whose checks all passed says: bit for bit, or which shown files it did not verify."""
+def _unverified(checks: dict[str, bool]) -> list[str]:
+    """The shown files replay could not verify (an older bundle's): their checks' names."""
     from lidarmt.engine.verify import UNVERIFIED
 
-    n = sum(name.startswith(UNVERIFIED) for name in checks)
-    if n:
-        return (f"replay reproduced the bundle's data bit for bit, but {n} file(s) it shows were NOT verified "
+    return [name for name in checks if name.startswith(UNVERIFIED)]
+
+
+def _last_line(res) -> str:
+    """The outcome (:meth:`lidarmt.engine.replay.ReplayResult.summary`), and which shown files it did not verify."""
+    n = len(_unverified(res.checks))
+    if n and res.ok:
+        return (f"{res.summary().replace(', every check passed', '')}; but {n} file(s) it shows were NOT verified "
                 "(listed above): look at them with care")
-    return "replay reproduced the bundle bit for bit: every check passed"
+    return res.summary()
 
 
 def _camera_info_problem(info: dict) -> str:
@@ -132,12 +176,12 @@ def _camera_info_problem(info: dict) -> str:
 
 
 def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: bool, map_path: str | None,
-                   from_recording: bool) -> None:
+                   from_recording: bool, json_out: bool = False) -> None:
     import math
 
     from lidarmt.camera.bundle import transform_text
     from lidarmt.camera.replay import replay_camera_bundle
-    from lidarmt.cli._common import console, show
+    from lidarmt.cli._common import show
     from lidarmt.errors import ArgumentError
 
     if map_path or from_recording:
@@ -148,15 +192,9 @@ def _replay_camera(folder: Path, info: dict, *, model: str | None, trust_code: b
 
         raise InputError(f"{folder / 'bundle.json'}: not a camera bundle this lidarmt reads ({bad})")
     res = replay_camera_bundle(folder, info, trust_code=trust_code, model=model)
-    _print_checks(console, res.checks)
     lab = info.get("label")
-    console.print(f"{show(info['model']['name'])} under {show(transform_text(info))} "
-                  f"({show(info.get('params_label', ''))}): label "
-                  f"{'–' if lab is None else f'{math.degrees(lab):+.2f}°'}, seed {math.degrees(info['pred']):+.2f}°, "
-                  f"transformed {math.degrees(info['pred_t']):+.2f}°", highlight=False, soft_wrap=True)
-    if not res.same:
-        for d in res.details:
-            console.print(f"[red]{show(d)}[/]", highlight=False, soft_wrap=True)
-        console.print("replay did NOT reproduce the bundle")
-        raise typer.Exit(1)
-    console.print(_last_line(res.checks), soft_wrap=True)
+    show_result(res, f"{show(info['model']['name'])} under {show(transform_text(info))} "
+                     f"({show(info.get('params_label', ''))}): label "
+                     f"{'–' if lab is None else f'{math.degrees(lab):+.2f}°'}, seed "
+                     f"{math.degrees(info['pred']):+.2f}°, transformed {math.degrees(info['pred_t']):+.2f}°",
+                json_out=json_out)

@@ -42,8 +42,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from lidarmt._machine import record as machine_record
 from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError, FuzzOutputError
-from lidarmt.engine.journal import JOURNAL_NAME, Journal, create_journal, iter_records, read_header
+from lidarmt.engine.journal import (
+    JOURNAL_NAME,
+    Journal,
+    create_journal,
+    iter_records,
+    read_header,
+    segment_record,
+)
 from lidarmt.engine.kinds import DEFAULT_KIND, KINDS, config_from_dict  # noqa: F401  (engine API)
 from lidarmt.engine.timeouts import (  # noqa: F401  (engine API)
     AUTO_TIMEOUT_FACTOR,
@@ -973,9 +981,11 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
             )
         fold_records(tally, path, repair=True, config=config)
         journal = Journal(path, sync_interval=_sync_interval(config))
+        if tally.done < config.total:  # verdicts follow, perhaps from another CPU: say which
+            journal.write(segment_record())
     else:
-        journal = create_journal(path, {"config": config.to_dict(), **dict(header_extra or {})},
-                                 sync_interval=_sync_interval(config))
+        journal = create_journal(path, {"config": config.to_dict(), "machine": machine_record(),
+                                        **dict(header_extra or {})}, sync_interval=_sync_interval(config))
     return tally, journal, tally.done
 
 

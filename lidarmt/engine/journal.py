@@ -6,8 +6,10 @@ itself) runs after every record by default, or at most every ``sync_interval`` s
 campaigns of cheap pairs (camera models judge ~100 images a second and would otherwise spend most of their time
 waiting for the disk; a relation's configuration says which it wants as ``journal_sync_interval``).
 
-The first line is a header with the campaign's configuration; each further line is one record (a pair's
-verdict, or a crash/timeout finding). An interrupted campaign resumes from it: the records present are kept,
+The first line is a header with the campaign's configuration and the machine it started on; each further line is
+one record (a pair's verdict, or a crash/timeout finding), or a *segment* line where a resumed campaign went on,
+naming the machine it went on on (a journal may be resumed on another CPU: :func:`machines` says which verdicts
+came from which ISA). An interrupted campaign resumes from it: the records present are kept,
 a torn last line (the process was killed mid-write) is cut off, and only the missing pairs are run. Totals are
 always computed from the journal, so a resumed campaign ends with exactly the totals of an uninterrupted one.
 """
@@ -118,6 +120,36 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> tuple
     header = read_header(path)
     records = list(iter_records(path, repair=repair))
     return header, records
+
+
+def segment_record() -> dict[str, Any]:
+    """The line a resumed campaign appends before its verdicts: the machine they are made on."""
+    from lidarmt._machine import record
+
+    return {"type": "segment", "machine": record()}
+
+
+def machines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Which machines a journal's verdicts came from, in order: ``{"isa": label, "pairs": n}`` per ISA (the
+    header's machine for the pairs before the first segment line, ``unknown`` where a journal written before
+    machines were recorded has none), merged by label; a label without pairs is left out."""
+    from lidarmt._machine import isa_label
+
+    path = Path(path)
+    header = read_header(path)
+    counts: dict[str, int] = {}
+    label = isa_label(header.get("machine"))
+    with open(path, "rb") as fh:
+        fh.readline()
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            if line.startswith(b'{"machine":') and b'"type":"segment"' in line:
+                rec = loads_json(line, what=f"{path}: corrupt segment line", error=FuzzInputError)
+                label = isa_label(rec.get("machine") if isinstance(rec, dict) else None)
+            elif b'"type":"pair"' in line:
+                counts[label] = counts.get(label, 0) + 1
+    return [{"isa": k, "pairs": n} for k, n in counts.items() if n]
 
 
 def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -67,6 +67,7 @@ def write_report_set(out: str | os.PathLike[str], *, summary: Mapping[str, Any],
     out = Path(out)
     paths = {name: out / name for name in ("summary.json", "run.json", "table.txt", *charts, "junit.xml",
                                            "report.md")}
+    summary = {**summary, **machines_of_run(out)}
     atomic_write_text(paths["summary.json"], json.dumps(summary, indent=2, sort_keys=True) + "\n")
     atomic_write_text(paths["run.json"], json.dumps(run, indent=2, sort_keys=True, default=str) + "\n")
     atomic_write_text(paths["table.txt"], table)
@@ -92,6 +93,27 @@ def reports_line(paths: Mapping[str, Path]) -> str:
     names = [n for n in ("report.html", "report.md", "summary.json", "junit.xml") if n in paths]
     first = f"reports: {paths[names[0]]}" + (" (open in a browser)" if names[0] == "report.html" else "")
     return "  ".join([first, *(str(paths[n]) for n in names[1:])])
+
+
+def machines_of_run(out: Path) -> dict[str, Any]:
+    """What summary.json says of the machines a run folder's verdicts came from (its journal's
+    :func:`lidarmt.engine.journal.machines`), only when there is more than one ISA (a campaign resumed on another
+    CPU: floats folded from both differ in the last digits from a run on either alone, and a verdict on a
+    threshold can differ): ``machines`` (ISA and pairs each) and ``machines_note``. A run on one machine's
+    summary is unchanged."""
+    from lidarmt.engine.journal import JOURNAL_NAME, machines
+
+    path = out / JOURNAL_NAME
+    if not path.is_file():
+        return {}
+    try:
+        got = machines(path)
+    except Exception:  # noqa: BLE001 - a journal the campaign could fold but this cannot read: say nothing
+        return {}
+    if len(got) < 2:
+        return {}
+    return {"machines": got, "machines_note": "verdicts from more than one ISA: " + ", ".join(
+        f"{m['pairs']} pair(s) on {m['isa']}" for m in got)}
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:

@@ -37,9 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt._machine import record as machine_record
 from lidarmt._paths import load_npz, read_json
 from lidarmt._show import md_code, md_code_line
 from lidarmt.errors import OutputError
+from lidarmt.lidar.mr1.bundle import full_scores
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
 BUNDLE_VERSION = 2  # the LiDAR bundles' format (MANIFEST.json); "kind" tells the relations apart
@@ -135,6 +137,8 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
         "shown": SHOWN_VERSION,  # replay regenerates the files a person looks at (lidarmt.engine.verify)
+        "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it
+        "scores": full_scores(j.source, j.follow, minimal_obs),
     }
     region = getattr(j.frame.labels, "region", None)
     if region is not None:  # the labelled view (KITTI's camera): the label ROI and the labels' verdicts need it

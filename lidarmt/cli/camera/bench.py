@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from lidarmt._paths import check_writable
-from lidarmt.cli._options import AddressOption, BackendOption, ForceBenchOption, QuietOption
+from lidarmt.cli._options import AddressOption, BackendOption, ForceBenchOption, MixedIsaOption, QuietOption
 
 
 def register(app: typer.Typer) -> None:
@@ -64,6 +64,7 @@ def bench(
     out: Annotated[Path | None, typer.Option("--out", help="Bench folder (default runs/camera-bench-<source name>).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the bench in --out.")] = False,
     force: ForceBenchOption = False,
+    mixed_isa: MixedIsaOption = False,
     fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="Exit 1 when a candidate regressed (for CI gates).")] = False,
     quiet: QuietOption = False,
 ) -> None:
@@ -135,7 +136,7 @@ def bench(
     with RunLock(out) as lock:  # held at once when the folder exists; else taken once prepare() made it
         _run(plan, criteria, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
              alpha=alpha, correction=correction, quiet=quiet, fail_on_regression=fail_on_regression,
-             backend=backend, address=address)
+             backend=backend, address=address, mixed_isa=mixed_isa)
 
 
 def _check_models(plan) -> None:
@@ -151,12 +152,12 @@ def _check_models(plan) -> None:
 
 def _run(plan, criteria, *, lock, reused_from, workers: int, resume: bool, force: bool, alpha: float,
          correction: str, quiet: bool, fail_on_regression: bool, backend: str = "local",
-         address: str | None = None) -> None:
+         address: str | None = None, mixed_isa: bool = False) -> None:
     from lidarmt.bench.camera import summarize, violating_count
     from lidarmt.cli.bench import report, run_plan
 
     run = run_plan(plan, lock=lock, reused_from=reused_from, workers=workers, resume=resume, force=force,
-                   quiet=quiet, backend=backend, address=address,
+                   quiet=quiet, backend=backend, address=address, mixed_isa=mixed_isa,
                    count=lambda t: violating_count(t, criteria))
     summary = summarize(plan, criteria=criteria, alpha=alpha, correction=correction)
     report(plan.out, summary, run)

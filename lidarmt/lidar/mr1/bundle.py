@@ -39,6 +39,7 @@ import numpy as np
 
 from lidarmt._atomic import atomic_path, atomic_write_text
 from lidarmt._limits import available_memory
+from lidarmt._machine import record as machine_record
 from lidarmt._paths import open_readable, read_json
 from lidarmt._show import md_code, md_code_line
 from lidarmt.engine.ddmin import ddmin
@@ -106,6 +107,13 @@ def lost_details(verdict: Verdict, *, limit: int = 3) -> str:
     return "; ".join(items[:limit]) + more
 
 
+def full_scores(source: Obstacles, follow: Obstacles, minimal: Obstacles | None) -> dict[str, Any]:
+    """The obstacles' scores at full precision (the JSON lists round them to 6 decimals), so that replay can
+    tell bit for bit from within tolerance (:meth:`lidarmt.engine.replay.ReplayResult.compare_scores`)."""
+    return {"source": [float(o.score) for o in source], "follow": [float(o.score) for o in follow],
+            "minimal": None if minimal is None else [float(o.score) for o in minimal]}
+
+
 def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 200, command: str = "") -> dict:
     """Recompute pair ``key`` with evaluator ``ev``, minimise it and write its bundle to ``out_dir``."""
     from lidarmt.engine.campaign import environment
@@ -166,6 +174,8 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
         "shown": _shown_version(),  # replay regenerates the files a person looks at (lidarmt.engine.verify)
+        "machine": machine_record(),  # the CPU (and its ISA) the numbers were made on: replay names it
+        "scores": full_scores(source, follow, minimal_obs),
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
     _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,

@@ -15,10 +15,15 @@ A bundle is data that strangers send (it is meant to be attached to an issue), s
    must equal the regenerated added points at ``minimal_indices``.
 5. **Perception.** Source and follow-up obstacles are compared with the stored JSON lists (same rounding), the
    oracle's verdict with ``bundle.json``, and the relation the bundle is about must still be violated (when
-   the bundle says it was reproduced).
+   the bundle says it was reproduced). A score or box that moved within its tolerance
+   (:data:`lidarmt.engine.replay.TOLERANCES`) makes the replay *reproduced*; an obstacle list or verdict that
+   changed in more than its floats (on another CPU a confidence on a threshold can move a cell into another
+   cluster) is listed, and accepted only while the relation still holds and something explains it
+   (:attr:`lidarmt.engine.replay.ReplayResult.explained`).
 6. **Minimal subset.** When the bundle claims a minimal violating subset, the SUT is run on source +
-   ``minimal.npy``: the obstacles must equal ``obstacles_minimal.json``, the verdict the stored one, and the
-   relation must still be violated.
+   ``minimal.npy``: the obstacles are compared with ``obstacles_minimal.json``, the verdict with the stored one,
+   and the relation must still be violated. When ddmin claims the subset is 1-minimal, the claim is re-checked:
+   without any one of its points the relation must no longer be violated.
 
 Every check runs even when an earlier one failed (a missing file fails the checks that need it), so the report
 lists all that differs. With ``from_recording=True`` the source frame is read from the original recording
@@ -127,7 +132,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     json_path = folder / "bundle.json"
     config, sut_spec, roi_spec, cfg = _specs(folder, info, map_path=map_path, sut=sut)
     imports = _bundle_imports(sut_spec, roi_spec, sut_given=bool(sut), map_given=bool(map_path))
-    res = begin_replay(folder, imports, origin=json_path, trust_code=trust_code, on_code=on_code)
+    res = begin_replay(folder, imports, origin=json_path, trust_code=trust_code, on_code=on_code, info=info)
     check = res.check
 
     # 2. the files
@@ -193,18 +198,18 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     stored_s = _load(folder, "obstacles_source.json", _load_json, check)
     stored_f = _load(folder, "obstacles_followup.json", _load_json, check)
     if stored_s is not None:
-        check("source obstacles", _norm(source.to_list()) == _norm(stored_s),
-              f"{len(source)} obstacles now, {_len(stored_s)} stored")
+        res.compare_listed("source obstacles", _norm(source.to_list()), stored_s)
     if stored_f is not None:
-        check("follow-up obstacles", _norm(follow.to_list()) == _norm(stored_f),
-              f"{len(follow)} obstacles now, {_len(stored_f)} stored")
+        res.compare_listed("follow-up obstacles", _norm(follow.to_list()), stored_f)
+    scores = info.get("scores") if isinstance(info.get("scores"), dict) else {}
+    res.compare_scores("source scores (full precision)", [o.score for o in source], scores.get("source"))
+    res.compare_scores("follow-up scores (full precision)", [o.score for o in follow], scores.get("follow"))
     from lidarmt.lidar.mr1.oracle import without_labels
 
     v = judge(source, follow)
     res.verdict = verdict = v.to_dict()
     # what the labels say of the lost obstacles (labelled object or junk) annotates the verdict; it is not re-derived
-    check("verdict", _norm(verdict) == _norm(without_labels(stored_verdict)),
-          "the oracle's verdict differs from bundle.json")
+    res.compare_listed("verdict", _norm(verdict), _norm(without_labels(stored_verdict)))
     check("relation", relation_of(v) == relation and violates(v, relation) == bool(info.get("reproduced")),
           f"bundle.json says the {relation} relation is{'' if info.get('reproduced') else ' not'} violated; "
           f"now it is{'' if violates(v, relation) else ' not'}")
@@ -220,11 +225,17 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
             check(name, violates(v_min, relation),
                   f"source + the {len(minimal)} point(s) of minimal.npy give {len(o_min)} obstacles, "
                   f"{len(source)} without: no {relation} violation")
-            check("minimal verdict", _norm(v_min.to_dict()) == _norm(claimed),
-                  "the oracle's verdict on source + minimal.npy differs from bundle.json")
+            res.compare_listed("minimal verdict", _norm(v_min.to_dict()), _norm(claimed))
             if stored_m is not None:
-                check("minimal obstacles", _norm(o_min.to_list()) == _norm(stored_m),
-                      f"{len(o_min)} obstacles now, {_len(stored_m)} stored")
+                res.compare_listed("minimal obstacles", _norm(o_min.to_list()), stored_m)
+            res.compare_scores("minimal scores (full precision)", [o.score for o in o_min], scores.get("minimal"))
+            if (info.get("ddmin") or {}).get("one_minimal") and violates(v_min, relation):
+
+                def fails(subset: np.ndarray) -> bool:
+                    return violates(judge(source, guarded_detect(sut_obj, frame.with_extra_points(subset), roi)),
+                                    relation)
+
+                res.recheck_one_minimal("minimal subset is 1-minimal", minimal, fails)
         else:
             check(name, False, "minimal.npy cannot be read")
     elif minimal is not None:  # no subset claimed: all the added points (or none, for a flaky pair) were kept
@@ -307,10 +318,6 @@ def _load_npy(path: Path) -> np.ndarray:
 
 def _load_json(path: Path) -> Any:
     return read_json(path, error=FuzzInputError)
-
-
-def _len(obj: Any) -> int | str:
-    return len(obj) if isinstance(obj, list) else "?"
 
 
 def _same_points(a: np.ndarray, b: np.ndarray) -> bool:
