@@ -293,3 +293,32 @@ def default_run_folder(name: str, *inputs: object) -> Path:
     check_writable(out, inputs=[i if isinstance(i, (str, Path)) else None for i in inputs], folder=True,
                    may_exist=True, what="--out (the default)")
     return out
+
+
+def command_line() -> str:
+    """The command as the user typed it (``lidarmt ...``, each argument quoted for a shell), for journals and
+    bundles; empty when there is none (called as a library)."""
+    import shlex
+    import sys
+
+    return "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+
+
+def run_with_bar(config, out: Path, bar, *, lock, what: str = "verdict", **engine: object):
+    """:func:`lidarmt.engine.campaign.run_campaign` on ``out`` with the progress ``bar`` fed and stopped, the
+    command line and environment in the journal's header; an interrupt says where the results are and how to go
+    on (``what``: "verdict", "candidate", "result"). ``engine``: run_campaign's other options (workers, backend,
+    address, resume, force)."""
+    from lidarmt.engine.campaign import environment, run_campaign
+    from lidarmt.engine.journal import JOURNAL_NAME
+
+    try:
+        return run_campaign(config, out, on_pair=bar.on_pair, on_start=bar.on_start, lock=lock,
+                            header_extra={"command": command_line(), "environment": environment()}, **engine)
+    except KeyboardInterrupt:
+        bar.stop()
+        err_console.print(f"interrupted: every {what} so far is in {out / JOURNAL_NAME}; continue with the same "
+                          "command plus --resume")
+        raise
+    finally:
+        bar.stop()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from lidarmt._paths import check_writable
+from lidarmt.cli._common import command_line
 from lidarmt.cli._options import (
     AddressOption,
     BackendOption,
@@ -90,10 +89,6 @@ def check_stats_options(alpha: float, correction: str, error: type[Exception]) -
         raise error(f"--alpha {alpha}: give a significance level between 0 and 1 (e.g. 0.05)")
     if correction not in CORRECTIONS:
         raise error(f"--correction {correction!r}: use {' or '.join(CORRECTIONS)}")
-
-
-def command_line() -> str:
-    return "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
 
 
 def bench(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -272,7 +270,9 @@ def fuzz(
         with_close()
     config = CampaignConfig(source, roi_spec, SutSpec(sut, options), ns, chosen,
                             seed=seed, trials=trials, region=reg, timeout=timeout, lost_filter=lost_filter)
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
 
     from lidarmt.cli._common import CampaignProgress
     from lidarmt.engine.journal import JOURNAL_NAME

@@ -7,8 +7,6 @@ on the same recording, map and perception module with the same options (--bag, -
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +15,8 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
                seed: int, budget: int, top: int, timeout: float | None, out: Path | None, resume: bool,
                force: bool, bundles: int | None, ddmin_budget: int, quiet: bool) -> None:
     """Run (or resume) a noise-condition search, then bundle the validation's violations and write reports."""
-    from lidarmt.cli._common import CampaignProgress, console, err_console
-    from lidarmt.engine.campaign import RunLock, environment, make_bundles, run_campaign
+    from lidarmt.cli._common import CampaignProgress, console, run_with_bar
+    from lidarmt.engine.campaign import RunLock, environment, make_bundles
     from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.lidar.mr1.campaign import select_frames
     from lidarmt.lidar.specs import SourceSpec, build_roi_provider, open_source
@@ -45,21 +43,13 @@ def run_search(strategy: str, *, bag: str, topic: str | None, roi: Any, sut: Any
     out = out or default_run_folder(f"search-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map)
     config = LidarSearchConfig(source, roi, sut, chosen, fresh, strategy=strategy, budget=budget, n_max=n_max,
                                seed=seed, top=top, timeout=timeout, run_dir=str(out))
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("subset_violation")), description="search",
                            unit="candidates", journal=out / JOURNAL_NAME)
     with RunLock(out) as lock:
-        try:
-            result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,
-                                  on_start=bar.on_start, lock=lock,
-                                  header_extra={"command": command, "environment": environment()})
-        except KeyboardInterrupt:
-            bar.stop()
-            err_console.print(f"interrupted: every candidate so far is in {out / JOURNAL_NAME}; continue with the "
-                              "same command plus --resume")
-            raise
-        finally:
-            bar.stop()
+        result = run_with_bar(config, out, bar, lock=lock, what="candidate", resume=resume, force=force)
         summary = lidar_summary(config, result.tally)
         infos = _bundles(config, result.tally, out, per_condition=bundles, ddmin_budget=ddmin_budget,
                          command=command, make_bundles=make_bundles)

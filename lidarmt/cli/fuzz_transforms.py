@@ -7,8 +7,6 @@ seed, workers, backend, run folder, resume, bundles and delta-debugging budget m
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +33,13 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     """Run (or resume) a LiDAR-transformation campaign, bundle its most severe violations, write its reports."""
     import typer
 
-    from lidarmt.cli._common import CampaignProgress, err_console, progress, wide_console
+    from lidarmt.cli._common import CampaignProgress, err_console, progress, run_with_bar, wide_console
     from lidarmt.engine.campaign import (
         RunLock,
         clamp_workers,
         describe_timeout,
         environment,
         make_bundles,
-        run_campaign,
     )
     from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.lidar.campaign import LidarCampaignConfig, select_bundles, transform_refs, violating_keys
@@ -66,7 +63,9 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     from lidarmt.cli._common import default_run_folder
 
     out = out or default_run_folder(f"transforms-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map, library)
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
     th = config.thresholds
 
     def violates(r: dict) -> bool:
@@ -78,17 +77,8 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     if note:
         err_console.print(note)
     with RunLock(out) as lock:
-        try:
-            result = run_campaign(config, out, workers=used, backend=backend, address=address, resume=resume,
-                                  force=force, on_pair=bar.on_pair, on_start=bar.on_start, lock=lock,
-                                  header_extra={"command": command, "environment": environment()})
-        except KeyboardInterrupt:
-            bar.stop()
-            err_console.print(f"interrupted: every verdict so far is in {out / JOURNAL_NAME}; continue with the "
-                              "same command plus --resume")
-            raise
-        finally:
-            bar.stop()
+        result = run_with_bar(config, out, bar, lock=lock, workers=used, backend=backend, address=address,
+                              resume=resume, force=force)
         viol = violating_keys(out, config)
         chosen_b = select_bundles(viol, bundles, min_severity=min_severity)
         infos: list[dict] = []
@@ -174,8 +164,8 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
                          quiet: bool) -> None:
     """``lidarmt fuzz --transforms NAME --search es|random``: the transformation's critical settings
     (:mod:`lidarmt.search.lidar_transforms`), on the engine, in this process (the ES is sequential)."""
-    from lidarmt.cli._common import CampaignProgress, err_console, wide_console
-    from lidarmt.engine.campaign import RunLock, environment, run_campaign
+    from lidarmt.cli._common import CampaignProgress, run_with_bar, wide_console
+    from lidarmt.engine.campaign import RunLock, environment
     from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.lidar.campaign import transform_refs
     from lidarmt.lidar.mr1.campaign import select_frames
@@ -203,21 +193,13 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
     config = TransformSearchConfig(source, roi, sut, ref.name, ref.relation, chosen, strategy=strategy,
                                    budget=budget, seed=seed, library=library, timeout=timeout,
                                    thresholds=thresholds, run_dir=str(out))
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: bool(r.get("violations")), description="search",
                            unit="candidates", journal=out / JOURNAL_NAME)
     with RunLock(out) as lock:
-        try:
-            result = run_campaign(config, out, resume=resume, force=force, on_pair=bar.on_pair,
-                                  on_start=bar.on_start, lock=lock,
-                                  header_extra={"command": command, "environment": environment()})
-        except KeyboardInterrupt:
-            bar.stop()
-            err_console.print(f"interrupted: every candidate so far is in {out / JOURNAL_NAME}; continue with the "
-                              "same command plus --resume")
-            raise
-        finally:
-            bar.stop()
+        result = run_with_bar(config, out, bar, lock=lock, what="candidate", resume=resume, force=force)
         summary = summary_dict(config, result.tally)
         run = {"command": command, "environment": environment(), "ran": result.ran, "resumed_from": result.resumed,
                "elapsed_s": round(result.elapsed, 3)}

@@ -3,8 +3,6 @@ severity, scored as the robustness literature prints it (AP, CE/mCE, RR/mRR; :mo
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -76,10 +74,15 @@ def robustness(
 
     # the run folder's own rule (--resume / --force) after this: never an input, never a file
     check_writable(out, inputs=(data, roi), folder=True, may_exist=True)
-    from lidarmt.cli._common import CampaignProgress, err_console, parse_key_values, wide_console
-    from lidarmt.engine.campaign import RunLock, clamp_workers, describe_timeout, environment, run_campaign
+    from lidarmt.cli._common import (
+        CampaignProgress,
+        err_console,
+        parse_key_values,
+        run_with_bar,
+        wide_console,
+    )
+    from lidarmt.engine.campaign import RunLock, clamp_workers, describe_timeout, environment
     from lidarmt.engine.errors import FuzzArgumentError, FuzzInputError
-    from lidarmt.engine.journal import JOURNAL_NAME
     from lidarmt.lidar.mr1.campaign import select_frames
     from lidarmt.lidar.robustness import RobustnessConfig, corruption_refs
     from lidarmt.lidar.robustness_report import rich_tables, summary_dict, write_reports
@@ -124,24 +127,17 @@ def robustness(
     from lidarmt.cli._common import default_run_folder
 
     out = out or default_run_folder(f"robustness-{Path(data.rstrip('/')).name.split('.')[0]}", data, roi)
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
     bar = CampaignProgress(quiet=quiet, is_violation=lambda r: False, description="robustness", unit="calls")
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
     if note:
         err_console.print(note)
     with RunLock(out) as lock:
-        try:
-            result = run_campaign(config, out, workers=used, backend=backend, address=address, resume=resume,
-                                  force=force, on_pair=bar.on_pair, on_start=bar.on_start, lock=lock,
-                                  header_extra={"command": command, "environment": environment()})
-        except KeyboardInterrupt:
-            bar.stop()
-            err_console.print(f"interrupted: every result so far is in {out / JOURNAL_NAME}; continue with the "
-                              "same command plus --resume")
-            raise
-        finally:
-            bar.stop()
+        result = run_with_bar(config, out, bar, lock=lock, what="result", workers=used, backend=backend,
+                              address=address, resume=resume, force=force)
         summary = summary_dict(config.to_dict(), result.tally, baseline=baseline)
         run_info = {"workers": used, "backend": backend, "timeout": describe_timeout(config.timeout),
                     "ran": result.ran, "resumed_from": result.resumed, "elapsed_s": round(result.elapsed, 3),

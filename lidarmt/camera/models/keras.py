@@ -1388,12 +1388,7 @@ def load_keras(
         )
     if not (isinstance(h, int) and isinstance(w, int) and 1 <= h <= MAX_SIDE and 1 <= w <= MAX_SIDE):
         raise ModelError(f"{path}: an input of {h}x{w} pixels; this importer takes 1 to {MAX_SIDE} pixels a side")
-    try:
-        bs = int(batch_size)
-    except (TypeError, ValueError) as err:
-        raise ModelError(f"model option batch_size={batch_size!r}: expected a whole number") from err
-    if not 1 <= bs <= 4096:
-        raise ModelError(f"model option batch_size={batch_size!r}: give 1 to 4096")
+    bs = parse_batch_size(batch_size)
     if bs * ch * h * w * 4 > _BATCH_BYTES:  # checked before anything of that size is allocated
         raise ModelError(f"{path}: batches of {bs} inputs of {h}x{w}x{ch} would take "
                          f"{bs * ch * h * w * 4 / 2**30:.1f} GiB; give a smaller --model-option batch_size")
@@ -1474,3 +1469,15 @@ USAGE = (
     "given with --recipe FILE. A Lambda layer is read from its bytecode (never run) and accepted only when it "
     'is an affine map; for any other: --model-option lambda="x/127.5-1".'
 )
+
+
+def parse_batch_size(value: Any) -> int:
+    """The ``batch_size`` model option of an imported model (Keras, ONNX): a whole number from 1 to 4096, or one
+    ModelError line."""
+    try:
+        bs = int(value)
+    except (TypeError, ValueError) as err:
+        raise ModelError(f"model option batch_size={value!r}: expected a whole number") from err
+    if not 1 <= bs <= 4096:
+        raise ModelError(f"model option batch_size={value!r}: give 1 to 4096")
+    return bs

@@ -87,17 +87,19 @@ def load_onnx(path: str | Path, *, preprocess: str | None = None, output: str | 
               name: str | None = None, **recipe_given: Any) -> OnnxSteeringModel:
     """An ONNX steering model with its input recipe (options as :func:`lidarmt.camera.models.keras.load_keras`)."""
     from lidarmt._onnx import open_session
-    from lidarmt.camera.models.keras import MAX_SIDE, PRESETS, RECIPE_KEYS, _parse_size, make_recipe
+    from lidarmt.camera.models.keras import (
+        MAX_SIDE,
+        PRESETS,
+        RECIPE_KEYS,
+        _parse_size,
+        make_recipe,
+        parse_batch_size,
+    )
 
     unknown = sorted(k for k in recipe_given if k not in RECIPE_KEYS)
     if unknown:
         raise ModelError(f"ONNX model {path}: unknown option(s) {', '.join(unknown)}; known: {', '.join(OPTION_KEYS)}")
-    try:
-        bs = int(batch_size)
-    except (TypeError, ValueError) as err:
-        raise ModelError(f"model option batch_size={batch_size!r}: expected a whole number") from err
-    if not 1 <= bs <= 4096:
-        raise ModelError(f"model option batch_size={batch_size!r}: give 1 to 4096")
+    bs = parse_batch_size(batch_size)
     session = open_session(path, what="ONNX steering model", error=ModelError, device=device)
     ins = session.get_inputs()
     if len(ins) != 1 or len(ins[0].shape) != 4:

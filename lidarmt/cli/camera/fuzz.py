@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -180,7 +178,9 @@ def fuzz(
                                   batch_size=batch_size, follow_ups=follow_ups,
                                   paired=tuple(tuple(s for s, _ in p.pairs) for p in pairings))
     criteria = Criteria(lam, epsilon, tolerance, min_change)
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
     used, note = clamp_workers(workers, items=len(chosen), per_worker=config.worker_memory(), backend=backend,
                                address=address)
     if note:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -124,7 +122,9 @@ def search(
                                 criterion=criterion, tries=tries, topic=topic, timeout=timeout,
                                 profile=None if profile == "none" else profile, baseline=baseline,
                                 run_dir=str(out))
-    command = "lidarmt " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    from lidarmt.cli._common import command_line
+
+    command = command_line()
     with RunLock(out) as lock:
         _run(config, out, lock=lock, resume=resume, force=force, bundles=bundles, lam=lam, tolerance=tolerance,
              command=command, quiet=quiet)
