@@ -153,8 +153,8 @@ def test_fuzz_by_path_records_the_sha256_and_replay_refuses_a_changed_file(train
     mine = tmp_path / "dave2.pt"
     mine.write_bytes(weights.read_bytes())
     out = tmp_path / "run"
-    assert main(["camera", "fuzz", "--images", str(data), "--model", str(mine), "--transforms", "rotation",
-                 "--frames", "3", "--lambda", "0.01", "--out", str(out), "-q"]) == 0
+    assert main(["camera", "fuzz", "--images", str(data), "--model", str(mine), "--transforms", "rotation,mirror",
+                 "--frames", "30", "--lambda", "1", "--out", str(out), "-q"]) == 0
     capsys.readouterr()
     bundles = sorted((out / "violations").iterdir())
     assert bundles and bundles[0].name.startswith("dave2_pt-")
@@ -166,8 +166,8 @@ def test_fuzz_by_path_records_the_sha256_and_replay_refuses_a_changed_file(train
         fh.write(b"\0")
     assert main(["replay", str(bundles[0])]) == 2
     _one_line_error(capsys, "has changed", str(mine))
-    assert main(["camera", "fuzz", "--images", str(data), "--model", str(mine), "--transforms", "rotation",
-                 "--frames", "3", "--lambda", "0.01", "--out", str(out), "--resume", "-q"]) == 2
+    assert main(["camera", "fuzz", "--images", str(data), "--model", str(mine), "--transforms", "rotation,mirror",
+                 "--frames", "30", "--lambda", "1", "--out", str(out), "--resume", "-q"]) == 2
     capsys.readouterr()
 
 

@@ -74,9 +74,9 @@ def test_reports_link_findings_to_bundle_pages(lidar_run, camera_run, transforms
         page = (run / "report.html").read_text(encoding="utf-8")
         for b in _bundles(run):
             assert f'href="violations/{b.name}/report.html"' in page, (run, b.name)
-    # the transformations' findings, nearest first: a bundle column where the finding has one
+    # the transformations' findings, most severe first: a bundle column where the finding has one
     md = (transforms_run / "report.md").read_text(encoding="utf-8")
-    ranking = md.split("## Findings by distance", 1)[1].split("\n## ", 1)[0]
+    ranking = md.split("## Findings, most severe first", 1)[1].split("\n## ", 1)[0]
     assert "| bundle |" in ranking and "/report.md)" in ranking
 
 

@@ -34,8 +34,9 @@ def export_weights(
     `lidarmt export-weights --format onnx --out cnnseg640.onnx`  (then `--sut-option weights=cnnseg640.onnx`)
     """
     from lidarmt._atomic import atomic_write_bytes, atomic_write_text
+    from lidarmt._paths import check_outputs
     from lidarmt.cli._common import err_console
-    from lidarmt.errors import ArgumentError, OutputError
+    from lidarmt.errors import ArgumentError
     from lidarmt.lidar.perception.apollo import caffe
     from lidarmt.lidar.perception.apollo.config import ApolloConfig
     from lidarmt.lidar.perception.apollo.network import parameter_count
@@ -44,13 +45,9 @@ def export_weights(
         raise ArgumentError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     cfg = ApolloConfig(grid=grid)  # checks the grid
     src = weights if weights is not None else cfg.weights_path()
-    net = caffe.load_any_network(src, grid=grid)
     targets = [out] + ([out.with_suffix(".prototxt")] if fmt == "caffemodel" else [])
-    for t in targets:
-        if t.exists() and not force:
-            raise OutputError(f"{t} exists; pass --force to overwrite it")
-        if src.resolve() == t.resolve():
-            raise OutputError(f"{t} is the input weights file; write elsewhere")
+    check_outputs(targets, inputs=(src,), force=force)  # never the input weights, never existing without --force
+    net = caffe.load_any_network(src, grid=grid)
     state = net.state_dict()
     if fmt == "caffemodel":
         data = caffe.caffemodel_bytes(state, net.in_channels)
