@@ -22,6 +22,7 @@ from lidarmt.engine.report import (
     markdown_table,
     rich_table,
     savefig,
+    text_block,
     write_report_set,
 )
 
@@ -124,12 +125,6 @@ TABLES = (
 )
 
 
-def _text(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    return [title, "  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)),
-            *("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows), ""]
-
-
 def text_table(summary: Mapping[str, Any], *, with_params: bool = True) -> str:
     out: list[str] = []
     tables = list(TABLES)
@@ -137,7 +132,7 @@ def text_table(summary: Mapping[str, Any], *, with_params: bool = True) -> str:
         tables.insert(1, ("Coverage per transformation and parameter (cumulative over the seeds)", per_param_rows))
     for title, fn in tables:
         head, rows = fn(summary)
-        out += _text(title, head, rows)
+        out += text_block(title, head, rows)
     return "\n".join(out)
 
 
@@ -332,7 +327,7 @@ def lidar_text(summary: Mapping[str, Any]) -> str:
     out: list[str] = []
     for title, fn in LIDAR_TABLES:
         head, rows = fn(summary)
-        out += _text(title, head, rows)
+        out += text_block(title, head, rows)
     return "\n".join(out)
 
 

@@ -116,6 +116,23 @@ def machines_of_run(out: Path) -> dict[str, Any]:
         f"{m['pairs']} pair(s) on {m['isa']}" for m in got)}
 
 
+def text_block(title: str, head: list[str], rows: list[list[str]]) -> list[str]:
+    """A plain-text table for table.txt: its title, the header and the rows right-aligned in columns as wide as
+    their widest cell, then a blank line."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    return [title, "  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)),
+            *("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows), ""]
+
+
+def text_tables(caption: str, tables, summary: Mapping[str, Any]) -> str:
+    """table.txt of a report whose tables are ``(title, rows_function)`` pairs: the caption, then each table as
+    :func:`text_block` draws it from ``rows_function(summary)``."""
+    out = [caption, ""]
+    for title, fn in tables:
+        out += text_block(title, *fn(summary))
+    return "\n".join(out)
+
+
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     """A Markdown table: the first column left-aligned, the others right-aligned, ``|`` escaped in cells."""
     def esc(text: str) -> str:

@@ -29,6 +29,7 @@ from lidarmt.engine.report import (
     markdown_table,
     rich_table,
     savefig,
+    text_tables,
     write_report_set,
 )
 from lidarmt.lidar.perception.apollo.caffe import weights_note
@@ -116,15 +117,7 @@ def caption(summary: Mapping[str, Any]) -> str:
 
 
 def text_table(summary: Mapping[str, Any]) -> str:
-    out = [caption(summary), ""]
-    for title, fn in TABLES:
-        head, rows = fn(summary)
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-        out.append(title)
-        out.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
-        out.extend("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-        out.append("")
-    return "\n".join(out)
+    return text_tables(caption(summary), TABLES, summary)
 
 
 def rich_tables(summary: Mapping[str, Any]) -> list:

@@ -25,6 +25,7 @@ from lidarmt.engine.report import (
     markdown_table,
     rich_table,
     savefig,
+    text_tables,
     write_report_set,
 )
 from lidarmt.lidar.robustness import CLASSES, CLEAN, HEADLINE_SET, IOU_SETS, MEAN, ROBO3D_REF, scores
@@ -128,15 +129,7 @@ def caption(summary: Mapping[str, Any]) -> str:
 
 
 def text_table(summary: Mapping[str, Any]) -> str:
-    out = [caption(summary), ""]
-    for title, fn in TABLES:
-        head, rows = fn(summary)
-        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-        out.append(title)
-        out.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
-        out.extend("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-        out.append("")
-    return "\n".join(out)
+    return text_tables(caption(summary), TABLES, summary)
 
 
 def rich_tables(summary: Mapping[str, Any], *, tables: int = 3) -> list:

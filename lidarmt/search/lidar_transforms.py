@@ -314,17 +314,21 @@ def _rows(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def write_reports(out: str | Path, summary: Mapping[str, Any], *, run: Mapping[str, Any]) -> dict[str, Path]:
-    from lidarmt.engine.report import failure_body, junit_xml, markdown_table, savefig, write_report_set
+    from lidarmt.engine.report import (
+        failure_body,
+        junit_xml,
+        markdown_table,
+        savefig,
+        text_block,
+        write_report_set,
+    )
 
     cfg = summary["config"]
     head, rows = _rows(summary)
     title = (f"{cfg['transform']} ({cfg['relation']}): settings searched on {len(cfg['frames'])} frame(s), "
              f"budget {cfg['budget']} per arm")
     th = Thresholds.from_dict(cfg["thresholds"]).describe()
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    table = "\n".join([title, "  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)),
-                       *("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows), "",
-                       "thresholds: " + th, ""])
+    table = "\n".join([*text_block(title, head, rows), "thresholds: " + th, ""])
     md = "\n".join([f"# Search: {title}", "", f"- thresholds: {th}", "", markdown_table(head, rows), "",
                     "![best fitness per step](search.png)", ""])
 
