@@ -283,3 +283,12 @@ def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarra
     value = value + u_add * model.intensity_add_noise - model.intensity_offset
     inten = np.clip(np.round(value * model.intensity_scale), 0, 255).astype(np.float32)
     return keep, r, inten
+
+
+def sensor_model(name: str | SensorProfile | None) -> Hdl64e | None:
+    """The simulated sensor of a profile name (:mod:`lidarmt.lidar.sensors`); None for ``hdl64`` (and None), the
+    simulator's default sensor (:class:`Hdl64e`), which ``Hdl64e.from_profile(HDL64)`` equals."""
+    from lidarmt.lidar.sensors import get_sensor
+
+    profile = get_sensor(name)
+    return None if profile.name == HDL64.name else Hdl64e.from_profile(profile)
