@@ -192,7 +192,7 @@ HDL64 = SensorProfile(
 
 HDL32 = SensorProfile(
     name="hdl32", model="Velodyne HDL-32E",
-    elevations_deg=tuple(float(v) for v in np.round(-30.67 + np.arange(32) * (41.34 / 31), 2)), rate_hz=10.0,
+    elevations_deg=tuple(float(v) for v in np.round((-92.0 + 4.0 * np.arange(32)) / 3.0, 2)), rate_hz=10.0,
     azimuth_steps=2170, range_accuracy_m=0.02, min_range_m=1.0, max_range_m=100.0, wavelength_nm=903.0,
     intensity_scale=100.0, floor_reflectance=0.80, floor_range_m=100.0,
     sources=("Velodyne HDL-32E datasheet 97-0038 (Rev. M): 32 channels, +10.67 to -30.67 deg (1.33 deg), "
