@@ -155,17 +155,23 @@ class ObjectLibrary:
 
 
 def _cells(x: np.ndarray, y: np.ndarray, z: np.ndarray, profile: SensorProfile = HDL64
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(ring, azimuth bin, range, |elevation - ring's elevation| in deg) of positions on a profile's beam grid,
-    rings from elevation (nearest of the profile's elevations; the KITTI HDL-64E's 64 by default)."""
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ring, azimuth bin, range) of positions on a profile's beam grid, rings from elevation (nearest of the
+    profile's elevations; the KITTI HDL-64E's 64 by default)."""
     h = np.hypot(x, y)
     el = np.degrees(np.arctan2(z, h))
     ring = profile.ring_of_elevation(el)
     bins = profile.azimuth_steps
     az = np.arctan2(y, x)
     abin = (np.floor((np.pi - az) / (2 * np.pi) * bins).astype(np.int64)) % bins
-    off = np.abs(el - profile.elevations()[ring]) if len(ring) else np.zeros(0)
-    return ring, abin, np.sqrt(h * h + z * z), off
+    return ring, abin, np.sqrt(h * h + z * z)
+
+
+def _beam_offset(x: np.ndarray, y: np.ndarray, z: np.ndarray, ring: np.ndarray, profile: SensorProfile
+                 ) -> np.ndarray:
+    """|elevation - the ring's elevation|, degrees, of positions given their rings."""
+    el = np.degrees(np.arctan2(z, np.hypot(x, y)))
+    return np.abs(el - profile.elevations()[ring])
 
 
 def _xyz(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -208,16 +214,16 @@ class Insert(Builtin):
         oz = ground + lp[:, 2]
         prof = sensor_of(context)
         n_rings, n_bins = prof.rings, prof.azimuth_steps
-        oring, obin, orng, ooff = _cells(ox, oy, oz, prof)
+        oring, obin, orng = _cells(ox, oy, oz, prof)
         on_grid = (orng > 0.9)
         if prof.name != HDL64.name:  # re-cast on another sensor's beams: only points near one of them
-            on_grid &= (orng > prof.min_range_m) & (ooff <= ON_BEAM_DEG)
+            on_grid &= (orng > prof.min_range_m) & (_beam_offset(ox, oy, oz, oring, prof) <= ON_BEAM_DEG)
         keep_obj = np.zeros(len(ox), dtype=bool)
         keep_obj[on_grid] = OK.thin_to_beams(oring[on_grid], obin[on_grid], orng[on_grid], n_rings, n_bins)
         names = frame.points.dtype.names or ()
         added = make_points(np.stack([ox, oy, oz], axis=1)[keep_obj], lp[keep_obj, 3].astype(np.float32),
                             ring=oring[keep_obj].astype(np.uint16) if "ring" in names else None)
-        sring, sbin, srng, _ = _cells(*_xyz(frame.points), prof)
+        sring, sbin, srng = _cells(*_xyz(frame.points), prof)
         hidden = OK.occluded(sring, sbin, srng, oring[keep_obj], obin[keep_obj], orng[keep_obj], n_rings,
                              n_bins, 1, 0.3)
         box = np.zeros(1, dtype=BOX_DTYPE)
