@@ -468,3 +468,55 @@ def test_fog_calibration_on_kitti_matches_the_physical_expectation():
         assert got[mor] >= undetectable[mor]
     assert got[50.0] > got[100.0] > got[200.0] > 0.05
     assert got[50.0] < 0.75  # not "almost all"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_beam_loss_drops_exactly_the_lost_lasers_property(name):
+    prof = get_sensor(name)
+    sweep = synthetic_sweep(seed=0, n_azimuth=90, sensor=prof, ring=False)
+    rings = rings_of(sweep.points, prof)
+    t = get_transform("beam-loss")
+
+    @HYP
+    @given(fraction=st.floats(0.0, 1.0), seed=st.integers(0, 2**32 - 1))
+    def check(fraction, seed):
+        c = t.apply(sweep, {"fraction": fraction}, seed=seed, context=TransformContext(sensor=prof))
+        lost = np.asarray(c.info["lost_rings"], dtype=np.int64)
+        assert len(lost) == round(fraction * prof.rings) and len(np.unique(lost)) == len(lost)
+        assert np.array_equal(np.sort(c.origin), np.flatnonzero(~np.isin(rings, lost)))
+
+    check()
+
+
+@pytest.mark.slow
+def test_a_campaign_records_its_sensor_resumes_only_with_it_and_bundles_replay(tmp_path, capsys):
+    from test_fuzz_support import write_road_geojson, write_scenes
+
+    from lidarmt.engine.journal import JOURNAL_NAME, iter_records
+
+    write_scenes(tmp_path / "frames", 2)
+    write_road_geojson(tmp_path / "world.geojson")
+    out = tmp_path / "run"
+    argv = ["fuzz", "--bag", str(tmp_path / "frames"), "--map", str(tmp_path / "world.geojson"), "--sut",
+            "test_fuzz_support:grid_sut", "--transforms", "beam-loss,fog", "--levels", "heavy", "--bundles", "1",
+            "--ddmin-budget", "2", "--quiet", "--out", str(out)]
+    assert main([*argv, "--sensor", "vlp16"]) == 0
+    lines = (out / JOURNAL_NAME).read_text(encoding="utf-8").splitlines()
+    head = json.loads(lines[0])
+    assert head["config"]["sensor"] == "vlp16"
+    pairs = [r for r in iter_records(out / JOURNAL_NAME) if r.get("status") == "ok"]
+    bl = [r for r in pairs if r["transform"] == "beam-loss"]
+    assert bl and all(len(r["info"]["lost_rings"]) == 8 and max(r["info"]["lost_rings"]) < 16 for r in bl)
+    assert all(r["info"]["sensor"] == "vlp16" for r in pairs if r["transform"] == "fog")
+    capsys.readouterr()
+    # resuming under another profile is another campaign: refused, one line
+    assert main([*argv, "--resume"]) == 2
+    assert "\n" not in capsys.readouterr().err.strip()
+    assert main([*argv, "--sensor", "vlp16", "--resume"]) == 0
+    bundles = sorted(p for p in (out / "violations").iterdir() if p.is_dir())
+    assert bundles  # the grid SUT loses obstacles to heavy beam loss
+    for b in bundles:
+        assert json.loads((b / "bundle.json").read_text(encoding="utf-8"))["config"]["sensor"] == "vlp16"
+        capsys.readouterr()
+        assert main(["replay", str(b), "--trust-code"]) == 0, capsys.readouterr()
+        assert "identical" in capsys.readouterr().out
