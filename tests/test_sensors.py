@@ -520,3 +520,23 @@ def test_a_campaign_records_its_sensor_resumes_only_with_it_and_bundles_replay(t
         capsys.readouterr()
         assert main(["replay", str(b), "--trust-code"]) == 0, capsys.readouterr()
         assert "identical" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_simulate_dataset_with_a_sensor_profile(tmp_path, capsys):
+    pytest.importorskip("open3d")
+    from lidarmt.io import open_recording
+
+    out = tmp_path / "ds"
+    assert main(["simulate", "--dataset", str(out), "--frames", "1", "--frames-per-drive", "1", "--sensor",
+                 "os1-64"]) == 0
+    meta = json.loads((out / "dataset.json").read_text(encoding="utf-8"))
+    assert '"sensor": "os1-64"' in json.dumps(meta)
+    with open_recording(str(out)) as rec:
+        f = rec[0]
+    ring = f.points["ring"].astype(np.int64)
+    assert ring.max() <= 63 and len(np.unique(ring)) > 40
+    el = np.degrees(np.arctan2(f.points["z"], np.hypot(f.points["x"], f.points["y"])))
+    assert el.min() > -16.8 and el.max() < 16.8  # the OS1's 33.2 deg, not the HDL-64E's -24..+2
+    # diffuse targets read 0..100 on the OS1's calibrated reflectivity (retro-reflectors above, up to 255)
+    assert _ranges(f.points).max() <= 120.0 + 0.2 and np.percentile(f.points["intensity"], 99) <= 100.0
