@@ -188,6 +188,7 @@ def test_every_transformation_under_every_profile(name, library):
                 assert _ranges(pts).min() >= prof.min_range_m - 1e-4
             elif t.name == "crosstalk":
                 moved = c.modified & kept
+                assert moved.any()
                 rr = _ranges(pts[moved])
                 assert np.all(rr >= prof.min_range_m - 1e-4) and np.all(rr <= r0[org[moved]] + 1e-4)
                 assert np.all(pts["intensity"][moved] < 30.0 * prof.intensity_scale / 255.0)
