@@ -328,6 +328,8 @@ def test_the_campaign_evaluator_passes_its_sensor_to_the_transformations():
     ["simulate", "--out", "never.bag", "--sensor", "nope"],
     ["fuzz", "--bag", "nowhere", "--map", "labels", "--transforms", "fog", "--sensor", "nope"],
     ["robustness", "--data", "nowhere", "--sensor", "nope"],
+    ["bench", "--bag", "nowhere", "--map", "labels", "--sut", "apollo", "--sut", "apollo-512", "--transforms", "fog",
+     "--sensor", "nope"],
 ])
 def test_an_unknown_sensor_is_one_line_exit_2_listing_the_known_ones(argv, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
