@@ -17,6 +17,7 @@ from lidarmt.cli._options import (
     MixedIsaOption,
     QuietOption,
     RadiusOption,
+    SensorOption,
     TrialsOption,
 )
 
@@ -128,6 +129,7 @@ def bench(
     safety_distance: Annotated[float, typer.Option("--safety-distance", help="--transforms: D in metres (as lidarmt fuzz).")] = 30.0,
     min_kept: Annotated[int, typer.Option("--min-kept", help="--transforms: k points kept (as lidarmt fuzz).")] = 10,
     tolerance: Annotated[float, typer.Option("--tolerance", help="--transforms: match tolerance τ (as lidarmt fuzz).")] = 0.5,
+    sensor: SensorOption = None,
 ) -> None:
     check_writable(out, inputs=(bag, map, baseline, library), folder=True, may_exist=True)
     from lidarmt.bench.errors import BenchArgumentError
@@ -164,6 +166,13 @@ def bench(
                                  "--baseline FOLDER with the baseline of an earlier bench")
     if min_points < 0:
         raise BenchArgumentError(f"--min-points {min_points}: give 0 or more")
+    if sensor is not None:
+        from lidarmt.lidar.sensors import get_sensor
+
+        sensor = get_sensor(sensor).name  # an unknown profile: one line listing the known ones
+        if transforms is None:
+            raise BenchArgumentError(f"--sensor {sensor}: the sensor profile is what --transforms model; MR1 adds "
+                                     "points outside the ROI whatever the sensor (leave out --sensor)")
     if transforms is not None:  # the LiDAR relations beyond MR1 (lidarmt.bench.lidar_transforms)
         from lidarmt.lidar.relations import Thresholds
 
@@ -174,7 +183,8 @@ def bench(
                          backend=backend, address=address, baseline=baseline, trust_code=trust_code, frames=frames, seed=seed, trials=trials,
                          timeout=timeout, workers=workers, alpha=alpha, correction=correction,
                          thresholds=Thresholds(safety_distance, min_kept, tolerance), out=out, resume=resume,
-                         force=force, quiet=quiet, fail_on_regression=fail_on_regression, mixed_isa=mixed_isa)
+                         force=force, quiet=quiet, fail_on_regression=fail_on_regression, mixed_isa=mixed_isa,
+                         sensor=sensor or "hdl64")
         return
     ns = parse_ns(n)
     if region not in ("disk", "grid"):
@@ -374,7 +384,7 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
                      trust_code: bool, frames: int | None, seed: int, trials: int, timeout: float | None,
                      workers: int, alpha: float, correction: str, thresholds: Any, out: Path | None, resume: bool,
                      force: bool, quiet: bool, fail_on_regression: bool, backend: str = "local",
-                     address: str | None = None, mixed_isa: bool = False) -> None:
+                     address: str | None = None, mixed_isa: bool = False, sensor: str = "hdl64") -> None:
     """``lidarmt bench --transforms``: one LiDAR-transformation campaign per module on the same follow-ups, the
     journals paired key by key (McNemar per transformation, :mod:`lidarmt.bench.lidar_transforms`)."""
     import typer
@@ -405,7 +415,7 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
     if callable(close):
         close()
     configs = [LidarCampaignConfig(source, roi, SutSpec(s, o), refs, chosen, seed=seed, trials=trials,
-                                   library=library, timeout=timeout, thresholds=thresholds)
+                                   library=library, timeout=timeout, thresholds=thresholds, sensor=sensor)
                for s, o in zip(suts, options, strict=True)]
     modules: list[Module] = []
     reused_from = None

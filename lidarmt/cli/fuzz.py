@@ -16,6 +16,7 @@ from lidarmt.cli._options import (
     QuietOption,
     RadiusOption,
     ResumeOption,
+    SensorOption,
     TrialsOption,
 )
 
@@ -148,6 +149,7 @@ def fuzz(
     insert_overlap: Annotated[float, typer.Option("--insert-overlap", help="--transforms insert: the share of the inserted box a follow-up obstacle must cover (reports only).")] = 0.1,
     min_severity: Annotated[str | None, typer.Option("--min-severity", help="Bundle only violations with a finding at least this severe: critical, high, medium or low (lidarmt.engine.findings: class, distance, ego lane, size, how it was lost; junk and low-evidence obstacles are low). Reports count every severity.")] = None,
     labelled_only: Annotated[bool, typer.Option("--labelled-only", help="--transforms: require only obstacles that overlap a labelled object (KITTI boxes, tracklets); with --min-size, count real objects, not junk (reports only).")] = False,
+    sensor: SensorOption = None,
 ) -> None:
     check_writable(out, inputs=(bag, map, library), folder=True, may_exist=True)  # the run folder's own rule after
     from lidarmt.cli._common import err_console
@@ -217,6 +219,13 @@ def fuzz(
         from lidarmt.lidar.perception.apollo.network import resolve_device
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
+    if sensor is not None:
+        from lidarmt.lidar.sensors import get_sensor
+
+        sensor = get_sensor(sensor).name  # an unknown profile: one line listing the known ones
+        if transforms is None or relation == "mr1":
+            raise FuzzArgumentError(f"--sensor {sensor}: the sensor profile is what --transforms model; MR1 adds "
+                                    "points outside the ROI whatever the sensor (leave out --sensor)")
     if relation == "mr1" and transforms is not None:
         raise FuzzArgumentError(f"--relation mr1 --transforms {transforms}: MR1 adds points outside the ROI and takes "
                                 "no transformation; leave out --transforms, or give --relation auto")
@@ -229,7 +238,7 @@ def fuzz(
 
         run_transform_search(search, transforms, relation=relation, bag=bag, topic=topic,
                              roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options), frames=frames,
-                             seed=seed, budget=budget, timeout=timeout, library=library,
+                             seed=seed, budget=budget, timeout=timeout, library=library, sensor=sensor or "hdl64",
                              thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap,
                                                    min_size, labelled_only),
                              out=out, resume=resume, force=force, quiet=quiet)
@@ -240,7 +249,7 @@ def fuzz(
 
         run_transforms(transforms, relation=relation, levels=levels, bag=bag, topic=topic,
                        roi=RoiSpec(map, roi_range, map_frame), sut=SutSpec(sut, options), frames=frames, seed=seed,
-                       trials=trials, timeout=timeout, library=library,
+                       trials=trials, timeout=timeout, library=library, sensor=sensor or "hdl64",
                        thresholds=Thresholds(safety_distance, min_kept, tolerance, occlusion, insert_overlap,
                                              min_size, labelled_only),
                        workers=workers, backend=backend, address=address, out=out, resume=resume, force=force,

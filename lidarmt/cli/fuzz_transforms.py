@@ -29,7 +29,8 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
                    roi: Any, sut: Any, frames: int | None, seed: int, trials: int, timeout: float | None,
                    library: str | None, thresholds: Any, workers: int, backend: str, address: str | None,
                    out: Path | None, resume: bool, force: bool, bundles: int | None, ddmin_budget: int,
-                   quiet: bool, fail_on_violation: bool, min_severity: str | None = None) -> None:
+                   quiet: bool, fail_on_violation: bool, min_severity: str | None = None, sensor: str = "hdl64"
+                   ) -> None:
     """Run (or resume) a LiDAR-transformation campaign, bundle its most severe violations, write its reports."""
     import typer
 
@@ -59,7 +60,7 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     if callable(close):
         close()
     config = LidarCampaignConfig(source, roi, sut, refs, chosen, seed=seed, trials=trials, library=library,
-                                 timeout=timeout, thresholds=thresholds)
+                                 timeout=timeout, thresholds=thresholds, sensor=sensor)
     from lidarmt.cli._common import default_run_folder
 
     out = out or default_run_folder(f"transforms-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map, library)
@@ -161,7 +162,7 @@ def _complete(out: Path, infos: list[dict]) -> list[dict]:
 def run_transform_search(strategy: str, name: str, *, relation: str | None, bag: str, topic: str | None, roi: Any,
                          sut: Any, frames: int | None, seed: int, budget: int, timeout: float | None,
                          library: str | None, thresholds: Any, out: Path | None, resume: bool, force: bool,
-                         quiet: bool) -> None:
+                         quiet: bool, sensor: str = "hdl64") -> None:
     """``lidarmt fuzz --transforms NAME --search es|random``: the transformation's critical settings
     (:mod:`lidarmt.search.lidar_transforms`), on the engine, in this process (the ES is sequential)."""
     from lidarmt.cli._common import CampaignProgress, run_with_bar, wide_console
@@ -192,7 +193,7 @@ def run_transform_search(strategy: str, name: str, *, relation: str | None, bag:
         f"search-{ref.name}-{Path(bag.rstrip('/')).name.split('.')[0]}", bag, roi.map, library)
     config = TransformSearchConfig(source, roi, sut, ref.name, ref.relation, chosen, strategy=strategy,
                                    budget=budget, seed=seed, library=library, timeout=timeout,
-                                   thresholds=thresholds, run_dir=str(out))
+                                   thresholds=thresholds, run_dir=str(out), sensor=sensor)
     from lidarmt.cli._common import command_line
 
     command = command_line()

@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from lidarmt.cli._options import AddressOption, BackendOption, ForceCampaignOption, QuietOption, ResumeOption
+from lidarmt.cli._options import (
+    AddressOption,
+    BackendOption,
+    ForceCampaignOption,
+    QuietOption,
+    ResumeOption,
+    SensorOption,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -69,11 +76,15 @@ def robustness(
     resume: ResumeOption = False,
     force: ForceCampaignOption = False,
     quiet: QuietOption = False,
+    sensor: SensorOption = None,
 ) -> None:
     from lidarmt._paths import check_writable
 
     # the run folder's own rule (--resume / --force) after this: never an input, never a file
     check_writable(out, inputs=(data, roi), folder=True, may_exist=True)
+    from lidarmt.lidar.sensors import get_sensor
+
+    sensor = get_sensor(sensor).name  # an unknown profile: one line listing the known ones
     from lidarmt.cli._common import (
         CampaignProgress,
         err_console,
@@ -123,7 +134,8 @@ def robustness(
     chosen = select_frames(n, frames, seed)
     config = RobustnessConfig(source, RoiSpec(roi, roi_range, map_frame), tuple(modules),
                               tuple(SutSpec(m, dict(options)) for m in modules), refs, chosen, seed=seed,
-                              min_points=min_points, fov_deg=fov, max_range=max_range, timeout=timeout)
+                              min_points=min_points, fov_deg=fov, max_range=max_range, timeout=timeout,
+                              sensor=sensor)
     from lidarmt.cli._common import default_run_folder
 
     out = out or default_run_folder(f"robustness-{Path(data.rstrip('/')).name.split('.')[0]}", data, roi)

@@ -9,6 +9,7 @@ import typer
 
 from lidarmt._paths import check_writable
 from lidarmt.cli._common import console, progress
+from lidarmt.cli._options import SensorOption
 
 
 def register(app: typer.Typer) -> None:
@@ -38,8 +39,9 @@ def simulate(
     stride: Annotated[int, typer.Option("--stride", min=1, help="Dataset mode: keep every n-th 10 Hz sweep of a "
                                         "drive.")] = 2,
     overwrite: Annotated[bool, typer.Option("--overwrite", "--force", help="Replace existing outputs.")] = False,
+    sensor: SensorOption = None,
 ) -> None:
-    """Simulate a Velodyne HDL-64E driving through a procedural town.
+    """Simulate a Velodyne HDL-64E (or another sensor profile: --sensor) driving through a procedural town.
 
     Bag mode (--out, optionally --map-out) writes an Apollo-style recording and its HD map.
     Dataset mode (--dataset) writes labelled frames for training the CNN.
@@ -49,8 +51,13 @@ def simulate(
       lidarmt simulate --seed 7 --frames 30 --out bags/demo.bag --map-out hdmaps/demo
 
       lidarmt simulate --dataset data/train --frames 500 --seed 1
+
+      lidarmt simulate --seed 7 --frames 5 --out bags/vlp16.bag --sensor vlp16
     """
+    from lidarmt.lidar.sensors import get_sensor
     from lidarmt.lidar.sim.errors import SimArgumentError
+
+    sensor = get_sensor(sensor).name  # an unknown profile: one line listing the known ones
 
     if (out is None) == (dataset is None):
         raise SimArgumentError("give either --out BAG (a recording) or --dataset FOLDER (training frames)")
@@ -74,7 +81,7 @@ def simulate(
 
             s = generate_dataset(dataset, frames=frames, seed=seed, overwrite=overwrite, density=density,
                                  frames_per_drive=frames_per_drive, drives_per_town=drives_per_town, stride=stride,
-                                 on_frame=on_frame)
+                                 on_frame=on_frame, sensor=sensor)
             msg = (f"wrote {s.frames} frames from {s.drives} drives in {s.towns} towns to {s.out_dir} "
                    f"in {s.seconds:.1f} s")
             removed = s.removed
@@ -83,7 +90,7 @@ def simulate(
 
             assert out is not None
             r = simulate_recording(out, map_out, seed=seed, frames=frames, overwrite=overwrite, camera=camera,
-                                   density=density, on_frame=on_frame)
+                                   density=density, on_frame=on_frame, sensor=sensor)
             msg = (f"wrote {r.bag} ({r.frames} sweeps, {r.points / r.frames:.0f} points each), labels {r.labels}"
                    + (f", map {r.map_dir}" if r.map_dir else "") + f" in {r.seconds:.1f} s")
             removed = r.removed

@@ -31,6 +31,7 @@ from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 from lidarmt.lidar.changes import MovedRoi, edits_origin, follow_roi, jsonable  # noqa: F401  (campaign API)
 from lidarmt.lidar.relations import RELATIONS, LidarTally, Thresholds, judge_facts, pair_facts
+from lidarmt.lidar.sensors import sensor_record
 from lidarmt.lidar.specs import (
     RoiSpec,
     SourceSpec,
@@ -143,11 +144,15 @@ class LidarCampaignConfig:
     library: str | None = None  # where insert cuts its objects from (None: the transformation's default)
     timeout: float | None = None
     thresholds: Thresholds = field(default_factory=Thresholds, compare=False)
+    sensor: str = "hdl64"  # the sensor profile the transformations model (lidarmt.lidar.sensors)
 
     kind: ClassVar[str] = KIND
     owned: ClassVar[tuple[str, ...]] = OWNED
 
     def __post_init__(self) -> None:
+        from lidarmt.lidar.sensors import get_sensor
+
+        object.__setattr__(self, "sensor", get_sensor(self.sensor).name)  # an unknown name: one line
         if self.trials < 1:
             raise FuzzArgumentError(f"--trials {self.trials}: use at least 1")
         if self.seed < 0:
@@ -208,14 +213,14 @@ class LidarCampaignConfig:
         return {"kind": self.kind, "source": self.source.to_dict(), "roi": self.roi.to_dict(),
                 "sut": self.sut.to_dict(), "transforms": [t.to_dict() for t in self.transforms],
                 "frames": list(self.frames), "seed": self.seed, "trials": self.trials, "library": self.library,
-                "timeout": self.timeout}
+                "timeout": self.timeout, **sensor_record(self.sensor)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, thresholds: Thresholds | None = None) -> LidarCampaignConfig:
         return cls(SourceSpec.from_dict(d["source"]), RoiSpec.from_dict(d["roi"]), SutSpec.from_dict(d["sut"]),
                    tuple(LidarTransformRef.from_dict(t) for t in d["transforms"]),
                    tuple(int(f) for f in d["frames"]), int(d["seed"]), int(d["trials"]), d.get("library"),
-                   d.get("timeout"), thresholds or Thresholds())
+                   d.get("timeout"), thresholds or Thresholds(), sensor=str(d.get("sensor", "hdl64")))
 
 
 # ----------------------------------------------------------------------------------------------- one process
@@ -271,7 +276,8 @@ class LidarEvaluator(EvaluatorBase):
     def context(self, t: int, roi: Roi) -> Any:
         from lidarmt.lidar.transforms.base import TransformContext
 
-        return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None)
+        return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None,
+                                sensor=self.config.sensor)
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]

@@ -53,6 +53,7 @@ from lidarmt.engine.errors import FuzzArgumentError
 from lidarmt.engine.journal import JOURNAL_NAME
 from lidarmt.engine.tally import KeyedTally
 from lidarmt.lidar.campaign import LEVEL_NAMES, LidarTransformRef, transform_seed
+from lidarmt.lidar.sensors import sensor_record
 from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec, build_roi_provider, build_sut, open_source
 from lidarmt.types import ObstacleClass
 
@@ -147,11 +148,15 @@ class RobustnessConfig:
     fov_deg: float = 82.0
     max_range: float | None = None
     timeout: float | None = None
+    sensor: str = "hdl64"  # the sensor profile the corruptions model (lidarmt.lidar.sensors)
 
     kind: ClassVar[str] = KIND
     owned: ClassVar[tuple[str, ...]] = OWNED
 
     def __post_init__(self) -> None:
+        from lidarmt.lidar.sensors import get_sensor
+
+        object.__setattr__(self, "sensor", get_sensor(self.sensor).name)  # an unknown name: one line
         if not self.suts or len(self.suts) != len(self.modules):
             raise FuzzArgumentError("--sut: give at least one perception module")
         if len(set(self.modules)) != len(self.modules):
@@ -226,7 +231,7 @@ class RobustnessConfig:
                 "modules": list(self.modules), "suts": [s.to_dict() for s in self.suts],
                 "corruptions": [t.to_dict() for t in self.corruptions], "frames": list(self.frames),
                 "seed": self.seed, "min_points": self.min_points, "fov_deg": self.fov_deg,
-                "max_range": self.max_range, "timeout": self.timeout}
+                "max_range": self.max_range, "timeout": self.timeout, **sensor_record(self.sensor)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RobustnessConfig:
@@ -234,7 +239,8 @@ class RobustnessConfig:
                    tuple(str(m) for m in d["modules"]), tuple(SutSpec.from_dict(s) for s in d["suts"]),
                    tuple(LidarTransformRef.from_dict(t) for t in d["corruptions"]),
                    tuple(int(f) for f in d["frames"]), int(d["seed"]), int(d["min_points"]), float(d["fov_deg"]),
-                   None if d.get("max_range") is None else float(d["max_range"]), d.get("timeout"))
+                   None if d.get("max_range") is None else float(d["max_range"]), d.get("timeout"),
+                   sensor=str(d.get("sensor", "hdl64")))
 
 
 # ----------------------------------------------------------------------------------------------- one process
@@ -280,7 +286,7 @@ class RobustnessEvaluator(EvaluatorBase):
                 try:
                     change = self.transforms[c - 1].apply(frame, dict(cfg.corruptions[c - 1].params[lv]),
                                                           seed=cfg.seed_of(group[0]),
-                                                          context=TransformContext(roi=roi))
+                                                          context=TransformContext(roi=roi, sensor=cfg.sensor))
                 except Exception as err:  # the transformation's own failure: no sweep for any module
                     if getattr(err, "is_user_error", False):
                         raise

@@ -48,10 +48,17 @@ def _ray_box(d: np.ndarray, box) -> np.ndarray:
 
 
 def synthetic_sweep(*, seed: int = 0, n_azimuth: int = 1024, objects=DEFAULT_OBJECTS, ring: bool = True,
-                    walls: bool = True) -> Frame:
-    """The street sweep (see the module's docstring), points ordered by firing (azimuth), then ring."""
+                    walls: bool = True, sensor=None) -> Frame:
+    """The street sweep (see the module's docstring), points ordered by firing (azimuth), then ring; ``sensor``
+    (a profile or its name, :mod:`lidarmt.lidar.sensors`) casts that sensor's rings instead of the KITTI
+    HDL-64E's."""
     rng = np.random.default_rng(seed)
-    el = np.radians(kitti_elevations_deg())
+    if sensor is None:
+        el = np.radians(kitti_elevations_deg())
+    else:
+        from lidarmt.lidar.sensors import get_sensor
+
+        el = np.radians(get_sensor(sensor).elevations())
     az = np.pi - 2 * np.pi * (np.arange(n_azimuth) + 0.5) / n_azimuth
     azg, elg = np.meshgrid(az, el, indexing="ij")
     d = np.stack([np.cos(elg) * np.cos(azg), np.cos(elg) * np.sin(azg), np.sin(elg)], axis=-1).reshape(-1, 3)

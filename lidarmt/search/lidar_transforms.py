@@ -30,6 +30,7 @@ from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure
 from lidarmt.engine.journal import JOURNAL_NAME, iter_records
 from lidarmt.engine.tally import KeyedTally
 from lidarmt.lidar.relations import Thresholds, judge_facts, required
+from lidarmt.lidar.sensors import sensor_record
 from lidarmt.lidar.specs import RoiSpec, SourceSpec, SutSpec
 from lidarmt.search.errors import SearchArgumentError
 from lidarmt.search.es import Dim, EsState, Space, es_propose, es_tell, random_propose, ranked, step_rng
@@ -76,11 +77,15 @@ class TransformSearchConfig:
     timeout: float | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
     run_dir: str | None = field(default=None, compare=False)
+    sensor: str = "hdl64"  # the sensor profile the transformation models (lidarmt.lidar.sensors)
 
     kind: ClassVar[str] = KIND
     owned: ClassVar[tuple[str, ...]] = OWNED
 
     def __post_init__(self) -> None:
+        from lidarmt.lidar.sensors import get_sensor
+
+        object.__setattr__(self, "sensor", get_sensor(self.sensor).name)  # an unknown name: one line
         if self.strategy not in ("es", "random"):
             raise SearchArgumentError(f"--search {self.strategy!r}: use es (the (1+1)-ES and the random "
                                       "baseline) or random")
@@ -130,14 +135,15 @@ class TransformSearchConfig:
         return {"kind": self.kind, "source": self.source.to_dict(), "roi": self.roi.to_dict(),
                 "sut": self.sut.to_dict(), "transform": self.transform, "relation": self.relation,
                 "frames": list(self.frames), "strategy": self.strategy, "budget": self.budget, "seed": self.seed,
-                "library": self.library, "timeout": self.timeout, "thresholds": self.thresholds.to_dict()}
+                "library": self.library, "timeout": self.timeout, "thresholds": self.thresholds.to_dict(),
+                **sensor_record(self.sensor)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TransformSearchConfig:
         return cls(SourceSpec.from_dict(d["source"]), RoiSpec.from_dict(d["roi"]), SutSpec.from_dict(d["sut"]),
                    str(d["transform"]), str(d["relation"]), tuple(int(f) for f in d["frames"]),
                    str(d["strategy"]), int(d["budget"]), int(d["seed"]), d.get("library"), d.get("timeout"),
-                   Thresholds.from_dict(d.get("thresholds")))
+                   Thresholds.from_dict(d.get("thresholds")), sensor=str(d.get("sensor", "hdl64")))
 
 
 class TransformSearchTally(KeyedTally):
@@ -208,7 +214,8 @@ class TransformSearchEvaluator(EvaluatorBase):
         ref = LidarTransformRef(t.name, ("moderate",), (resolve_params(t, "moderate"),), config.relation)
         self.base = LidarEvaluator(LidarCampaignConfig(config.source, config.roi, config.sut, (ref,),
                                                        config.frames, seed=config.seed, library=config.library,
-                                                       timeout=config.timeout, thresholds=config.thresholds),
+                                                       timeout=config.timeout, thresholds=config.thresholds,
+                                                       sensor=config.sensor),
                                    enforce_timeout=False)
         self.sut = self.base.sut
         self.transform = t

@@ -146,6 +146,7 @@ def generate_dataset(
     stride: int = 2,
     density: float = 1.0,
     on_frame: Callable[[int, int], None] | None = None,
+    sensor: str = "hdl64",
 ) -> DatasetSummary:
     """Write ``frames`` labelled frames as ``out_dir/NNNNNN.npz``, each town's HD map as
     ``out_dir/maps/town_<seed>/`` and ``dataset.json`` (see the module doc).
@@ -158,6 +159,7 @@ def generate_dataset(
 
     from lidarmt.io.npz import save_frame_npz
     from lidarmt.lidar.sim.drive import STAMP0, Drive
+    from lidarmt.lidar.sim.lidar import sensor_model
 
     if frames < 1:
         raise SimArgumentError(f"--frames must be at least 1, got {frames}")
@@ -180,6 +182,8 @@ def generate_dataset(
     plan = drive_plan(frames, seed, frames_per_drive=frames_per_drive, drives_per_town=drives_per_town, stride=stride)
     arguments = {"frames": frames, "seed": seed, "frames_per_drive": frames_per_drive,
                  "drives_per_town": drives_per_town, "stride": stride, "density": density}
+    if sensor != "hdl64":  # the default leaves dataset.json as it read before sensor profiles
+        arguments["sensor"] = sensor
     prov = provenance(arguments)  # before simulating: the sources that are about to run
     if overwrite:
         _clear_stale_maps(out, {p[0] for p in plan})
@@ -190,6 +194,7 @@ def generate_dataset(
     from lidarmt.lidar.sim.scene import build_scene
     from lidarmt.lidar.sim.town import build_town
 
+    model = sensor_model(sensor)
     for d, (town_seed, drive_seed, n) in enumerate(plan):
         if town_seed not in towns:
             towns.clear()  # keep one town in memory
@@ -200,7 +205,8 @@ def generate_dataset(
                            overwrite=True)
         town = towns[town_seed]
         scene = build_scene(town, drive_seed, duration=(n * stride + 1) / 10.0, density=density)  # type: ignore[arg-type]
-        drive = Drive(town, scene, seed=drive_seed, stamp0=STAMP0 + d * 1000.0, source=str(out))  # type: ignore[arg-type]
+        drive = Drive(town, scene, seed=drive_seed, stamp0=STAMP0 + d * 1000.0, source=str(out),  # type: ignore[arg-type]
+                      sensor=model)
         first = index
         for j in range(n):
             frame = drive.frame(j * stride, index=index)

@@ -1,4 +1,6 @@
-"""The Velodyne HDL-64E model and its ray caster.
+"""The simulated LiDAR (a Velodyne HDL-64E by default, any sensor profile of :mod:`lidarmt.lidar.sensors` with
+``Hdl64e.from_profile``: its beams, rate, firings, ranges, range noise, intensity scale and detection threshold)
+and its ray caster.
 
 * 64 lasers at the HDL-64E's nominal elevations: the upper block of 32 from +2.0 deg down to -8.33 deg in
   1/3 deg steps, the lower block of 32 from -8.83 deg down to -24.33 deg in 1/2 deg steps. ``ring`` 0 is the
@@ -27,7 +29,10 @@ import numpy as np
 
 import lidarmt.lidar.sim._kernels as _kernels
 from lidarmt.errors import require
+from lidarmt.lidar.sensors import HDL64, KITTI_ELEVATIONS_DEG, SensorProfile
 from lidarmt.lidar.sim.objects import GROUND_REFLECTIVITY, GROUND_SEMANTIC, CompiledMesh, Mat
+
+__all__ = ["KITTI_ELEVATIONS_DEG", "Caster", "Hdl64e", "Hits", "SELF", "hdl64e_elevations", "returns"]
 
 
 def hdl64e_elevations() -> np.ndarray:
@@ -37,34 +42,21 @@ def hdl64e_elevations() -> np.ndarray:
     return np.sort(np.concatenate([upper, lower]))
 
 
-#: The elevations of the KITTI car's HDL-64E as seen in its sweeps: per ring, the median over the 7 KITTI
-#: frames of the median atan2(z, hypot(x, y)) of the ring's points beyond 3 m (rings recovered from the
-#: point order; measured with benchmarks/bench_sim_realism.py). They sit 0.4-1.0 deg above the datasheet
-#: values and are irregularly spaced, as a calibrated unit is; on flat ground they reproduce where the real
-#: rings fall.
-KITTI_ELEVATIONS_DEG = np.array([
-    -23.62, -23.12, -22.59, -21.96, -21.51, -21.12, -20.63, -20.04, -19.53, -18.98, -18.52, -18.11, -17.61,
-    -17.15, -16.59, -16.07, -15.45, -15.09, -14.58, -13.95, -13.41, -12.87, -12.41, -11.97, -11.54, -11.09,
-    -10.65, -10.09, -9.62, -9.21, -8.78, -8.24, -7.6, -7.27, -6.92, -6.57, -6.29, -6.0, -5.75, -5.42, -5.04,
-    -4.8, -4.48, -4.17, -3.8, -3.52, -3.16, -2.9, -2.48, -2.14, -1.79, -1.42, -1.08, -0.77, -0.37, 0.0, 0.36,
-    0.66, 1.04, 1.34, 1.74, 2.02, 2.34, 2.58,
-])
-
-
-def _ring_range_offsets() -> np.ndarray:
+def _ring_range_offsets(n: int = 64) -> np.ndarray:
     """Fixed per-laser range biases, metres: what is left of each laser's distance correction after a real
     unit's calibration (a few centimetres), so neighbouring rings do not line up perfectly on a flat wall."""
-    return np.clip(np.random.default_rng(65).normal(0.0, 0.025, 64), -0.06, 0.06)
+    return np.clip(np.random.default_rng(65).normal(0.0, 0.025, n), -0.06, 0.06)
 
 
-def _ring_gains() -> np.ndarray:
+def _ring_gains(n: int = 64) -> np.ndarray:
     """Fixed per-laser intensity gains (the 64 lasers of a real unit differ by 10-20 % after calibration)."""
-    return np.clip(np.random.default_rng(64).normal(1.0, 0.12, 64), 0.7, 1.3)
+    return np.clip(np.random.default_rng(64).normal(1.0, 0.12, n), 0.7, 1.3)
 
 
 @dataclass(frozen=True, slots=True)
 class Hdl64e:
-    """Parameters of the simulated sensor."""
+    """Parameters of the simulated sensor: the HDL-64E of the KITTI car by default, any sensor profile with
+    :meth:`from_profile` (``lidarmt simulate --sensor``)."""
 
     elevations_deg: np.ndarray = field(default_factory=lambda: KITTI_ELEVATIONS_DEG.copy())
     azimuth_steps: int = 2083
@@ -96,6 +88,30 @@ class Hdl64e:
     ground_roughness: tuple[float, ...] = (0.012, 0.006, 0.006, 0.01, 0.035, 0.01)
     # foliage: a pulse enters the crown or hedge before it returns; depth ~ |N(0, foliage_depth)| metres
     foliage_depth: float = 0.12
+    # the intensity a reflectance of 1 reads (255: KITTI's reflectance x 255; 100: Velodyne's and Ouster's
+    # calibrated reflectivity, whose diffuse targets read 0..100)
+    intensity_scale: float = 255.0
+    profile: str = "hdl64"  # the sensor profile's name (lidarmt.lidar.sensors)
+
+    @classmethod
+    def from_profile(cls, profile: SensorProfile, **kwargs) -> Hdl64e:
+        """The simulated sensor with a profile's beams, rate, firings per turn, ranges, range noise and intensity
+        scale. The detection threshold scales with the profile's (its noise floor against the HDL-64E's, for
+        which ``detect_threshold`` was calibrated on KITTI); per-laser gains and range biases are drawn for its
+        number of lasers (the same 64 as the default for a 64-laser profile). ``hdl64`` gives the default
+        sensor exactly."""
+        n = profile.rings
+        base = cls()
+        values = {
+            "elevations_deg": profile.elevations().copy(), "azimuth_steps": int(profile.azimuth_steps),
+            "rate_hz": float(profile.rate_hz), "min_range": float(profile.min_range_m),
+            "max_range": float(profile.max_range_m), "range_noise": float(profile.range_accuracy_m),
+            "detect_threshold": base.detect_threshold * (profile.noise_floor / HDL64.noise_floor),
+            "intensity_scale": float(profile.intensity_scale), "ring_gain": _ring_gains(n),
+            "ring_range_offset": _ring_range_offsets(n), "profile": profile.name,
+        }
+        values.update(kwargs)
+        return cls(**values)
 
     @classmethod
     def nominal(cls, **kwargs) -> Hdl64e:
@@ -103,18 +119,22 @@ class Hdl64e:
         return cls(elevations_deg=hdl64e_elevations(), **kwargs)
 
     @property
+    def rings(self) -> int:
+        return len(self.elevations_deg)
+
+    @property
     def rays_per_frame(self) -> int:
-        return 64 * self.azimuth_steps
+        return self.rings * self.azimuth_steps
 
     def ray_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Unit directions (N, 3) in the sensor frame, ring (N,) and firing fraction of the sweep (N,) in [0, 1)."""
         k = np.arange(self.azimuth_steps)
         az = np.pi - 2 * np.pi * (k + 0.5) / self.azimuth_steps  # start behind, turn clockwise
         el = np.radians(self.elevations_deg)
-        azg, elg = np.meshgrid(az, el, indexing="ij")  # (steps, 64)
+        azg, elg = np.meshgrid(az, el, indexing="ij")  # (steps, rings)
         d = np.stack([np.cos(elg) * np.cos(azg), np.cos(elg) * np.sin(azg), np.sin(elg)], axis=-1).reshape(-1, 3)
-        ring = np.tile(np.arange(64, dtype=np.uint16), self.azimuth_steps)
-        frac = np.repeat(k / self.azimuth_steps, 64)
+        ring = np.tile(np.arange(self.rings, dtype=np.uint16), self.azimuth_steps)
+        frac = np.repeat(k / self.azimuth_steps, self.rings)
         return d, ring, frac
 
 
@@ -261,5 +281,14 @@ def returns(hits: Hits, model: Hdl64e, rng: np.random.Generator, ring: np.ndarra
     g = 1.0 / (1.0 + (model.intensity_cos0 / np.maximum(hits.cos, 1e-3)) ** model.intensity_cos_power)
     value = hits.reflectivity * model.ring_gain[ring] * g * falloff * np.exp(inoise * model.intensity_noise)
     value = value + u_add * model.intensity_add_noise - model.intensity_offset
-    inten = np.clip(np.round(value * 255.0), 0, 255).astype(np.float32)
+    inten = np.clip(np.round(value * model.intensity_scale), 0, 255).astype(np.float32)
     return keep, r, inten
+
+
+def sensor_model(name: str | SensorProfile | None) -> Hdl64e | None:
+    """The simulated sensor of a profile name (:mod:`lidarmt.lidar.sensors`); None for ``hdl64`` (and None), the
+    simulator's default sensor (:class:`Hdl64e`), which ``Hdl64e.from_profile(HDL64)`` equals."""
+    from lidarmt.lidar.sensors import get_sensor
+
+    profile = get_sensor(name)
+    return None if profile.name == HDL64.name else Hdl64e.from_profile(profile)

@@ -100,12 +100,15 @@ def simulate_recording(
     camera: bool = True,
     density: float = 1.0,
     on_frame: Callable[[int, int], None] | None = None,
+    sensor: str = "hdl64",
 ) -> RecordingSummary:
-    """Simulate ``frames`` sweeps of a drive through the town of ``seed`` and record them (see the module doc)."""
+    """Simulate ``frames`` sweeps of a drive through the town of ``seed`` and record them (see the module doc);
+    ``sensor`` names the sensor profile cast (:mod:`lidarmt.lidar.sensors`, default the KITTI HDL-64E)."""
     import time
 
     from lidarmt.io import Ros1BagWriter
     from lidarmt.lidar.sim.drive import STAMP0, Drive
+    from lidarmt.lidar.sim.lidar import sensor_model
 
     if frames < 1:
         raise SimArgumentError(f"--frames must be at least 1, got {frames}")
@@ -130,7 +133,7 @@ def simulate_recording(
         removed += remove_stale_temporaries(map_dir, MAP_FILES)
     t0 = time.perf_counter()
     drive = Drive.create(town_seed=seed * 7919 + 1, seed=seed, frames=frames, density=density,
-                         stamp0=STAMP0 + seed * 10_000.0)
+                         stamp0=STAMP0 + seed * 10_000.0, sensor=sensor_model(sensor))
     drive.source = str(bag)
     cam = None
     if camera:

@@ -4,8 +4,8 @@
   (ICCV 2021, Eq. 1-3) integrate it: the transmitted pulse sin^2(pi t / (2 tau_H)) convolved with the fog's
   impulse response exp(-2 alpha R') xi(R') / R'^2 for R' < R0; its peak over time, and the range interval where
   the echo is above half its peak.
-* :func:`fog_decide`: per point, the attenuated hard return against the fog's echo (Hahner et al.'s rule) and
-  the noise floor.
+* :func:`fog_decide`: per point, the attenuated hard return against the fog's echo, both as received powers
+  (the sensor profile's intensity calibration gives the hard target's reflectance), and the noise floor.
 * :func:`strongest_per_ray`: per ray, the strongest of the sampled rain drops or snow flakes.
 
 Random numbers come from a NumPy Generator outside the kernels; the kernels are pure functions of their arrays.
@@ -106,19 +106,20 @@ def fog_echo_table_reference(alpha: float, *, dr: float, r0_max: float, pulse_le
 
 
 @njit(cache=True)
-def fog_decide(r0: np.ndarray, intensity: np.ndarray, beta0: np.ndarray, u: np.ndarray, peak: np.ndarray,
-               lo: np.ndarray, hi: np.ndarray, dr: float, alpha: float, soft_scale: float, floor: float):
-    """Per point: action (KEEP, SCATTER, LOST), reported range and intensity.
+def fog_decide(r0: np.ndarray, beta0: np.ndarray, u: np.ndarray, peak: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+               dr: float, alpha: float, beta: float, floor: float):
+    """Per point: action (KEEP, SCATTER, LOST), reported range and the reported echo's power (1/(m^2 sr)).
 
-    Hahner et al.'s rule: the fog's echo, in the point's intensity units, is i R0^2 soft_scale peak[R0]
-    (soft_scale = beta / beta0_H x 2/c: their hard-target reflectivity and the echo's time integral); it replaces
-    the return when it exceeds the attenuated intensity i exp(-2 alpha R0), and is capped at 255. Otherwise the
-    attenuated return is kept when its power beta0 exp(-2 alpha R0) / R0^2 reaches the noise floor, else lost. A
-    scattered return's range is lo + u (hi - lo), in the part of the echo above half its peak."""
+    Both echoes in the same units (C_A P_0 2/c): the hard target's beta0 exp(-2 alpha R0) / R0^2 (beta0 its
+    differential reflectivity, from the point's calibrated reflectance) and the fog's beta peak[R0] (Hahner et
+    al.'s Eq. 1-3 with the fog's backscattering coefficient beta). The sensor reports the stronger when it reaches
+    the noise floor: the fog's echo replaces the return when it is stronger and detectable (SCATTER, at a range
+    lo + u (hi - lo) in the part of the echo above half its peak); else the attenuated return is kept when
+    detectable (KEEP); else nothing is reported (LOST)."""
     n = r0.shape[0]
     action = np.empty(n, dtype=np.int8)
     rng_out = np.empty(n)
-    inten = np.empty(n)
+    power = np.empty(n)
     last = peak.shape[0] - 1
     for i in range(n):
         r = r0[i]
@@ -126,35 +127,36 @@ def fog_decide(r0: np.ndarray, intensity: np.ndarray, beta0: np.ndarray, u: np.n
         if k > last:
             k = last
         att = np.exp(-2.0 * alpha * r)
-        soft = intensity[i] * r * r * soft_scale * peak[k]
-        if soft > intensity[i] * att:
+        soft = beta * peak[k]
+        hard = beta0[i] * att / (r * r) if r > 0 else 0.0
+        if soft > hard and soft >= floor:
             action[i] = SCATTER
             rng_out[i] = lo[k] + u[i] * (hi[k] - lo[k])
-            inten[i] = soft if soft < 255.0 else 255.0
-        elif r > 0 and beta0[i] * att / (r * r) >= floor:
+            power[i] = soft
+        elif r > 0 and hard >= floor:
             action[i] = KEEP
             rng_out[i] = r
-            inten[i] = intensity[i] * att
+            power[i] = hard
         else:
             action[i] = LOST
             rng_out[i] = r
-            inten[i] = intensity[i] * att
-    return action, rng_out, inten
+            power[i] = hard
+    return action, rng_out, power
 
 
-def fog_decide_reference(r0, intensity, beta0, u, peak, lo, hi, dr, alpha, soft_scale, floor):
+def fog_decide_reference(r0, beta0, u, peak, lo, hi, dr, alpha, beta, floor):
     """NumPy reference of :func:`fog_decide`."""
     k = np.minimum((r0 / dr).astype(np.int64), len(peak) - 1)
     att = np.exp(-2.0 * alpha * r0)
-    soft = intensity * r0 * r0 * soft_scale * peak[k]
-    scatter = soft > intensity * att
+    soft = beta * peak[k]
     with np.errstate(divide="ignore", invalid="ignore"):
         hard = np.where(r0 > 0, beta0 * att / (r0 * r0), 0.0)
+    scatter = (soft > hard) & (soft >= floor)
     keep = ~scatter & (r0 > 0) & (hard >= floor)
     action = np.where(scatter, SCATTER, np.where(keep, KEEP, LOST)).astype(np.int8)
     rng_out = np.where(scatter, lo[k] + u * (hi[k] - lo[k]), r0)
-    inten = np.where(scatter, np.minimum(soft, 255.0), intensity * att)
-    return action, rng_out, inten
+    power = np.where(scatter, soft, hard)
+    return action, rng_out, power
 
 
 @njit(cache=True)

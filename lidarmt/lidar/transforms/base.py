@@ -106,11 +106,14 @@ class LidarChange:
 @dataclass(frozen=True, eq=False)
 class TransformContext:
     """Optional extras a transformation may need: ``roi`` (a :class:`lidarmt.types.Roi`, e.g. the road where an
-    object may be inserted) and ``library`` (an object library for insertion,
-    :class:`lidarmt.lidar.transforms.objects.ObjectLibrary`)."""
+    object may be inserted), ``library`` (an object library for insertion,
+    :class:`lidarmt.lidar.transforms.objects.ObjectLibrary`) and ``sensor`` (a sensor profile or its name,
+    :mod:`lidarmt.lidar.sensors`: the beams, ranges, intensity calibration and detection threshold the sensor and
+    weather transformations and insertion model; None: ``hdl64``, the KITTI car's HDL-64E)."""
 
     roi: Any | None = None
     library: Any | None = None
+    sensor: Any | None = None
 
 
 @runtime_checkable

@@ -17,7 +17,8 @@ import numpy as np
 import lidarmt.lidar.transforms._corruption_kernels as KC
 from lidarmt.lidar.transforms._common import Builtin, ranges_of
 from lidarmt.lidar.transforms.base import Param, make_change
-from lidarmt.lidar.transforms.weather import NOISE_FLOOR, _reflectance_beta0
+from lidarmt.lidar.sensors import sensor_of
+from lidarmt.lidar.transforms.weather import _reflectance_beta0
 
 N_WATER = 1.328  # refractive index of water at 905 nm (as the weather module's Fresnel reflectance)
 GRID_RES = 1.0  # m: cell of the ground fit
@@ -88,8 +89,8 @@ class WetGround(Builtin):
            "n^2 (R the water's Fresnel reflectance at the beam's incidence on the fitted ground plane, n = 1.328; "
            "1/n^2 the n^2 law of a diffuse source under water), elsewhere kept. The intensity is scaled by that "
            "factor; a return whose darkened reflectance (read as the weather models do: at least 0.10 and at least "
-           "what reached the noise floor dry) falls under the noise floor at its range (pavement at 50 m, "
-           "HDL-64E datasheet) is lost. Returns more "
+           "what reached the noise floor dry; through the sensor profile's intensity calibration) falls under "
+           "the profile's noise floor at its range (HDL-64E: pavement at 50 m, its datasheet) is lost. Returns more "
            "than 0.15 m above or below the ground plane are untouched. Hahner et al. estimate the laser's power "
            "and noise floor from each sweep's ground intensities; lidarmt uses the weather models' sensor model "
            "instead. Deterministic.")
@@ -118,7 +119,9 @@ class WetGround(Builtin):
         m = wet_factor(cos_i, p["water_mm"], p["pavement_mm"])
         # the dry reflectance as the weather models read it (at least 0.10, at least what reached the floor)
         rg = r[gi]
-        lost = _reflectance_beta0(pts[gi], rg) * m < NOISE_FLOOR * rg * rg  # the same product as beta0's floor
+        prof = sensor_of(context)
+        floor = prof.noise_floor
+        lost = _reflectance_beta0(pts[gi], rg, prof) * m < floor * rg * rg  # the same product as beta0's floor
         out = pts.copy()
         out["intensity"][gi] = (inten[gi] * m).astype(np.float32)
         keep = np.ones(n, dtype=bool)

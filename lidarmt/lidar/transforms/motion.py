@@ -11,7 +11,8 @@ unicycle), the sensor's pose at dt relative to its pose at the sweep's end is ya
   localization's poses; here with the given speed and yaw rate).
 
 Each point's firing time: ``time - stamp`` when the frame has per-point times within the last 0.15 s before its
-stamp, otherwise from its azimuth (:func:`lidarmt.lidar.sensor.firing_fraction`: clockwise from behind, 10 Hz).
+stamp, otherwise from its azimuth (:func:`lidarmt.lidar.sensor.firing_fraction`: clockwise from behind, at the
+sensor profile's rotation rate, 10 Hz for every built-in profile).
 """
 
 from __future__ import annotations
@@ -21,19 +22,20 @@ import math
 import numpy as np
 
 from lidarmt.lidar.sensor import HDL64E_RATE_HZ, firing_fraction
+from lidarmt.lidar.sensors import sensor_of
 from lidarmt.lidar.transforms._common import Builtin
 from lidarmt.lidar.transforms.base import Param, same_change
 from lidarmt.types import Frame
 
 
-def firing_dt(frame: Frame) -> tuple[np.ndarray, str]:
+def firing_dt(frame: Frame, rate_hz: float = HDL64E_RATE_HZ) -> tuple[np.ndarray, str]:
     """Per point, its firing time relative to the sweep's end (s, <= 0), and where it came from."""
     pts = frame.points
     if "time" in (pts.dtype.names or ()) and frame.stamp > 0 and len(pts):
         dt = pts["time"].astype(np.float64) - frame.stamp
         if np.all(np.isfinite(dt)) and dt.min() >= -0.15 and dt.max() <= 0.01:
             return np.minimum(dt, 0.0), "time field"
-    return (firing_fraction(pts) - 1.0) / HDL64E_RATE_HZ, "azimuth"
+    return (firing_fraction(pts) - 1.0) / rate_hz, "azimuth"
 
 
 def ego_pose(dt: np.ndarray, speed: float, yaw_rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -44,8 +46,8 @@ def ego_pose(dt: np.ndarray, speed: float, yaw_rate: float) -> tuple[np.ndarray,
     return yaw, speed * np.sin(yaw) / yaw_rate, speed * (1.0 - np.cos(yaw)) / yaw_rate
 
 
-def _move(frame: Frame, speed: float, yaw_rate_dps: float, *, compensate: bool):
-    dt, how = firing_dt(frame)
+def _move(frame: Frame, speed: float, yaw_rate_dps: float, *, compensate: bool, rate_hz: float = HDL64E_RATE_HZ):
+    dt, how = firing_dt(frame, rate_hz)
     yaw, tx, ty = ego_pose(dt, speed, math.radians(yaw_rate_dps))
     c, s = np.cos(yaw), np.sin(yaw)
     x = frame.points["x"].astype(np.float64)
@@ -83,7 +85,8 @@ class RollingShutter(Builtin):
     levels = _LEVELS
 
     def _apply(self, frame, p, rng, context):
-        return _move(frame, p["speed_mps"], p["yaw_rate_dps"], compensate=False)
+        return _move(frame, p["speed_mps"], p["yaw_rate_dps"], compensate=False,
+                     rate_hz=sensor_of(context).rate_hz)
 
 
 class Deskew(Builtin):
@@ -98,4 +101,5 @@ class Deskew(Builtin):
     levels = _LEVELS
 
     def _apply(self, frame, p, rng, context):
-        return _move(frame, p["speed_mps"], p["yaw_rate_dps"], compensate=True)
+        return _move(frame, p["speed_mps"], p["yaw_rate_dps"], compensate=True,
+                     rate_hz=sensor_of(context).rate_hz)

@@ -10,9 +10,12 @@ self-occlusion of a real scan.
 Insertion (``insert``): the object is turned about the sensor's z axis to a new azimuth and moved along the line
 of sight to ``distance_m``, its bottom set on the ground found there; the place must be free (inside the ROI when
 one is given, else on ground that is flat; clear of every labelled box and of source points above the ground).
-Occlusion is cast on the sensor's beam grid (:mod:`lidarmt.lidar.transforms._occlusion_kernels`): the object's
-points are thinned to the nearest per beam, and the source points whose beam the object stops first are dropped
-(the object's shadow).
+Occlusion is cast on the sensor's beam grid (:mod:`lidarmt.lidar.transforms._occlusion_kernels`; the beams of the
+context's sensor profile, :mod:`lidarmt.lidar.sensors`, default the KITTI HDL-64E): the object's points are thinned
+to the nearest per beam, and the source points whose beam the object stops first are dropped (the object's
+shadow). On another profile than ``hdl64`` the object is re-cast on that sensor's beams: a point of the object
+(scanned by an HDL-64E, about 0.42 deg between rings) is kept only within :data:`ON_BEAM_DEG` of one of the
+profile's elevations, so a VLP-16 sees the object in its 16 rings 2 deg apart.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import numpy as np
 
 import lidarmt.lidar.transforms._occlusion_kernels as OK
 from lidarmt.lidar.errors import LidarTransformError, ObjectLibraryError
-from lidarmt.lidar.sensor import HDL64E_RINGS, kitti_elevations_deg
+from lidarmt.lidar.sensors import HDL64, SensorProfile, sensor_of
 from lidarmt.lidar.transforms._common import Builtin
 from lidarmt.lidar.transforms.base import Param, make_change
 from lidarmt.types import BOX_DTYPE, Frame, MetaType, make_points
 
-N_BINS = 2083  # HDL-64E firings per turn
+N_BINS = HDL64.azimuth_steps  # HDL-64E firings per turn
+ON_BEAM_DEG = 0.21  # half the KITTI HDL-64E's mean ring spacing (26.2 deg / 63): re-casting on another sensor
 GROUND_CLEARANCE = 0.2  # m: points this close above a box's bottom are ground, not object
 BOX_MARGIN = 0.1  # m: a box grown by this much in x/y when cutting its points
 FREE_MARGIN = 0.5  # m: a place is free when the box grown by this much holds no obstacle point
@@ -150,15 +154,24 @@ class ObjectLibrary:
         return self.objects[int(near[rng.integers(len(near))])]
 
 
-def _cells(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ring, azimuth bin, range) of positions, rings from elevation (the KITTI HDL-64E's 64 elevations)."""
+def _cells(x: np.ndarray, y: np.ndarray, z: np.ndarray, profile: SensorProfile = HDL64
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ring, azimuth bin, range) of positions on a profile's beam grid, rings from elevation (nearest of the
+    profile's elevations; the KITTI HDL-64E's 64 by default)."""
     h = np.hypot(x, y)
     el = np.degrees(np.arctan2(z, h))
-    table = kitti_elevations_deg()
-    ring = np.searchsorted((table[1:] + table[:-1]) / 2, el).astype(np.int64)
+    ring = profile.ring_of_elevation(el)
+    bins = profile.azimuth_steps
     az = np.arctan2(y, x)
-    abin = (np.floor((np.pi - az) / (2 * np.pi) * N_BINS).astype(np.int64)) % N_BINS
+    abin = (np.floor((np.pi - az) / (2 * np.pi) * bins).astype(np.int64)) % bins
     return ring, abin, np.sqrt(h * h + z * z)
+
+
+def _beam_offset(x: np.ndarray, y: np.ndarray, z: np.ndarray, ring: np.ndarray, profile: SensorProfile
+                 ) -> np.ndarray:
+    """|elevation - the ring's elevation|, degrees, of positions given their rings."""
+    el = np.degrees(np.arctan2(z, np.hypot(x, y)))
+    return np.abs(el - profile.elevations()[ring])
 
 
 def _xyz(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -173,9 +186,10 @@ class Insert(Builtin):
     doc = ("Insertion of a real object (cut by its box from labelled real sweeps: the object library, "
            "TransformContext.library) at a free place on the road (inside TransformContext.roi when given) "
            "distance_m from the sensor, the face the sensor saw turned to it, bottom on the ground; occlusion by "
-           "casting the HDL-64E's beams (64 rings x 2083 azimuth bins): the object's points thinned to the nearest "
-           "per beam, source points behind it (same ring, within one azimuth bin) dropped. The place and the "
-           "object are drawn from the seed.")
+           "casting the sensor's beams (the profile's: the HDL-64E's 64 rings x 2083 azimuth bins by default): "
+           "the object's points thinned to the nearest per beam (on another sensor, only points within 0.21 deg "
+           "of one of its beams: re-cast on its rings), source points behind it (same ring, within one azimuth "
+           "bin) dropped. The place and the object are drawn from the seed.")
     levels = {"light": {"distance_m": 35.0}, "moderate": {"distance_m": 20.0}, "heavy": {"distance_m": 10.0}}
     attempts = 300
 
@@ -198,16 +212,20 @@ class Insert(Builtin):
         ox = cx + c * lp[:, 0] - s * lp[:, 1]
         oy = cy + s * lp[:, 0] + c * lp[:, 1]
         oz = ground + lp[:, 2]
-        oring, obin, orng = _cells(ox, oy, oz)
+        prof = sensor_of(context)
+        n_rings, n_bins = prof.rings, prof.azimuth_steps
+        oring, obin, orng = _cells(ox, oy, oz, prof)
         on_grid = (orng > 0.9)
+        if prof.name != HDL64.name:  # re-cast on another sensor's beams: only points near one of them
+            on_grid &= (orng > prof.min_range_m) & (_beam_offset(ox, oy, oz, oring, prof) <= ON_BEAM_DEG)
         keep_obj = np.zeros(len(ox), dtype=bool)
-        keep_obj[on_grid] = OK.thin_to_beams(oring[on_grid], obin[on_grid], orng[on_grid], HDL64E_RINGS, N_BINS)
+        keep_obj[on_grid] = OK.thin_to_beams(oring[on_grid], obin[on_grid], orng[on_grid], n_rings, n_bins)
         names = frame.points.dtype.names or ()
         added = make_points(np.stack([ox, oy, oz], axis=1)[keep_obj], lp[keep_obj, 3].astype(np.float32),
                             ring=oring[keep_obj].astype(np.uint16) if "ring" in names else None)
-        sring, sbin, srng = _cells(*_xyz(frame.points))
-        hidden = OK.occluded(sring, sbin, srng, oring[keep_obj], obin[keep_obj], orng[keep_obj], HDL64E_RINGS,
-                             N_BINS, 1, 0.3)
+        sring, sbin, srng = _cells(*_xyz(frame.points), prof)
+        hidden = OK.occluded(sring, sbin, srng, oring[keep_obj], obin[keep_obj], orng[keep_obj], n_rings,
+                             n_bins, 1, 0.3)
         box = np.zeros(1, dtype=BOX_DTYPE)
         box[0] = (cx, cy, ground + obj.height / 2, obj.length, obj.width, obj.height, yaw, obj.meta, -1)
         keep = ~hidden

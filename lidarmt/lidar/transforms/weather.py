@@ -3,16 +3,19 @@ drops and flakes drawn from their published size distributions (Marshall and Pal
 1958) with LISA's particle model (Kilic et al. 2021, checked against its released code).
 docs/lidar-transforms.md states every constant.
 
-Shared sensor model (a Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)); fog compares its
-echo with the return in intensity units as Hahner et al.'s code does (see :class:`Fog`), the rest as follows:
+Shared sensor model (the context's sensor profile, :mod:`lidarmt.lidar.sensors`, default ``hdl64``, the KITTI
+car's Velodyne HDL-64E; powers are in units of C_A P_0 2/c, i.e. 1/(m^2 sr)), for fog, rain and snow alike:
 
 * a hard target of reflectance rho at range R returns beta0 exp(-2 alpha R) / R^2 with beta0 = rho / pi;
-  rho is read from the point's intensity (0..255 = reflectance 0..1), at least 0.10 (the datasheet's pavement),
-  and at least what reaches the noise floor in clear air (the point was reported, so beta0 >= floor x R^2);
-* the noise floor is the power of the datasheet's weakest specified return: pavement (rho = 0.10) at 50 m,
-  0.10 / (pi 50^2) = 1.27e-5 (its other figure, cars and foliage rho = 0.80 at 120 m, gives 1.77e-5);
-* the sensor reports the strongest echo of each ray (the HDL-64E's default strongest-return mode); an echo of
-  power P at range R is given the intensity of the reflectance that would return it, 255 min(1, pi P R^2).
+  rho is read from the point's intensity through the profile's **intensity calibration** (rho = intensity /
+  intensity_scale: KITTI's 0..255 = reflectance 0..1 x 255; Velodyne's and Ouster's calibrated reflectivity reads
+  0..100 for diffuse targets), at least 0.10 (the HDL-64E datasheet's pavement), and at least what reaches the
+  noise floor in clear air (the point was reported, so beta0 >= floor x R^2);
+* the noise floor (detection threshold) is the power of the profile's datasheet's weakest specified return: for
+  the HDL-64E pavement (rho = 0.10) at 50 m, 0.10 / (pi 50^2) = 1.27e-5 (its other figure, cars and foliage
+  rho = 0.80 at 120 m, gives 1.77e-5);
+* the sensor reports the strongest echo of each ray (the default strongest-return mode); an echo of power P at
+  range R is given the intensity of the reflectance that would return it, intensity_scale min(1, pi P R^2).
 
 Rays that gave no return in the source (sky) are not simulated: their directions are not in the sweep.
 """
@@ -25,6 +28,7 @@ from functools import lru_cache
 import numpy as np
 
 import lidarmt.lidar.transforms._weather_kernels as K
+from lidarmt.lidar.sensors import HDL64, SensorProfile, sensor_of
 from lidarmt.lidar.transforms._common import Builtin, ranges_of, scale_along_ray
 from lidarmt.lidar.transforms.base import Param, make_change
 
@@ -32,8 +36,10 @@ C = 299_792_458.0  # m/s
 TAU_H = 20e-9  # half-power pulse width, s (Hahner et al. 2021)
 PULSE_LEN = C * TAU_H  # c tau_H: the pulse's length in range, 6.0 m
 R1, R2 = 0.9, 1.0  # crossover of transmitter and receiver fields of view, m (Hahner et al. 2021)
-HAHNER_BETA0 = 1e-6 / math.pi  # Hahner et al.'s differential reflectivity of the hard target (their gamma = 1e-6)
-NOISE_FLOOR = 0.10 / (math.pi * 50.0**2)  # 1/(m^2 sr): pavement at 50 m (HDL-64E datasheet)
+# Hahner et al.'s code fixes the hard target's differential reflectivity at gamma / pi = 1e-6 / pi for every point
+# and compares in intensity units with the echo's time integral: not used (see Fog and docs/sensors.md)
+HAHNER_BETA0 = 1e-6 / math.pi
+NOISE_FLOOR = HDL64.noise_floor  # 1/(m^2 sr): pavement at 50 m (HDL-64E datasheet); other profiles: their own
 ECHO_DR = 0.02  # m: the fog integral's step
 ECHO_R0_MAX = 30.0  # m: beyond, the target no longer cuts the fog's echo (its peak lies within ~4 m)
 BEAM_DIVERGENCE = 3e-3  # rad: the beam's diameter is tan(3 mrad) x range (LISA, Kilic et al. 2021)
@@ -51,13 +57,15 @@ def _finite_ranges(points: np.ndarray) -> np.ndarray:
     return np.where(ok, r, 0.0)
 
 
-def _reflectance_beta0(points: np.ndarray, r: np.ndarray) -> np.ndarray:
-    rho = np.clip(points["intensity"].astype(np.float64) / 255.0, RHO_MIN, 1.0)
-    return np.maximum(rho / math.pi, NOISE_FLOOR * r * r)
+def _reflectance_beta0(points: np.ndarray, r: np.ndarray, profile: SensorProfile = HDL64) -> np.ndarray:
+    """Each point's differential reflectivity beta0 = rho / pi, rho from its intensity by the profile's
+    calibration (at least RHO_MIN), and at least what reaches the profile's noise floor at its range."""
+    rho = np.clip(points["intensity"].astype(np.float64) / profile.intensity_scale, RHO_MIN, 1.0)
+    return np.maximum(rho / math.pi, profile.noise_floor * r * r)
 
 
-def _intensity(power: np.ndarray, r: np.ndarray) -> np.ndarray:
-    return (255.0 * np.minimum(1.0, math.pi * power * r * r)).astype(np.float32)
+def _intensity(power: np.ndarray, r: np.ndarray, profile: SensorProfile = HDL64) -> np.ndarray:
+    return profile.intensity_of_power(power, r)
 
 
 @lru_cache(maxsize=16)
@@ -79,31 +87,42 @@ def fog_coefficients(visibility_m: float) -> tuple[float, float]:
 class Fog(Builtin):
     name = "fog"
     family = "weather"
-    summary = "attenuation exp(-2 alpha R) and fog backscatter (Hahner et al. 2021)"
+    summary = "attenuation exp(-2 alpha R) and fog backscatter (Hahner et al. 2021), calibrated per sensor"
     params = (Param("visibility_m", "m", 10.0, 2000.0, "meteorological optical range (visibility)"),)
-    doc = ("Fog after Hahner et al. (ICCV 2021) and their released code: alpha = ln(20)/V, beta = 0.046/V; every "
-           "return's intensity attenuated by exp(-2 alpha R); the fog's echo (the pulse sin^2, tau_H = 20 ns, "
-           "convolved with the fog's impulse response exp(-2 alpha R') xi(R')/R'^2 in front of the target, xi rising "
-           "from 0 at 0.9 m to 1 at 1.0 m), in intensity units i R0^2 (beta/beta0) x its time integral with their "
-           "beta0 = 1e-6/pi, replaces the return when it exceeds the attenuated intensity (capped at 255); a return "
-           "whose attenuated power falls under the noise floor (pavement at 50 m, HDL-64E datasheet) is lost. A "
-           "scattered return lies on the same ray, at a range uniform in the part of the fog's echo above half its "
-           "peak (and at least 1.0 m).")
+    doc = ("Fog after Hahner et al. (ICCV 2021): alpha = ln(20)/V, beta = 0.046/V; every return's intensity "
+           "attenuated by exp(-2 alpha R); the fog's echo (the pulse sin^2, tau_H = 20 ns, convolved with the fog's "
+           "impulse response exp(-2 alpha R') xi(R')/R'^2 in front of the target, xi rising from 0 at 0.9 m to 1 at "
+           "1.0 m) has the power beta x its peak; the return's power is (rho/pi) exp(-2 alpha R0)/R0^2 with rho "
+           "the point's reflectance through the sensor profile's intensity calibration (intensity / "
+           "intensity_scale: KITTI 255, Velodyne and Ouster calibrated reflectivity 100). The stronger echo is "
+           "reported when it reaches the profile's detection threshold (HDL-64E: pavement at 50 m), else the "
+           "return is lost. A scattered return lies on the same ray, at a range uniform in the part of the fog's "
+           "echo above half its peak (and at least 1.0 m), with the intensity of the reflectance that would return "
+           "its power. Calibration: Hahner et al.'s code instead fixes every target's reflectivity at 1e-6/pi and "
+           "compares in intensity units (their issues #7/#11: almost every KITTI point becomes fog); here both "
+           "echoes are powers in the same units (docs/sensors.md, checked on KITTI against an independent "
+           "integral).")
     levels = {"light": {"visibility_m": 300.0}, "moderate": {"visibility_m": 100.0},
               "heavy": {"visibility_m": 50.0}}
 
     def _apply(self, frame, p, rng, context):
+        prof = sensor_of(context)
         v = p["visibility_m"]
         alpha, beta = fog_coefficients(v)
         pts = frame.points
         r = _finite_ranges(pts)
         u = rng.random(len(pts))
         peak, lo, hi = _echo_table(alpha)
-        soft_scale = beta / HAHNER_BETA0 * 2.0 / C
-        action, new_r, inten = K.fog_decide(r, pts["intensity"].astype(np.float64), _reflectance_beta0(pts, r), u,
-                                            peak, lo, hi, ECHO_DR, alpha, soft_scale, NOISE_FLOOR)
-        return _weather_change(frame, r, action, new_r, inten, alpha, {
-            "visibility_m": v, "alpha": alpha, "beta": beta, "noise_floor": NOISE_FLOOR})
+        floor = prof.noise_floor
+        action, new_r, power = K.fog_decide(r, _reflectance_beta0(pts, r, prof), u, peak, lo, hi, ECHO_DR, alpha,
+                                            beta, floor)
+        return _weather_change(frame, r, action, new_r, _intensity(power, new_r, prof), alpha, {
+            "visibility_m": v, "alpha": alpha, "beta": beta, "noise_floor": floor, **_sensor_info(prof)})
+
+
+def _sensor_info(prof: SensorProfile) -> dict[str, str]:
+    """The profile's name in a change's info, for any but the default (whose info reads as before profiles)."""
+    return {} if prof.name == HDL64.name else {"sensor": prof.name}
 
 
 def _weather_change(frame, r, action, new_r, scatter_intensity, alpha, info):
@@ -152,7 +171,7 @@ class _Precipitation(Builtin):
         cover = np.minimum((d_m / beam_width(r)) ** 2, 1.0)
         return self.fresnel / math.pi * cover * np.exp(-2 * alpha * r) / (r * r)
 
-    def _tables(self, rate: float):
+    def _tables(self, rate: float, floor: float = NOISE_FLOOR):
         n0, lam = self.size_distribution(rate)
         alpha = math.pi * n0 / lam**3 * 1e-6
         dr = 0.02
@@ -160,7 +179,7 @@ class _Precipitation(Builtin):
         db = beam_width(r)
         # detectable: (R_F / pi) (D / D_b)^2 exp(-2 alpha r) / r^2 >= floor, with D <= D_b (beyond, the particle
         # covers the beam and returns no more): D >= D_min(r); none is detectable where D_min > D_b
-        d_min = db * r * np.exp(alpha * r) * np.sqrt(math.pi * NOISE_FLOOR / self.fresnel)
+        d_min = db * r * np.exp(alpha * r) * np.sqrt(math.pi * floor / self.fresnel)
         d_min_mm = np.where(d_min <= db, d_min, np.inf) * 1e3
         area = math.pi * db**2 / 4
         dens = np.where(np.isfinite(d_min_mm), area * (n0 / lam) * np.exp(-lam * np.minimum(d_min_mm, 1e6)), 0.0)
@@ -168,8 +187,10 @@ class _Precipitation(Builtin):
         return alpha, r, np.where(np.isfinite(d_min_mm), d_min_mm, 1e6), cum, lam
 
     def _apply(self, frame, p, rng, context):
+        prof = sensor_of(context)
+        floor = prof.noise_floor
         rate = p[self.rate_param]
-        alpha, rgrid, d_min_mm, cum, lam = self._tables(rate)
+        alpha, rgrid, d_min_mm, cum, lam = self._tables(rate, floor)
         pts = frame.points
         r0 = _finite_ranges(pts)
         n = len(pts)
@@ -183,17 +204,18 @@ class _Precipitation(Builtin):
         d = (np.interp(pr, rgrid, d_min_mm) + e / lam) * 1e-3  # m
         ppow = self.particle_power(d, pr, alpha)
         best = K.strongest_per_ray(ray, ppow, n)
-        beta0 = _reflectance_beta0(pts, r0)
+        beta0 = _reflectance_beta0(pts, r0, prof)
         with np.errstate(divide="ignore", invalid="ignore"):
             hard = np.where(r0 > 0, beta0 * np.exp(-2 * alpha * r0) / (r0 * r0), 0.0)
         has = best >= 0
         bp = np.where(has, ppow[np.maximum(best, 0)] if len(ppow) else 0.0, 0.0)
-        scatter = has & (bp > hard) & (bp >= NOISE_FLOOR)
-        action = np.where(scatter, K.SCATTER, np.where(hard >= NOISE_FLOOR, K.KEEP, K.LOST)).astype(np.int8)
+        scatter = has & (bp > hard) & (bp >= floor)
+        action = np.where(scatter, K.SCATTER, np.where(hard >= floor, K.KEEP, K.LOST)).astype(np.int8)
         new_r = np.where(scatter, pr[np.maximum(best, 0)] if len(pr) else r0, r0)
-        inten = np.where(scatter, _intensity(bp, new_r), 0.0)
+        inten = np.where(scatter, _intensity(bp, new_r, prof), 0.0)
         return _weather_change(frame, r0, action, new_r, inten, alpha, {
-            self.rate_param: rate, "alpha": alpha, "n_particles": len(ray), "noise_floor": NOISE_FLOOR})
+            self.rate_param: rate, "alpha": alpha, "n_particles": len(ray), "noise_floor": floor,
+            **_sensor_info(prof)})
 
 
 class Rain(_Precipitation):
