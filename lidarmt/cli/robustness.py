@@ -87,7 +87,7 @@ def robustness(
     from lidarmt.lidar.robustness import RobustnessConfig, corruption_refs
     from lidarmt.lidar.robustness_report import rich_tables, summary_dict, write_reports
     from lidarmt.lidar.specs import LABELS, RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
-    from lidarmt.lidar.transforms.registry import select
+    from lidarmt.lidar.transforms.registry import select, select_for_frame
 
     modules = [s.strip() for s in sut.split(",") if s.strip()] if "exec:" not in sut else [sut.strip()]
     if not modules:
@@ -111,16 +111,21 @@ def robustness(
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
     spec = ",".join(DEFAULT_TRANSFORMS if x.strip() == "all" else x for x in transforms.split(","))
-    refs = corruption_refs([t.name for t in select(spec)])
+    select(spec)  # unknown names first, in one line
     source = SourceSpec(data, topic)
     rec = open_source(source)
     n = len(rec)
-    close = getattr(rec, "close", None)
-    if callable(close):
-        close()
     if n == 0:
         raise FuzzInputError(f"--data {data}: no frames")
     chosen = select_frames(n, frames, seed)
+    # a misalignment needs the frames' camera: one line when named and the recording has none
+    picked, left_out = select_for_frame(spec, rec[chosen[0]])
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    for line in left_out:
+        err_console.print(line)
+    refs = corruption_refs([t.name for t in picked])
     config = RobustnessConfig(source, RoiSpec(roi, roi_range, map_frame), tuple(modules),
                               tuple(SutSpec(m, dict(options)) for m in modules), refs, chosen, seed=seed,
                               min_points=min_points, fov_deg=fov, max_range=max_range, timeout=timeout)

@@ -271,7 +271,8 @@ class LidarEvaluator(EvaluatorBase):
     def context(self, t: int, roi: Roi) -> Any:
         from lidarmt.lidar.transforms.base import TransformContext
 
-        return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None)
+        return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None,
+                                frame_at=self.source.__getitem__)
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]
