@@ -111,7 +111,7 @@ def robustness(
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
     spec = ",".join(DEFAULT_TRANSFORMS if x.strip() == "all" else x for x in transforms.split(","))
-    select(spec)  # unknown names first, in one line
+    corruption_refs([t.name for t in select(spec)])  # unknown names and unscored families first, in one line
     source = SourceSpec(data, topic)
     rec = open_source(source)
     n = len(rec)
