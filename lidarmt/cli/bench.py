@@ -395,8 +395,9 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
     from lidarmt.lidar.mr1.campaign import select_frames
     from lidarmt.lidar.relations import judge_facts
     from lidarmt.lidar.specs import SourceSpec, SutSpec, build_roi_provider, open_source
-    from lidarmt.lidar.transforms.registry import select_for_frame
+    from lidarmt.lidar.transforms.registry import select, select_for_frame
 
+    transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)  # one line, now
     source = SourceSpec(bag, topic)
     rec = open_source(source)
     chosen = select_frames(len(rec), frames, seed)

@@ -47,8 +47,9 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     from lidarmt.lidar.relations import judge_facts
     from lidarmt.lidar.report import rich_tables, summary_dict, write_reports
     from lidarmt.lidar.specs import SourceSpec, build_roi_provider, open_source
-    from lidarmt.lidar.transforms.registry import select_for_frame
+    from lidarmt.lidar.transforms.registry import select, select_for_frame
 
+    transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)  # one line, now
     source = SourceSpec(bag, topic)
     rec = open_source(source)
     chosen = select_frames(len(rec), frames, seed)
