@@ -227,3 +227,38 @@ def test_a_spatial_misalignment_bundle_replays_bit_for_bit(tmp_path, capsys):
     assert bundles
     assert main(["replay", "--trust-code", str(bundles[0])]) == 0
     assert "identical" in capsys.readouterr().out
+
+
+def test_the_simulator_camera_link_projects_the_rays_it_renders():
+    """The simulator's camera link (written beside a simulated bag) maps a point on the ray through a pixel's
+    centre back onto that pixel: the calibration is the renderer's own geometry."""
+    from lidarmt.lidar.sim.camera import Camera
+
+    cam = Camera()
+    sensor_height = 1.8
+    p = cam.intrinsic() @ cam.extrinsic(sensor_height)
+    rays = cam.ray_directions()
+    centre = np.array([cam.forward, 0.0, cam.mount_height - sensor_height])
+    for row, col in ((0, 0), (100, 320), (240, 17), (479, 639)):
+        x = centre + 12.5 * rays[row * cam.width + col]
+        u, v, w = p @ np.r_[x, 1.0]
+        assert (u / w, v / w) == pytest.approx((col + 0.5, row + 0.5), abs=1e-6) and w > 0
+
+
+@pytest.mark.slow
+def test_a_simulated_bag_pairs_its_sweeps_with_its_camera(tmp_path):
+    from lidarmt.lidar.sim.record import CAMERA_TOPIC, simulate_recording
+    from lidarmt.lidar.specs import SourceSpec, open_source
+
+    simulate_recording(tmp_path / "d.bag", None, seed=3, frames=3, camera=True)
+    rec = open_source(SourceSpec(str(tmp_path / "d.bag"), None))
+    frames = [rec[i] for i in range(3)]
+    assert CAMERA_TOPIC and all(f.camera is not None and f.labels is not None for f in frames)
+    assert [f.camera.index for f in frames] == [0, 1, 2] and frames[2].camera.stamp == frames[2].stamp
+    assert frames[0].camera.period_s == pytest.approx(0.1) and frames[0].camera.width == 640
+    c = get_transform("temporal-misalignment").apply(frames[0], {"periods": 2}, seed=0,
+                                                     context=TransformContext(frame_at=rec.__getitem__))
+    assert c.frame.points.tobytes() == frames[2].points.tobytes()
+    assert n_edits(get_transform("spatial-misalignment").apply(frames[1], "light", seed=0)) == len(frames[1].points)
+    simulate_recording(tmp_path / "n.bag", None, seed=3, frames=1, camera=False)
+    assert open_source(SourceSpec(str(tmp_path / "n.bag"), None))[0].camera is None
