@@ -32,7 +32,10 @@ def weights_of(sut: dict) -> tuple[str, str] | None:
     path = getattr(p, "weights_path", None)
     if path is None:
         return None
-    return str(path), hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    path = Path(path).resolve()
+    root = Path(__file__).resolve().parents[1]
+    shown = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    return shown, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def merge(runs: list[Path]) -> dict:
