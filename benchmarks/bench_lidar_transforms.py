@@ -65,7 +65,13 @@ def main() -> None:
     print(f"{where}: {len(frame.points)} points; object library: {len(lib)} objects; copy {copy_ms:.3f} ms")
     print(f"{'transformation':16s} {'level':9s} {'dropped':>8s} {'moved':>8s} {'intens.':>8s} {'added':>7s} "
           f"{'ms':>8s} {'x copy':>8s}")
+    from lidarmt.lidar.transforms.misalignment import camera_problem
+
     for t in list_transforms():
+        why = camera_problem(t, frame)  # a misalignment needs the frame's camera (temporal: a stream)
+        if why:
+            print(f"skipped {why}")
+            continue
         for level in LEVELS:
             t.apply(frame, level, seed=0, context=ctx)  # warm-up (kernels, tables)
             counts = []

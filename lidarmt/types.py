@@ -286,6 +286,47 @@ class Provenance:
     detail: str | None = None  # e.g. the file name of a PCD in a folder
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class CameraLink:
+    """The camera image paired with a sweep: its calibration, and where the image lies in its stream.
+
+    ``extrinsic`` (4x4) maps the LiDAR's frame onto the camera's (KITTI: the rectified camera 0 frame,
+    ``R0_rect · Tr_velo_to_cam``); ``intrinsic`` (3x4) maps the camera's frame onto pixels (KITTI: ``P2`` /
+    ``P_rect_02``, camera 2's); ``width`` x ``height`` the image size. ``index`` and ``stamp`` are the paired image's
+    place and time in its stream; ``period_s`` the stream's frame period, None when the images are single shots,
+    not a stream (KITTI's object benchmark); ``image`` the image file when the recording holds it; ``source``
+    where the calibration came from, for reports. Readers set it (KITTI object and raw); a frame without a camera
+    has ``Frame.camera = None``.
+    """
+
+    extrinsic: np.ndarray
+    intrinsic: np.ndarray
+    width: int
+    height: int
+    index: int = 0
+    stamp: float = 0.0
+    period_s: float | None = None
+    image: str | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        e = np.asarray(self.extrinsic, dtype=np.float64)
+        k = np.asarray(self.intrinsic, dtype=np.float64)
+        if e.shape != (4, 4) or k.shape != (3, 4):
+            raise ValueError(f"camera extrinsic must be 4x4 and intrinsic 3x4, got {e.shape} and {k.shape}")
+        object.__setattr__(self, "extrinsic", e)
+        object.__setattr__(self, "intrinsic", k)
+
+    @property
+    def projection(self) -> np.ndarray:
+        """3x4 pixels <- LiDAR (homogeneous): ``intrinsic · extrinsic``."""
+        return self.intrinsic @ self.extrinsic
+
+    def describe(self) -> str:
+        stream = f"{1.0 / self.period_s:g} Hz stream" if self.period_s else "single images"
+        return f"camera {self.width}x{self.height}, {stream}" + (f" ({self.source})" if self.source else "")
+
+
 @dataclass(slots=True)
 class Frame:
     """One LiDAR sweep: points in the sensor frame, the pose world <- sensor, and where it came from."""
@@ -297,6 +338,7 @@ class Frame:
     provenance: Provenance | None = None
     labels: Labels | None = None
     dropped: int = 0  # non-finite points dropped when reading, as Apollo does
+    camera: CameraLink | None = None  # the camera image paired with the sweep, when the recording has one
 
     def __post_init__(self) -> None:
         names = self.points.dtype.names or ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from lidarmt.errors import ArgumentError
 from lidarmt.lidar.errors import LidarTransformError
 from lidarmt.lidar.sensor import rings_of
-from lidarmt.lidar.synthetic import synthetic_sweep
+from lidarmt.lidar.synthetic import synthetic_sweep, with_front_camera
 from lidarmt.lidar.transforms import (
     FAMILIES,
     TransformContext,
@@ -31,18 +32,23 @@ from lidarmt.lidar.transforms.registry import available, check_transform
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None)
 #: transformations whose output depends on the seed (the others are deterministic in the parameters alone)
 RANDOM = {"fog", "rain", "snow", "beam-loss", "range-noise", "crosstalk", "insert", "remove", "sunlight", "impulse",
-          "object-shear", "object-scale", "object-rotate"}
+          "object-shear", "object-scale", "object-rotate", "spatial-misalignment"}
+
+
+def _stream(n_azimuth: int):
+    """``frame_at`` of a synthetic camera stream (the misalignments pair a sweep with another of its stream)."""
+    return lambda j: with_front_camera(synthetic_sweep(seed=int(j), n_azimuth=n_azimuth))
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    return synthetic_sweep(n_azimuth=512)
+    return with_front_camera(synthetic_sweep(n_azimuth=512))  # with a camera: every transformation applies
 
 
 @pytest.fixture(scope="module")
 def context(sweep):
     return TransformContext(library=ObjectLibrary.from_frames([synthetic_sweep(seed=5, n_azimuth=1024)],
-                                                              min_points=20))
+                                                              min_points=20), frame_at=_stream(512))
 
 
 def _change_bytes(c) -> bytes:
@@ -123,9 +129,10 @@ def test_modified_flags_are_exact(sweep):
 @given(name=st.sampled_from(sorted(set(available()))), seed=st.integers(0, 2**32 - 1),
        mask_seed=st.integers(0, 2**32 - 1), p=st.floats(0.0, 1.0))
 def test_apply_edits_all_none_and_subsets(name, seed, mask_seed, p):
-    sweep = synthetic_sweep(n_azimuth=64, seed=1)
+    sweep = with_front_camera(synthetic_sweep(n_azimuth=64, seed=1))
     lib = ObjectLibrary.from_frames([synthetic_sweep(n_azimuth=256)], min_points=5)
-    c = get_transform(name).apply(sweep, "heavy", seed=seed, context=TransformContext(library=lib))
+    c = get_transform(name).apply(sweep, "heavy", seed=seed, context=TransformContext(library=lib,
+                                                                                       frame_at=_stream(64)))
     n = n_edits(c)
     full = apply_edits(sweep, c, np.ones(n, dtype=bool))
     assert full.points.tobytes() == c.frame.points.tobytes()
@@ -291,8 +298,8 @@ def test_degenerate_frames(context, name):
     t = get_transform(name)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for f in frames:
-            c = t.apply(f, "heavy", seed=0, context=context)
+        for f in map(with_front_camera, frames):
+            c = t.apply(f, "heavy", seed=0, context=dataclasses.replace(context, frame_at=lambda j, f=f: f))
             n = n_edits(c)
             assert apply_edits(f, c, np.ones(n, dtype=bool)).points.tobytes() == c.frame.points.tobytes()
             if name in ("fog", "rain", "snow") and len(f) == 3:

@@ -5,6 +5,7 @@ and operating point against evaluate's matching, and the command end to end on a
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 from pathlib import Path
 
@@ -274,6 +275,46 @@ def test_the_page_in_chromium(run_a):
     assert res["broken"] == [] and res["images"] >= 1
     assert res["tables"]["table0"] == 2 and res["tables"]["table2"] == 2 * (1 + 2 * 3)
     _check_sort(res)
+
+
+#: a content security policy that lets the page load files and data only (and run its inline script): any fetch
+#: from the network is blocked and reported to the probe as a violation
+LOCAL_ONLY = ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; img-src file: data:; '
+              'style-src \'unsafe-inline\' file:; script-src \'unsafe-inline\'; font-src file: data:">')
+
+
+@pytest.mark.slow
+def test_the_page_renders_its_table_and_chart_and_fetches_nothing_from_outside(run_a):
+    """report.html in a 1,400 px headless Chromium (tests/test_html_pages.py's probe) under a policy that allows
+    only files: no logged error, no blocked fetch, the chart loads, nothing wider than the window; the papers'
+    table holds every module and the chart is robustness.png beside the page."""
+    from test_html_pages import look
+    from test_html_report import CHROMIUM
+
+    from lidarmt.engine.html import check_links
+
+    if CHROMIUM is None:
+        pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    page = run_a / "report.html"
+    text = page.read_text(encoding="utf-8")
+    assert check_links(page) == []
+    assert '<img class="chart" src="robustness.png"' in text and (run_a / "robustness.png").stat().st_size > 0
+    table = text.split('<table id="table0"', 1)[1].split("</table>", 1)[0]
+    for module in MODULES.split(","):
+        assert html.escape(module) in table
+    probe = page.with_name("local-only.html")
+    probe.write_text(text.replace("<head>", "<head>" + LOCAL_ONLY, 1), encoding="utf-8")
+    try:
+        clean = look(probe)
+        # the probe sees what it must: an outside picture is blocked and reported
+        probe.write_text(text.replace("<head>", "<head>" + LOCAL_ONLY, 1).replace(
+            "</body>", '<img src="https://example.org/x.png"></body>'), encoding="utf-8")
+        dirty = look(probe)
+    finally:
+        probe.unlink(missing_ok=True)
+    assert clean["errs"] == [] and clean["broken"] == [] and clean["images"] == 1, clean
+    assert clean["page"] <= clean["inner"] and clean["wide"] == [], clean
+    assert any(e.startswith("csp: img-src https://example.org") for e in dirty["errs"]), dirty
 
 
 def test_the_configuration_round_trips_through_the_engines_kinds():

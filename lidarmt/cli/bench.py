@@ -398,19 +398,25 @@ def bench_transforms(names: str, *, levels: str | None, relation: str | None, li
         reuse_baseline,
     )
     from lidarmt.bench.lidar_transforms import summarize
+    from lidarmt.cli._common import err_console
     from lidarmt.cli.fuzz_transforms import parse_levels
     from lidarmt.engine.campaign import RunLock
     from lidarmt.lidar.campaign import KIND, LidarCampaignConfig, transform_refs
     from lidarmt.lidar.mr1.campaign import select_frames
     from lidarmt.lidar.relations import judge_facts
     from lidarmt.lidar.specs import SourceSpec, SutSpec, build_roi_provider, open_source
-    from lidarmt.lidar.transforms.registry import select
+    from lidarmt.lidar.transforms.registry import select, select_for_frame
 
-    refs = transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)
+    transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)  # one line, now
     source = SourceSpec(bag, topic)
     rec = open_source(source)
     chosen = select_frames(len(rec), frames, seed)
-    build_roi_provider(roi).roi_for(rec[chosen[0]])
+    first = rec[chosen[0]]
+    picked, left_out = select_for_frame(names, first)  # a misalignment needs the recording's camera
+    for line in left_out:
+        err_console.print(line)
+    refs = transform_refs([t.name for t in picked], levels=parse_levels(levels), relation=relation)
+    build_roi_provider(roi).roi_for(first)
     close = getattr(rec, "close", None)
     if callable(close):
         close()

@@ -48,14 +48,19 @@ def run_transforms(names: str, *, relation: str | None, levels: str | None, bag:
     from lidarmt.lidar.relations import judge_facts
     from lidarmt.lidar.report import rich_tables, summary_dict, write_reports
     from lidarmt.lidar.specs import SourceSpec, build_roi_provider, open_source
-    from lidarmt.lidar.transforms.registry import select
+    from lidarmt.lidar.transforms.registry import select, select_for_frame
 
-    chosen_t = [t.name for t in select(names)]
-    refs = transform_refs(chosen_t, levels=parse_levels(levels), relation=relation)
+    transform_refs([t.name for t in select(names)], levels=parse_levels(levels), relation=relation)  # one line, now
     source = SourceSpec(bag, topic)
     rec = open_source(source)
     chosen = select_frames(len(rec), frames, seed)
-    build_roi_provider(roi).roi_for(rec[chosen[0]])  # fails early: unreadable map, no pose, no labels
+    first = rec[chosen[0]]
+    picked, left_out = select_for_frame(names, first)  # a misalignment needs the recording's camera
+    for line in left_out:
+        err_console.print(line)
+    chosen_t = [t.name for t in picked]
+    refs = transform_refs(chosen_t, levels=parse_levels(levels), relation=relation)
+    build_roi_provider(roi).roi_for(first)  # fails early: unreadable map, no pose, no labels
     close = getattr(rec, "close", None)
     if callable(close):
         close()

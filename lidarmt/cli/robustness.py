@@ -27,7 +27,8 @@ HELP = """Detection quality under corruption: BEV AP per corruption × severity,
 On labelled frames (a KITTI object folder, a KITTI raw drive with its tracklets, a SemanticKITTI sequence,
 labelled .npz frames, a simulator dataset or bag with its .labels.npz: what `lidarmt evaluate` reads), every
 module in --sut perceives each frame clean and under each corruption (--transforms: weather, sensor and motion
-transformations) at its three named levels (light, moderate, heavy). Detections are scored against the clean
+transformations, and the LiDAR-camera misalignments when named: they need the frames' camera, KITTI's
+calibration) at its three named levels (light, moderate, heavy). Detections are scored against the clean
 frame's labels with evaluate's matching rule: BEV AP|R40 for cars, pedestrians and cyclists at the project's IoU
 thresholds (0.5 / 0.3 / 0.3), KITTI's (0.7 / 0.5 / 0.5, in the JSON) and the "found" overlap (0.1), plus
 precision, recall and found recall at the module's operating point. Then, as Robo3D (Kong et al., ICCV 2023)
@@ -55,7 +56,7 @@ def robustness(
     data: Annotated[str, typer.Option("--data", help="Labelled frames: KITTI object folder, KITTI raw drive with tracklet_labels.xml, SemanticKITTI sequence, labelled .npz folder, simulator dataset, or a simulated bag with its .labels.npz.")],
     sut: Annotated[str, typer.Option("--sut", help="Perception modules, comma-separated: registered names (apollo, apollo-512, apollo-3.0, apollo-sim, apollo-512-sim: lidarmt info), package.module:callable or exec:COMMAND.")] = "apollo",
     baseline: Annotated[str | None, typer.Option("--baseline", help="The module CE is measured against (Robo3D's reference detector; default: the first of --sut; run too when not in --sut).")] = None,
-    transforms: Annotated[str, typer.Option("--transforms", help="Corruptions: all (the weather, sensor and motion families), a family, or names (lidarmt transforms lists them); object and alignment transformations change the objects and are refused.")] = DEFAULT_TRANSFORMS,
+    transforms: Annotated[str, typer.Option("--transforms", help="Corruptions: all (the weather, sensor and motion families), a family, or names (lidarmt transforms lists them); object and alignment transformations change the objects and are refused, except the LiDAR-camera misalignments (spatial-misalignment; temporal-misalignment on a KITTI raw drive), scored when named.")] = DEFAULT_TRANSFORMS,
     roi: Annotated[str, typer.Option("--roi", "--map", help="The ROI: labels (each frame's road labels, or its labelled region), an HD map or a GeoJSON.")] = "labels",
     roi_range: Annotated[float, typer.Option("--roi-range", help="ROI half-size in metres.")] = 70.0,
     map_frame: Annotated[str, typer.Option("--map-frame", help="With a map: auto, world or sensor.")] = "auto",
@@ -98,7 +99,7 @@ def robustness(
     from lidarmt.lidar.robustness import RobustnessConfig, corruption_refs
     from lidarmt.lidar.robustness_report import rich_tables, summary_dict, write_reports
     from lidarmt.lidar.specs import LABELS, RoiSpec, SourceSpec, SutSpec, is_callable_spec, open_source
-    from lidarmt.lidar.transforms.registry import select
+    from lidarmt.lidar.transforms.registry import select, select_for_frame
 
     modules = [s.strip() for s in sut.split(",") if s.strip()] if "exec:" not in sut else [sut.strip()]
     if not modules:
@@ -122,16 +123,21 @@ def robustness(
 
         options["device"] = resolve_device(device, flag="--device", error=FuzzArgumentError)
     spec = ",".join(DEFAULT_TRANSFORMS if x.strip() == "all" else x for x in transforms.split(","))
-    refs = corruption_refs([t.name for t in select(spec)])
+    corruption_refs([t.name for t in select(spec)])  # unknown names and unscored families first, in one line
     source = SourceSpec(data, topic)
     rec = open_source(source)
     n = len(rec)
-    close = getattr(rec, "close", None)
-    if callable(close):
-        close()
     if n == 0:
         raise FuzzInputError(f"--data {data}: no frames")
     chosen = select_frames(n, frames, seed)
+    # a misalignment needs the frames' camera: one line when named and the recording has none
+    picked, left_out = select_for_frame(spec, rec[chosen[0]])
+    close = getattr(rec, "close", None)
+    if callable(close):
+        close()
+    for line in left_out:
+        err_console.print(line)
+    refs = corruption_refs([t.name for t in picked])
     config = RobustnessConfig(source, RoiSpec(roi, roi_range, map_frame), tuple(modules),
                               tuple(SutSpec(m, dict(options)) for m in modules), refs, chosen, seed=seed,
                               min_points=min_points, fov_deg=fov, max_range=max_range, timeout=timeout,

@@ -89,6 +89,11 @@ def transforms(
     if bad or not wanted:
         raise LidarTransformError(f"--levels {levels!r}: give one or more of {', '.join(LEVELS)}")
     src, context, where = _frame_and_context(bag, frame, library, seed, chosen, profile)
+    from lidarmt.lidar.transforms.registry import select_for_frame
+
+    chosen, left_out = select_for_frame(select_spec, src, streams=False)  # a misalignment needs a camera
+    for line in left_out:
+        console.print(line, soft_wrap=True, highlight=False)
     from lidarmt.lidar.transforms.sheet import transform_sheet
 
     path = transform_sheet(src, chosen, sheet, levels=wanted, seed=seed, context=context, extent=extent,

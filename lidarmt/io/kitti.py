@@ -196,11 +196,16 @@ class KittiRecording(Recording):
         have_labels = False
         label_path = self.root / "label_2" / (f.stem + ".txt")
         calib_path = self.root / "calib" / (f.stem + ".txt")
-        region = None
-        if label_path.exists() and calib_path.exists():  # not is_file(): a FIFO is refused in one line, not skipped
-            from lidarmt.io.kitti_region import object_region
+        region = camera = calib = None
+        if calib_path.exists():  # not is_file(): a FIFO is refused in one line, not skipped
+            from lidarmt.io.kitti_region import object_camera
 
             calib = read_calib(calib_path)
+            image = self.root / "image_2" / (f.stem + ".png")
+            camera = object_camera(calib, where=str(calib_path), image=str(image) if image.is_file() else None)
+        if label_path.exists() and calib is not None:
+            from lidarmt.io.kitti_region import object_region
+
             rect_from_velo = velo_to_rect(calib, str(calib_path))
             boxes = read_label_boxes(label_path, rect_from_velo)
             # without P2 the view is unknown: the region stays None (evaluate then counts a forward sector)
@@ -208,7 +213,7 @@ class KittiRecording(Recording):
             have_labels = True
         labels = Labels(boxes, point_semantic=sem, region=region) if (have_labels or sem is not None) else None
         return Frame(pts, None, 0.0, "velodyne64", Provenance(str(self.path), "kitti", i, None, f.name),
-                     labels=labels, dropped=dropped)
+                     labels=labels, dropped=dropped, camera=camera)
 
     @property
     def pose_source(self) -> str:

@@ -38,6 +38,7 @@ camera calibration the region is None and ``describe()`` says so. ``tracklets=Fa
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from lidarmt.io.errors import NO_POSE, FormatError, NoPointCloudError, PoseError
 from lidarmt.io.kitti import read_calib, read_velodyne_bin, velodyne_points
 from lidarmt.io.oxts import UtmZone, format_oxts_line, format_timestamp, read_oxts_file, read_timestamps
 from lidarmt.io.tracklets import TRACKLET_FILE, TrackletLabels, read_tracklets
-from lidarmt.types import Frame, LabelledRegion, Provenance
+from lidarmt.types import CameraLink, Frame, LabelledRegion, Provenance
 
 IMU_TO_VELO = "calib_imu_to_velo.txt"
 VELO_TO_CAM = "calib_velo_to_cam.txt"
@@ -151,6 +152,19 @@ class KittiRawRecording(Recording):
                 if cam_to_cam.parent == self.velo_to_cam_path.parent:
                     self.region = raw_region(cam_to_cam.parent)
 
+        # camera 2 (calibration in the date folder, image_02 beside the scans when present): the stream each
+        # sweep is paired with, image k with scan k (KITTI's cameras are triggered by the Velodyne)
+        self.camera: CameraLink | None = None
+        self.image_dir = drive / "image_02"
+        self.image_times: np.ndarray | None = None
+        cam_to_cam_path = self._calib(CAM_TO_CAM)
+        if (self.velo_to_cam_path is not None and cam_to_cam_path is not None
+                and cam_to_cam_path.parent == self.velo_to_cam_path.parent):
+            from lidarmt.io.kitti_region import raw_camera
+
+            self.camera = raw_camera(cam_to_cam_path.parent)
+            self.image_times = self._times(self.image_dir / "timestamps.txt")
+
         # OXTS packets and which one each scan takes
         self.oxts_dir = drive / "oxts"
         self.oxts_files = _numbered(self.oxts_dir / "data", ".txt")
@@ -244,7 +258,18 @@ class KittiRawRecording(Recording):
         labels = None if self.tracklets is None else self.tracklets.labels(num, pts, region=self.region)
         return Frame(pts, self.pose_of(i), stamp, "velodyne64",
                      Provenance(str(self.path), self.format, i, None, f.name), labels=labels,
-                     dropped=len(raw) - len(pts))
+                     dropped=len(raw) - len(pts), camera=self.camera_of(num, stamp))
+
+    def camera_of(self, num: int, stamp: float) -> CameraLink | None:
+        """Camera 2's image paired with scan ``num``: its index, time (``image_02/timestamps.txt``, else the
+        scan's) and file (``image_02/data/<num>.png`` when present); None without the camera calibration."""
+        if self.camera is None:
+            return None
+        t = stamp
+        if self.image_times is not None and np.isfinite(self.image_times[num]):
+            t = float(self.image_times[num])
+        image = self.image_dir / "data" / f"{num:010d}.png"
+        return dataclasses.replace(self.camera, index=num, stamp=t, image=str(image) if image.is_file() else None)
 
     # ------------------------------------------------------------------------------------------ summary
 
@@ -309,6 +334,7 @@ def write_kitti_raw_drive(
     zone: UtmZone | None = None,
     sweep: float = 0.1,
     overwrite: bool = False,
+    camera: CameraLink | None = None,
 ) -> int:
     """Write frames (with UTM poses world <- velodyne) as a KITTI raw ``_sync`` drive folder; returns the count.
 
@@ -317,6 +343,11 @@ def write_kitti_raw_drive(
     pose · inv(velo_from_imu); velocities and accelerations 0) to ``oxts/``, and ``velo_from_imu`` (when given)
     to the date folder's ``calib_imu_to_velo.txt``, as KITTI lays them out. The drive folder is built beside its
     target and renamed into place when complete. For tests and for handing simulated drives to KITTI tools.
+
+    ``camera`` (a :class:`lidarmt.types.CameraLink`) adds camera 2's stream: its calibration to the date folder's
+    ``calib_velo_to_cam.txt`` (R, T = the extrinsic; ``R_rect_00`` = identity) and ``calib_cam_to_cam.txt``
+    (``P_rect_02``, ``S_rect_02``), and ``image_02/timestamps.txt``: each frame's own ``camera.stamp`` when it has
+    a camera link, else its scan's stamp. No pixels are written.
     """
     from lidarmt._atomic import atomic_write_text
     from lidarmt.io._output import staged
@@ -326,9 +357,9 @@ def write_kitti_raw_drive(
     if zone is None:
         zone = UtmZone(32)  # KITTI's (Karlsruhe)
     imu_from_velo = np.eye(4) if velo_from_imu is None else np.linalg.inv(np.asarray(velo_from_imu, float))
-    if velo_from_imu is not None:
-        calib = drive.parent / IMU_TO_VELO
-        if calib.exists() and not overwrite:
+    for name, wanted in ((IMU_TO_VELO, velo_from_imu), (VELO_TO_CAM, camera), (CAM_TO_CAM, camera)):
+        calib = drive.parent / name
+        if wanted is not None and calib.exists() and not overwrite:
             raise WriterError(f"{calib} exists; pass overwrite=True to replace it")
     with staged(drive, overwrite=overwrite) as tmp:
         vd, od = tmp / "velodyne_points" / "data", tmp / "oxts" / "data"
@@ -350,9 +381,23 @@ def write_kitti_raw_drive(
         (tmp / "oxts" / "timestamps.txt").write_text(text)
         for name, d in (("timestamps_start.txt", -sweep / 2), ("timestamps_end.txt", sweep / 2)):
             (tmp / "velodyne_points" / name).write_text("".join(format_timestamp(t + d) + "\n" for t in stamps))
+        if camera is not None:
+            (tmp / "image_02").mkdir()
+            (tmp / "image_02" / "timestamps.txt").write_text("".join(
+                format_timestamp(f.camera.stamp if f.camera is not None else f.stamp) + "\n" for f in frames))
     if velo_from_imu is not None:
         m = np.asarray(velo_from_imu, dtype=np.float64)
         atomic_write_text(drive.parent / IMU_TO_VELO, "calib_time: written by lidarmt\n"
                           f"R: {' '.join(repr(float(v)) for v in m[:3, :3].ravel())}\n"
                           f"T: {' '.join(repr(float(v)) for v in m[:3, 3])}\n")
+    if camera is not None:
+        e = camera.extrinsic
+
+        def nums(a: np.ndarray) -> str:
+            return " ".join(repr(float(v)) for v in np.asarray(a, dtype=np.float64).ravel())
+
+        atomic_write_text(drive.parent / VELO_TO_CAM, f"calib_time: written by lidarmt\nR: {nums(e[:3, :3])}\n"
+                          f"T: {nums(e[:3, 3])}\n")
+        atomic_write_text(drive.parent / CAM_TO_CAM, f"calib_time: written by lidarmt\nR_rect_00: {nums(np.eye(3))}\n"
+                          f"S_rect_02: {camera.width} {camera.height}\nP_rect_02: {nums(camera.intrinsic)}\n")
     return len(frames)

@@ -24,9 +24,13 @@ import numpy as np
 
 from lidarmt._paths import read_text
 from lidarmt.io.errors import FormatError, RecordingError
-from lidarmt.types import LabelledRegion
+from lidarmt.types import CameraLink, LabelledRegion
 
 DEFAULT_IMAGE_WIDTH = 1242.0
+DEFAULT_IMAGE_HEIGHT = 375.0
+#: KITTI's cameras are triggered by the Velodyne once per turn, 10 times a second (Geiger et al., "Vision meets
+#: robotics: the KITTI dataset", IJRR 2013, section III): the camera stream of a raw drive has the sweeps' period
+KITTI_CAMERA_PERIOD_S = 0.1
 REFERENCE_RANGE_M = 20.0
 
 
@@ -111,3 +115,44 @@ def read_calib(path: Path) -> dict[str, np.ndarray]:
         except ValueError as err:
             raise FormatError(f"{path}: bad number in {key.strip()}") from err
     return out
+
+
+def object_camera(calib: Mapping[str, np.ndarray], *, where: str, image: str | None = None) -> CameraLink | None:
+    """Camera 2 of a KITTI object-benchmark frame (``P2``, ``R0_rect``, ``Tr_velo_to_cam``) as a single image (the
+    benchmark's frames are not a stream); None when the calibration lacks one of them."""
+    try:
+        p2 = np.asarray(calib["P2"], dtype=np.float64).reshape(3, 4)
+        r0 = np.asarray(calib["R0_rect"], dtype=np.float64).reshape(3, 3)
+        tr = np.asarray(calib.get("Tr_velo_to_cam", calib.get("Tr_velo_cam")), dtype=np.float64).reshape(3, 4)
+    except (KeyError, TypeError, ValueError):
+        return None
+    ext = np.eye(4)
+    ext[:3, :] = tr
+    rect = np.eye(4)
+    rect[:3, :3] = r0
+    return CameraLink(rect @ ext, p2, int(DEFAULT_IMAGE_WIDTH), int(DEFAULT_IMAGE_HEIGHT), image=image,
+                      source=f"camera 2 from {where}")
+
+
+def raw_camera(date_folder: str | Path, *, where: str | None = None) -> CameraLink:
+    """Camera 2 of a KITTI raw date folder (``calib_velo_to_cam.txt``: R, T; ``calib_cam_to_cam.txt``:
+    ``R_rect_00``, ``P_rect_02``, ``S_rect_02``), as the stream of a drive (10 Hz, one image per sweep); the
+    reader sets each frame's image index, stamp and file."""
+    folder = Path(date_folder)
+    v2c = read_calib(folder / "calib_velo_to_cam.txt")
+    c2c = read_calib(folder / "calib_cam_to_cam.txt")
+    try:
+        velo = np.eye(4)
+        velo[:3, :3] = np.asarray(v2c["R"], dtype=np.float64).reshape(3, 3)
+        velo[:3, 3] = np.asarray(v2c["T"], dtype=np.float64).reshape(3)
+        rect = np.eye(4)
+        rect[:3, :3] = np.asarray(c2c["R_rect_00"], dtype=np.float64).reshape(3, 3)
+        p2 = np.asarray(c2c["P_rect_02"], dtype=np.float64).reshape(3, 4)
+        size = c2c.get("S_rect_02")
+        w, h = ((float(v) for v in np.asarray(size).reshape(-1)[:2]) if size is not None and np.size(size) >= 2
+                else (DEFAULT_IMAGE_WIDTH, DEFAULT_IMAGE_HEIGHT))
+    except (KeyError, TypeError, ValueError) as err:
+        raise FormatError(f"{where or folder}: calib_velo_to_cam.txt needs R, T and calib_cam_to_cam.txt needs "
+                          "R_rect_00 and P_rect_02") from err
+    return CameraLink(rect @ velo, p2, int(round(w)), int(round(h)), period_s=KITTI_CAMERA_PERIOD_S,
+                      source=f"camera 2 from {where or folder.name}/calib_*_to_cam.txt")

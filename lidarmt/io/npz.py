@@ -1,7 +1,8 @@
 """Frames as .npz files: lossless, with labels, for datasets (the simulator's training data) and bundles.
 
 One file per frame holds ``points`` (structured), ``pose`` (4x4 or absent), ``meta`` (JSON: stamp, frame id,
-provenance, dropped, and the labels' ``region`` when they cover part of the sweep) and the label arrays ``boxes``,
+provenance, dropped, the labels' ``region`` when they cover part of the sweep, and the frame's ``camera`` link when it
+has one: calibration as exact decimal floats, the paired image's index, stamp, file) and the label arrays ``boxes``,
 ``point_instance``, ``point_meta``, ``point_semantic``.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 from lidarmt._atomic import atomic_path
 from lidarmt._paths import open_readable
 from lidarmt.errors import InputError
-from lidarmt.types import BOX_DTYPE, Frame, LabelledRegion, Labels, Provenance
+from lidarmt.types import BOX_DTYPE, CameraLink, Frame, LabelledRegion, Labels, Provenance
 
 
 def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool = True) -> None:
@@ -37,6 +38,13 @@ def save_frame_npz(path: str | os.PathLike[str], frame: Frame, *, compress: bool
     if reg is not None:  # the part of the sweep the labels cover (KITTI: camera 2's view)
         meta["region"] = {"azimuth_min": reg.azimuth_min, "azimuth_max": reg.azimuth_max,
                           "max_range": reg.max_range, "source": reg.source}
+    cam = frame.camera
+    if cam is not None:  # the camera paired with the sweep (the misalignments need it); floats round-trip exactly
+        meta["camera"] = {"extrinsic": [float(v) for v in cam.extrinsic.ravel()],
+                          "intrinsic": [float(v) for v in cam.intrinsic.ravel()], "width": int(cam.width),
+                          "height": int(cam.height), "index": int(cam.index), "stamp": float(cam.stamp),
+                          "period_s": None if cam.period_s is None else float(cam.period_s), "image": cam.image,
+                          "source": cam.source}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     if frame.labels is not None:
         lb = frame.labels
@@ -139,6 +147,29 @@ def _region(path: Path, raw: np.ndarray) -> LabelledRegion | None:
     return LabelledRegion(lo, hi, rng, src)
 
 
+def _camera(path: Path, raw: np.ndarray) -> CameraLink | None:
+    """The camera link stored in ``meta`` (None when absent), checked: finite 4x4 and 3x4 matrices, a positive
+    image size, a finite stamp and period."""
+    try:
+        c = json.loads(raw.tobytes().decode("utf-8")).get("camera")
+        if c is None:
+            return None
+        ext = np.array(c["extrinsic"], dtype=np.float64)
+        k = np.array(c["intrinsic"], dtype=np.float64)
+        w, h, index = int(c["width"]), int(c["height"]), int(c["index"])
+        stamp = float(c["stamp"])
+        period = None if c.get("period_s") is None else float(c["period_s"])
+        image, source = c.get("image"), c.get("source", "")
+        if (ext.shape != (16,) or k.shape != (12,) or not np.isfinite(ext).all() or not np.isfinite(k).all()
+                or w <= 0 or h <= 0 or index < 0 or not math.isfinite(stamp)
+                or (period is not None and not (math.isfinite(period) and period > 0))
+                or not (image is None or isinstance(image, str)) or not isinstance(source, str)):
+            raise ValueError("matrices must be finite 4x4 and 3x4; size, index, stamp and period sane")
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as err:
+        raise InputError(f"{path}: corrupt 'camera' in the 'meta' of a lidarmt .npz frame ({err})") from err
+    return CameraLink(ext.reshape(4, 4), k.reshape(3, 4), w, h, index, stamp, period, image, source)
+
+
 def _meta(path: Path, raw: np.ndarray) -> tuple[float, str, int, Provenance | None]:
     try:
         meta = json.loads(raw.tobytes().decode("utf-8"))
@@ -197,4 +228,5 @@ def load_frame_npz(path: str | os.PathLike[str]) -> Frame:
         provenance=prov if prov else Provenance(str(path), "npz", 0),
         labels=labels,
         dropped=dropped,
+        camera=_camera(path, arrays["meta"]),
     )

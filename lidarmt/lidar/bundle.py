@@ -345,7 +345,8 @@ def _markdown(info: dict[str, Any]) -> str:
         "",
         f"- source frame {info['frame_index']} of {md_code(cfg['source']['path'])}: {info['n_source']} obstacles; "
         f"follow-up: {info['n_follow']} obstacles",
-        f"- transformation {md_code(info['transform'])} ({info['family']}) at {md_code(json.dumps(info['params']))}, seed "
+        f"- transformation {md_code(info['transform'])} ({info['family']}) at "
+        f"{md_code(json.dumps(info['params'], sort_keys=True))}, seed "
         f"{info['seed']}: {info['edits']} point edits",
     ]
     from lidarmt.engine.findings import SEVERITY_RULE, evidence, severity, severity_rank

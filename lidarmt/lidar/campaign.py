@@ -277,7 +277,7 @@ class LidarEvaluator(EvaluatorBase):
         from lidarmt.lidar.transforms.base import TransformContext
 
         return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None,
-                                sensor=self.config.sensor)
+                                sensor=self.config.sensor, frame_at=self.source.__getitem__)
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]

@@ -13,7 +13,9 @@ CNN grid — all decided on the clean sweep and its ROI), so every corruption is
 and the same denominators, as KITTI-C and Robo3D score their corrupted copies against the original annotations.
 The module sees the corrupted sweep with the clean frame's ROI (moved with the sweep when a transformation moves
 it). Transformations that move or change the objects themselves (families ``object`` and ``alignment``) are
-refused: the clean labels do not describe their follow-ups.
+refused: the clean labels do not describe their follow-ups; the LiDAR-camera misalignments
+(``spatial-misalignment``, ``temporal-misalignment``: the truth stays, the sweep arrives misaligned with it) are
+scored when named and the frames have a camera.
 
 **Journal records** hold raw facts: the detections (class, score, whether counted: centre inside the evaluated
 area, as ``lidarmt evaluate`` decides it), the ground truths (class, ignored) and their BEV IoU matrix (nonzero
@@ -108,8 +110,9 @@ def mean_of(values: Sequence[float | None]) -> float | None:
 
 
 def corruption_refs(names: Sequence[str], levels: Sequence[str] = LEVEL_NAMES) -> tuple[LidarTransformRef, ...]:
-    """The corruptions (weather, sensor and motion transformations) at the named ``levels``; object and alignment
-    transformations are refused with one line."""
+    """The corruptions (weather, sensor and motion transformations, and the LiDAR-camera misalignments, which
+    leave the objects where they were) at the named ``levels``; the other object and alignment transformations
+    are refused with one line."""
     from lidarmt.lidar.transforms.base import resolve_params
     from lidarmt.lidar.transforms.registry import get_transform
 
@@ -118,7 +121,7 @@ def corruption_refs(names: Sequence[str], levels: Sequence[str] = LEVEL_NAMES) -
     refs = []
     for name in names:
         t = get_transform(name)
-        if t.family not in SCORED_FAMILIES:
+        if t.family not in SCORED_FAMILIES and not getattr(t, "clean_labels_hold", False):
             raise FuzzArgumentError(
                 f"--transforms {name}: {t.family} transformations move or change the objects, so the clean "
                 f"frame's labels do not describe their follow-ups; robustness scores {', '.join(SCORED_FAMILIES)} "
@@ -286,7 +289,8 @@ class RobustnessEvaluator(EvaluatorBase):
                 try:
                     change = self.transforms[c - 1].apply(frame, dict(cfg.corruptions[c - 1].params[lv]),
                                                           seed=cfg.seed_of(group[0]),
-                                                          context=TransformContext(roi=roi, sensor=cfg.sensor))
+                                                          context=TransformContext(roi=roi, sensor=cfg.sensor,
+                                                                                   frame_at=self.frame_at))
                 except Exception as err:  # the transformation's own failure: no sweep for any module
                     if getattr(err, "is_user_error", False):
                         raise

@@ -361,6 +361,9 @@ class SimLabelled:
         from dataclasses import replace
 
         f = self._rec[i]
+        camera = getattr(self._labels, "camera", None)
+        if f.camera is None and camera is not None:  # the simulator's camera, one image per sweep at its stamp
+            f = replace(f, camera=replace(camera, index=f.index, stamp=f.stamp))
         lb = self._labels[int(i) % len(self._labels)] if len(self._labels) else None
         if f.labels is not None or lb is None or f.dropped or lb.point_meta is None \
                 or len(lb.point_meta) != len(f.points):
@@ -408,9 +411,17 @@ class _LazyLabels:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        #: the simulator's camera (:class:`lidarmt.types.CameraLink`, a 10 Hz stream) when the bag has images
+        self.camera: Any = None
         try:
             with np.load(path, allow_pickle=False) as z:
                 self._n = len(z["stamps"])
+                if "camera_extrinsic" in z.files:
+                    from lidarmt.types import CameraLink
+
+                    w, h = (int(v) for v in z["camera_size"][:2])
+                    self.camera = CameraLink(z["camera_extrinsic"], z["camera_intrinsic"], w, h, period_s=0.1,
+                                             source=f"simulator camera from {path.name}")
         except (OSError, KeyError, ValueError) as err:
             from lidarmt.errors import InputError
 

@@ -9,10 +9,12 @@ and ranges' noise).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from lidarmt.lidar.sensor import kitti_elevations_deg
-from lidarmt.types import BOX_DTYPE, Frame, Labels, MetaType, Provenance, make_points
+from lidarmt.types import BOX_DTYPE, CameraLink, Frame, Labels, MetaType, Provenance, make_points
 
 SENSOR_HEIGHT = 1.73
 CAR = (4.2, 1.8, 1.5)
@@ -97,3 +99,23 @@ def synthetic_sweep(*, seed: int = 0, n_azimuth: int = 1024, objects=DEFAULT_OBJ
     labels = Labels(boxes=boxes, point_instance=inst[ok].copy(), point_meta=meta[ok].copy())
     return Frame(points=pts, pose=np.eye(4), stamp=1.0e9, provenance=Provenance("synthetic", "synthetic", seed),
                  labels=labels)
+
+
+#: camera <- LiDAR axes: camera x right, y down, z forward (KITTI's, OpenCV's) from LiDAR x forward, y left, z up
+_CAM_FROM_LIDAR_AXES = np.array([[0.0, -1.0, 0.0], [0.0, 0.0, -1.0], [1.0, 0.0, 0.0]])
+
+
+def front_camera(*, index: int = 0, stamp: float = 0.0, period_s: float | None = 0.1) -> CameraLink:
+    """A KITTI-like front camera for a synthetic sweep: 0.27 m ahead of the LiDAR and 0.08 m below it, looking
+    along +x, 1242 x 375 px with KITTI's focal length (721.5 px) and principal point; a 10 Hz stream unless
+    ``period_s`` is None."""
+    ext = np.eye(4)
+    ext[:3, :3] = _CAM_FROM_LIDAR_AXES
+    ext[:3, 3] = -_CAM_FROM_LIDAR_AXES @ np.array([0.27, 0.0, -0.08])
+    k = np.array([[721.5, 0.0, 609.6, 0.0], [0.0, 721.5, 172.9, 0.0], [0.0, 0.0, 1.0, 0.0]])
+    return CameraLink(ext, k, 1242, 375, index=index, stamp=stamp, period_s=period_s, source="synthetic front camera")
+
+
+def with_front_camera(frame: Frame, *, period_s: float | None = 0.1) -> Frame:
+    """``frame`` paired with :func:`front_camera` (the image of the frame's own index and stamp)."""
+    return dataclasses.replace(frame, camera=front_camera(index=frame.index, stamp=frame.stamp, period_s=period_s))

@@ -36,6 +36,24 @@ class Camera:
         d = d @ geom.rot_y(np.radians(self.pitch_deg)).T
         return d / np.linalg.norm(d, axis=1, keepdims=True)
 
+    def extrinsic(self, sensor_height: float) -> np.ndarray:
+        """4x4 camera <- LiDAR (camera axes x right, y down, z forward, as KITTI's and OpenCV's) for a LiDAR
+        ``sensor_height`` metres above the road: the camera sits ``forward`` ahead of it at ``mount_height`` above
+        the road, pitched down by ``pitch_deg`` (the rays :meth:`ray_directions` casts)."""
+        lidar_from_cam = geom.rot_y(np.radians(self.pitch_deg)) @ np.array(
+            [[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+        centre = np.array([self.forward, 0.0, self.mount_height - sensor_height])
+        out = np.eye(4)
+        out[:3, :3] = lidar_from_cam.T
+        out[:3, 3] = -lidar_from_cam.T @ centre
+        return out
+
+    def intrinsic(self) -> np.ndarray:
+        """3x4 pixels <- camera: focal length ``focal``, principal point at the image's centre (pixel k spans
+        [k, k + 1), as :meth:`ray_directions` casts through k + 0.5)."""
+        return np.array([[self.focal, 0.0, self.width / 2, 0.0], [0.0, self.focal, self.height / 2, 0.0],
+                         [0.0, 0.0, 1.0, 0.0]])
+
     def render(self, drive, k: int) -> np.ndarray:
         """The (H, W, 3) uint8 RGB image at the end of sweep ``k`` of a :class:`lidarmt.lidar.sim.drive.Drive`."""
         t = (k + 1) / drive.sensor.rate_hz

@@ -15,7 +15,8 @@
   ``k`` the arrays ``point_instance_k`` (int32, -1 = none), ``point_meta_k`` (int8 MetaType, -1 = background)
   ``point_semantic_k`` (int32 SemanticKITTI class id: 40 road, 48 sidewalk, 60 lane marking, 72 terrain,
   50 building, 70 vegetation, 10 car, 30 person, 31 bicyclist, ...) and ``boxes_k`` (lidarmt.types.BOX_DTYPE,
-  sensor frame), plus ``stamps`` (float64). Read it with
+  sensor frame), plus ``stamps`` (float64) and, with the camera on, ``camera_extrinsic`` (4x4 camera <- LiDAR),
+  ``camera_intrinsic`` (3x4) and ``camera_size`` (width, height): the frames' camera link. Read it with
   :func:`load_labels`.
 
 The town seed and the drive seed both derive from ``seed``, so a seed names one recording exactly.
@@ -166,6 +167,10 @@ def simulate_recording(
         if map_dir is not None:
             write_town_map(drive.town, map_dir, name=f"lidarmt_town_{seed}", overwrite=overwrite)
         labels["stamps"] = np.asarray(stamps, dtype=np.float64)
+        if cam is not None:  # the camera the images come from: each sweep's image was rendered at its stamp
+            labels["camera_extrinsic"] = cam.extrinsic(drive.scene.ego.sensor_height)
+            labels["camera_intrinsic"] = cam.intrinsic()
+            labels["camera_size"] = np.array([cam.width, cam.height], dtype=np.int64)
         write_npz_deterministic(lab, labels)
     return RecordingSummary(bag, None if map_dir is None else Path(map_dir), lab, frames, total_points,
                             time.perf_counter() - t0, tuple(removed))

@@ -107,13 +107,17 @@ class LidarChange:
 class TransformContext:
     """Optional extras a transformation may need: ``roi`` (a :class:`lidarmt.types.Roi`, e.g. the road where an
     object may be inserted), ``library`` (an object library for insertion,
-    :class:`lidarmt.lidar.transforms.objects.ObjectLibrary`) and ``sensor`` (a sensor profile or its name,
+    :class:`lidarmt.lidar.transforms.objects.ObjectLibrary`), ``sensor`` (a sensor profile or its name,
     :mod:`lidarmt.lidar.sensors`: the beams, ranges, intensity calibration and detection threshold the sensor and
-    weather transformations and insertion model; None: ``hdl64``, the KITTI car's HDL-64E)."""
+    weather transformations and insertion model; None: ``hdl64``, the KITTI car's HDL-64E) and ``frame_at`` (the
+    recording's other frames)."""
 
     roi: Any | None = None
     library: Any | None = None
     sensor: Any | None = None
+    #: ``frame_at(i)``: frame ``i`` of the recording the frame comes from (the frame's own is ``frame.index``),
+    #: for a transformation that pairs a sweep with another of its stream (``temporal-misalignment``)
+    frame_at: Any | None = None
 
 
 @runtime_checkable
@@ -231,11 +235,12 @@ def _differs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def make_change(source: Frame, kept: np.ndarray, kept_points: np.ndarray, added: np.ndarray | None = None, *,
                 geometry: np.ndarray | None = None, inserted: np.ndarray | None = None,
                 removed: np.ndarray | None = None, info: Mapping[str, Any] | None = None,
-                boxes: np.ndarray | None = None) -> LidarChange:
+                boxes: np.ndarray | None = None, camera: Any = None) -> LidarChange:
     """Assemble a :class:`LidarChange` from the source indices that survive (``kept``: ascending int indices or a
     bool mask over the source), their new values (``kept_points``, one per kept index, source dtype) and the points
     to append (``added``). ``modified`` is computed byte-wise. Labels follow the points (added points -1);
-    ``boxes`` replaces the label boxes (default: the source's)."""
+    ``boxes`` replaces the label boxes (default: the source's); ``camera`` the camera link (default: the
+    source's, :class:`lidarmt.types.CameraLink`)."""
     pts = source.points
     kept = np.asarray(kept)
     if kept.dtype == bool:
@@ -257,7 +262,8 @@ def make_change(source: Frame, kept: np.ndarray, kept_points: np.ndarray, added:
     origin = np.concatenate([kept, np.full(len(added), -1, dtype=np.int64)])
     modified = np.concatenate([_differs(kept_points, pts[kept]), np.ones(len(added), dtype=bool)])
     frame = Frame(points=points, pose=source.pose, stamp=source.stamp, frame_id=source.frame_id,
-                  provenance=source.provenance, labels=_labels_for(source, origin, boxes), dropped=source.dropped)
+                  provenance=source.provenance, labels=_labels_for(source, origin, boxes), dropped=source.dropped,
+                  camera=source.camera if camera is None else camera)
     return LidarChange(
         frame=frame, origin=origin, modified=modified,
         geometry=None if geometry is None else np.asarray(geometry, dtype=np.float64),
@@ -314,7 +320,7 @@ def apply_edits(source: Frame, change: LidarChange, keep_edit: np.ndarray) -> Fr
     else:
         labels = _labels_for(source, origin)
     return Frame(points=out_pts, pose=source.pose, stamp=source.stamp, frame_id=source.frame_id,
-                 provenance=source.provenance, labels=labels, dropped=source.dropped)
+                 provenance=source.provenance, labels=labels, dropped=source.dropped, camera=change.frame.camera)
 
 
 # ----------------------------------------------------------------------------------------------- geometry helpers

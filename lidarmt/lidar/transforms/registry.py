@@ -3,7 +3,8 @@
 * Built-ins, by family (Dong et al., CVPR 2023): weather (``fog``, ``rain``, ``snow``, ``sunlight``,
   ``wet-ground``), sensor (``beam-loss``, ``beam-skip``, ``range-noise``, ``intensity``, ``fov-loss``,
   ``crosstalk``, ``impulse``), motion (``rolling-shutter``, ``deskew``), object (``insert``, ``remove``,
-  ``object-shear``, ``object-scale``, ``object-rotate``), alignment (``rotate``, ``mirror``).
+  ``object-shear``, ``object-scale``, ``object-rotate``), alignment (``rotate``, ``mirror``,
+  ``spatial-misalignment``, ``temporal-misalignment``: these two need the frame's camera).
 * Plug-ins: any package declaring an entry point in the group ``lidarmt.lidar_transform``, e.g.::
 
       [project.entry-points."lidarmt.lidar_transform"]
@@ -52,6 +53,8 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "object-rotate": ("local", "ObjectRotate"),
     "rotate": ("alignment", "Rotate"),
     "mirror": ("alignment", "Mirror"),
+    "spatial-misalignment": ("misalignment", "SpatialMisalignment"),
+    "temporal-misalignment": ("misalignment", "TemporalMisalignment"),
 }
 
 
@@ -100,6 +103,32 @@ def select(spec: str) -> list[LidarTransform]:
     ``alignment``) or comma-separated names and families; duplicates dropped, order kept."""
     names = REGISTRY.select_names(spec, give=f"all, a family ({', '.join(FAMILIES)}) or names")
     return [get_transform(n) for n in names]
+
+
+def select_for_frame(spec: str, frame: Any, *, streams: bool = True) -> tuple[list[LidarTransform], list[str]]:
+    """:func:`select`, less the transformations ``frame`` cannot take for want of a camera (``Frame.camera``; a
+    camera stream; with ``streams=False`` also the recording's other frames, which ``temporal-misalignment``
+    pairs): left out with a note (returned) when ``all`` or a family selected them, a one-line
+    LidarTransformError when the spec names them: a misalignment without a camera is never run as a no-op."""
+    from lidarmt.lidar.transforms.misalignment import camera_problem
+
+    chosen = select(spec)
+    named = {x.strip() for x in spec.split(",")}
+    kept: list[LidarTransform] = []
+    notes: list[str] = []
+    for t in chosen:
+        why = camera_problem(t, frame)
+        if why is None and not streams and getattr(t, "needs_stream", False):
+            why = f"{t.name}: the recording's other frames are not at hand here"
+        if why is None:
+            kept.append(t)
+        elif t.name in named:
+            raise LidarTransformError(why)
+        else:
+            notes.append(f"left out {why}")
+    if not kept:
+        raise LidarTransformError(f"no transformation of {spec!r} applies to this recording: " + "; ".join(notes))
+    return kept, notes
 
 
 def validate_params(name: str, params: Mapping[str, Any] | str | None) -> dict[str, float]:
