@@ -277,7 +277,7 @@ class LidarEvaluator(EvaluatorBase):
         from lidarmt.lidar.transforms.base import TransformContext
 
         return TransformContext(roi=roi, library=self.library() if self._inserts(t) else None,
-                                sensor=self.config.sensor, frame_at=self.source.__getitem__)
+                                sensor=self.config.sensor, frame_at=lambda i: self.source[i])
 
     def load(self, index: int) -> tuple[Frame, Roi]:
         frame = self.source[index]
