@@ -59,19 +59,11 @@ import numpy as np
 import torch
 from torch import nn
 
+import lidarmt.lidar.perception.apollo.config as _config  # EXACT_VERSION is read when a runner is built
+from lidarmt.lidar.perception.apollo.config import EXACT_IMPLEMENTATIONS, EXACT_VERSION  # noqa: F401 - re-exported
 from lidarmt.lidar.perception.apollo.errors import ConfigError, WeightsError
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
-
-#: the implementations of ``exact`` mode on the CPU, by version (see the module docstring); on CUDA ``exact`` is
-#: NCHW with cuDNN's deterministic algorithms whatever the version (it records itself as ``exact-v1``)
-EXACT_IMPLEMENTATIONS = {
-    1: "fp32, NCHW (torch's default layout), deterministic algorithms",
-    2: "fp32, channels-last (NHWC) activations and weights, ReLU fused into oneDNN's kernels, deterministic "
-       "algorithms",
-}
-#: the version ``exact`` runs unless told otherwise
-EXACT_VERSION = 2
 
 HEAD_NAMES = ("category_score", "instance_pt", "confidence_score", "class_score", "heading_pt", "height_pt")
 HEAD_CHANNELS = {
@@ -466,7 +458,7 @@ class CnnRunner:
 
         if mode not in ("exact", "fast"):
             raise ValueError(f"mode must be 'exact' or 'fast', got {mode!r}")
-        version = EXACT_VERSION if exact_version is None else exact_version
+        version = _config.EXACT_VERSION if exact_version is None else exact_version
         if version not in EXACT_IMPLEMENTATIONS:
             raise ValueError(f"exact_version must be one of {sorted(EXACT_IMPLEMENTATIONS)}, got {exact_version!r}")
         self.mode = mode
