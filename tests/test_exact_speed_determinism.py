@@ -234,3 +234,19 @@ def test_same_implementation_explains_nothing():
     assert not res.other_implementation and res.outcome == "not reproduced"
     res.implementation = "exact-v1"
     assert res.other_implementation and res.outcome == "reproduced"
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 64, 48), (2, 12, 32, 32), (3, 1, 5, 7), (1, 12, 1, 1)])
+def test_layout_copies_move_values_only(shape):
+    """The blocked transpositions between NCHW and channels-last (the CNN's input and output) copy values exactly,
+    in any dtype, for a batch too."""
+    from lidarmt.lidar.perception.apollo.network import to_channels_last, to_nchw
+
+    x = torch.rand(shape)
+    y = to_channels_last(x)
+    assert y.is_contiguous(memory_format=torch.channels_last) and torch.equal(y, x)
+    half = to_channels_last(x, torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and torch.equal(half, x.to(torch.bfloat16))
+    z = to_nchw(y)
+    assert z.is_contiguous() and torch.equal(z, x)
+    assert to_nchw(x) is x  # already NCHW: no copy

@@ -146,9 +146,7 @@ class CnnSegNet(nn.Module):
         return self.deconv0(h)
 
     def forward(self, data: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = self.forward_raw(data)
-        if not out.is_contiguous():  # channels-last: one transposing copy, then every head reads whole planes
-            out = out.contiguous()
+        out = to_nchw(self.forward_raw(data))  # channels-last: one transposing copy, then heads read whole planes
         c = self.in_channels
         mask = data[:, c - 1 : c].to(out.dtype)
         return {
@@ -163,6 +161,36 @@ class CnnSegNet(nn.Module):
 
 def _identity(t: torch.Tensor) -> torch.Tensor:
     return t
+
+
+def to_nchw(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (B, C, H, W) contiguous in NCHW: a channels-last tensor is transposed as B matrices (H*W, C) -> (C,
+    H*W), which torch copies in cache-sized blocks (about 5x faster than ``.contiguous()``'s element-wise strided
+    copy for Apollo's 12 output channels); the values are copied, not computed."""
+    if t.is_contiguous():
+        return t
+    b, c, h, w = t.shape
+    if not t.is_contiguous(memory_format=torch.channels_last):
+        return t.contiguous()
+    flat = t.permute(0, 2, 3, 1).reshape(b, h * w, c)
+    out = torch.empty((b, c, h * w), dtype=t.dtype, device=t.device)
+    for i in range(b):
+        out[i].copy_(flat[i].t())
+    return out.view(b, c, h, w)
+
+
+def to_channels_last(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``t`` (B, C, H, W) in ``dtype`` and channels-last memory: an NCHW tensor is transposed as B matrices (C, H*W)
+    -> (H*W, C) (see :func:`to_nchw`); the values are copied (and cast), not computed."""
+    dtype = dtype or t.dtype
+    if t.is_contiguous(memory_format=torch.channels_last) or not t.is_contiguous():
+        return t.to(dtype=dtype, memory_format=torch.channels_last)
+    b, c, h, w = t.shape
+    out = torch.empty((b, h * w, c), dtype=dtype, device=t.device)
+    flat = t.reshape(b, c, h * w)
+    for i in range(b):
+        out[i].copy_(flat[i].t())
+    return out.view(b, h, w, c).permute(0, 3, 1, 2)
 
 
 def _mkldnn_pointwise() -> bool:
@@ -521,7 +549,7 @@ class CnnRunner:
         x = self._upload(data) if data.device.type == "cpu" else data.to(self.device)
         if not self.channels_last:
             return x.contiguous()
-        return x.to(dtype=self.dtype, memory_format=torch.channels_last)
+        return to_channels_last(x, self.dtype)
 
     def forward_prepared(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """The network on a :meth:`prepare`'d input, with the mode's settings (determinism, threads); the heads
