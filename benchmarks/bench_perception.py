@@ -13,7 +13,17 @@ Measured in one process, on the same frames (real KITTI HDL-64E frames of ../sha
   (:mod:`lidarmt._machine`: amx, avx512_bf16, avx512, avx2) and written into the JSON; bf16 products are never
   timed where bf16 is emulated (AVX2: under 1 GFLOP/s, a 4096² product takes minutes);
 * fast-vs-exact agreement: per head the max absolute difference, the fraction of cells (all, and non-empty)
-  whose objectness decision (category >= 0.5) flips, and whether the obstacle counts agree per frame.
+  whose objectness decision (category >= 0.5) flips, and whether the obstacle counts agree per frame; the same
+  for ``exact`` against ``exact-v1`` (the exact implementation before issue 34: NCHW), which old bundles name;
+* where the CNN's time goes (``cnn`` in the JSON): per layer (every convolution and deconvolution, timed with
+  forward hooks; "other" is the rest of the forward pass: ReLUs, concatenations, heads, layout copies) its ms,
+  GFLOP, and GFLOP/s over the matmul's, for ``exact`` and ``exact-v1``; and each mode's CNN rate over the fp32
+  matmul in pairs (matmul, CNN) by wall clock and by process CPU time (robust where the machine is shared: time
+  spent descheduled is not counted), medians of ``--repeat`` pairs;
+* ``--isa default,AVX512_CORE,AVX2``: the CNN part again in a child process per setting, with oneDNN capped by
+  ``ONEDNN_MAX_CPU_ISA`` and MKL (torch's matmul) by ``MKL_ENABLE_INSTRUCTIONS`` at the same level, so both sides
+  of the ratio run the capped instruction set (``isa_runs`` in the JSON). A cap above the CPU's own ISA is
+  skipped.
 
 GPU (when CUDA is available, or ``--device cuda``): the same pipelines with ``device=cuda`` (exact = fp32 with
 cuDNN deterministic and TF32 off; fast = bf16, fp16 where the GPU has no bf16): per-stage medians and
@@ -26,13 +36,14 @@ Weights: the shipped cnnseg640.pt when present, else random weights whose catego
 so that half of the first frame's non-empty cells are objects (so that agreement and cluster costs mean something).
 
     .venv/bin/python benchmarks/bench_perception.py [--frames 4] [--repeat 3] [--grid 640] [--compile]
-        [--device auto|cpu|cuda] [--gpu-batch 8] [--skip-cpu]
+        [--device auto|cpu|cuda] [--gpu-batch 8] [--skip-cpu] [--isa default,AVX512_CORE,AVX2] [--cnn-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -151,7 +162,8 @@ def cpu_peaks(measure=matmul_gflops) -> dict[str, float]:
 def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int) -> dict:
     """CNN forward and a 4096^2 matmul in the CNN's own precision timed back to back, ``repeat`` times: the
     machine is shared, so the ratio of the two rates within each pair is what stays comparable; medians over
-    the pairs."""
+    the pairs. Each pair is timed by wall clock and by process CPU time (``*_cpu``: with one thread, time spent
+    descheduled by other jobs is not counted; with more, spinning threads are)."""
     precision = p.runner.precision
     if precision not in _machine.matmul_precisions():  # never time an emulated bf16 product
         raise RuntimeError(f"the CNN runs in {precision}, which this CPU ({_machine.isa()}) emulates")
@@ -159,25 +171,185 @@ def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int)
     b = torch.randn(4096, 4096).to(DTYPES[precision])
     p.runner(features)
     a @ b
-    ratios, cnn_s, mm = [], [], []
+    ratios, cnn_s, mm, ratios_cpu = [], [], [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         a @ b
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         p.runner(features)
-        t2 = time.perf_counter()
+        c2, t2 = time.process_time(), time.perf_counter()
         mm_rate = 2 * 4096**3 / (t1 - t0) / 1e9
         ratios.append(flops / (t2 - t1) / 1e9 / mm_rate)
+        ratios_cpu.append((c1 - c0) / max(c2 - c1, 1e-9) * flops / (2 * 4096**3))
         cnn_s.append(t2 - t1)
         mm.append(mm_rate)
     return {
         "precision": precision,
+        "implementation": getattr(p.runner, "implementation", None),
         "cnn_s_median": statistics.median(cnn_s),
         "cnn_gflops_median": flops / statistics.median(cnn_s) / 1e9,
         "matmul_gflops_median": statistics.median(mm),
         "cnn_over_matmul_median": statistics.median(ratios),
         "cnn_over_matmul_all": ratios,
+        "cnn_over_matmul_cpu_median": statistics.median(ratios_cpu),
+        "cnn_over_matmul_cpu_all": ratios_cpu,
     }
+
+
+def _layer_flops(module: torch.nn.Module, inp: torch.Tensor, out: torch.Tensor) -> int:
+    """Multiply-adds x 2 of one convolution (output pixels) or transposed convolution (input pixels)."""
+    kh, kw = module.kernel_size
+    pixels = inp.shape[2] * inp.shape[3] if isinstance(module, torch.nn.ConvTranspose2d) else out.shape[2] * out.shape[3]
+    return 2 * inp.shape[0] * module.in_channels * module.out_channels * kh * kw * pixels
+
+
+def layer_profile(p: ApolloLOP, features: np.ndarray, repeat: int) -> dict:
+    """Where one CNN call's time goes: every convolution and deconvolution of ``p.runner.net`` timed with
+    forward hooks (wall clock and process CPU time, medians of ``repeat`` calls; the ReLU that follows each is
+    not in the module, so it counts under "other"), "other" = the rest of the call (ReLUs, concatenations, the
+    heads, layout copies, the input and output conversions). A 4096^2 fp32 matmul is timed before each call;
+    each layer's GFLOP/s is given over the median matmul's (``over_matmul``; ``over_matmul_cpu`` by CPU time)."""
+    net = p.runner.net
+    convs = {n: m for n, m in net.named_modules() if isinstance(m, torch.nn.Conv2d | torch.nn.ConvTranspose2d)}
+    wall: dict[str, list[float]] = {n: [] for n in convs}
+    cpu: dict[str, list[float]] = {n: [] for n in convs}
+    flops: dict[str, int] = {}
+    started: dict[str, tuple[float, float]] = {}
+
+    def pre(name):
+        def hook(_m, _inp):
+            started[name] = (time.perf_counter(), time.process_time())
+        return hook
+
+    def post(name):
+        def hook(m, inp, out):
+            t, c = started.pop(name)
+            wall[name].append(time.perf_counter() - t)
+            cpu[name].append(time.process_time() - c)
+            flops[name] = _layer_flops(m, inp[0], out)
+        return hook
+
+    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
+    p.runner(features)
+    a @ b
+    total_w, total_c, mm_w, mm_c = [], [], [], []
+    handles = [h for n, m in convs.items() for h in (m.register_forward_pre_hook(pre(n)), m.register_forward_hook(post(n)))]
+    try:
+        for _ in range(repeat):
+            c0, t0 = time.process_time(), time.perf_counter()
+            a @ b
+            c1, t1 = time.process_time(), time.perf_counter()
+            p.runner(features)
+            c2, t2 = time.process_time(), time.perf_counter()
+            mm_w.append(t1 - t0)
+            mm_c.append(c1 - c0)
+            total_w.append(t2 - t1)
+            total_c.append(c2 - c1)
+    finally:
+        for h in handles:
+            h.remove()
+    mm_gflop = 2 * 4096**3 / 1e9
+    rate_w, rate_c = mm_gflop / statistics.median(mm_w), mm_gflop / statistics.median(mm_c)
+    layers = {}
+    for n in convs:
+        w, c = statistics.median(wall[n]), statistics.median(cpu[n])
+        g = flops[n] / 1e9
+        layers[n] = {"ms": w * 1e3, "cpu_ms": c * 1e3, "gflop": g, "over_matmul": g / w / rate_w,
+                     "over_matmul_cpu": g / max(c, 1e-9) / rate_c}
+    tw, tc = statistics.median(total_w), statistics.median(total_c)
+    in_layers_w = sum(v["ms"] for v in layers.values()) / 1e3
+    in_layers_c = sum(v["cpu_ms"] for v in layers.values()) / 1e3
+    gflop = sum(flops.values()) / 1e9
+    return {
+        "implementation": getattr(p.runner, "implementation", None),
+        "matmul_gflops": rate_w, "matmul_gflops_cpu": rate_c,
+        "call_ms": tw * 1e3, "call_cpu_ms": tc * 1e3, "gflop": gflop,
+        "over_matmul": gflop / tw / rate_w, "over_matmul_cpu": gflop / max(tc, 1e-9) / rate_c,
+        "layers": layers,
+        "other": {"ms": (tw - in_layers_w) * 1e3, "cpu_ms": (tc - in_layers_c) * 1e3,
+                  "what": "ReLUs, concatenations, heads, layout and dtype conversions"},
+    }
+
+
+def exact_v1(p: ApolloLOP) -> ApolloLOP:
+    """``p`` (an exact-mode pipeline) with the exact implementation before issue 34 (NCHW, version 1), the one
+    older bundles name: its runner is swapped, everything else is shared."""
+    import copy
+
+    from lidarmt.lidar.perception.apollo.network import CnnRunner
+
+    q = copy.copy(p)
+    q.runner = CnnRunner(p.network, mode="exact", threads=p.config.threads, device=p.config.device, exact_version=1)
+    return q
+
+
+#: ONEDNN_MAX_CPU_ISA cap -> the MKL_ENABLE_INSTRUCTIONS that holds torch's matmul (MKL) at the same level
+MKL_CAPS = {"AVX2": "AVX2", "AVX512_CORE": "AVX512", "SSE41": "SSE4_2"}
+
+
+def cnn_section(pipes: dict[str, ApolloLOP], features: np.ndarray, flops: int, repeat: int) -> dict:
+    """The CNN alone under this process's ISA: each mode's rate over the matmul (pairs, wall and CPU time) and
+    the per-layer split of ``exact`` and ``exact-v1``."""
+    out: dict = {"machine": _machine.describe(), "threads": torch.get_num_threads(),
+                 "mkl_cap": os.environ.get("MKL_ENABLE_INSTRUCTIONS") or None, "modes": {}, "layers": {}}
+    for m, p in pipes.items():
+        if p.runner.precision in _machine.matmul_precisions():
+            out["modes"][m] = paired_cnn_rate(p, features, flops, repeat)
+    for m in ("exact", "exact-v1"):
+        if m in pipes:
+            out["layers"][m] = layer_profile(pipes[m], features, repeat)
+    out["loadavg_end"] = _machine.load_average()
+    return out
+
+
+def isa_child(setting: str, args) -> dict:
+    """:func:`cnn_section` in a fresh process with oneDNN and MKL capped at ``setting`` (``default``: no cap)."""
+    import subprocess
+    import tempfile
+
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
+                                                            "MKL_ENABLE_INSTRUCTIONS")}
+    if setting != "default":
+        env["ONEDNN_MAX_CPU_ISA"] = setting
+        if setting in MKL_CAPS:
+            env["MKL_ENABLE_INSTRUCTIONS"] = MKL_CAPS[setting]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cnn.json"
+        cmd = [sys.executable, __file__, "--cnn-only", "--frames", str(args.frames), "--repeat", str(args.repeat),
+               "--grid", str(args.grid), "--device", "cpu", "--out", str(out)] + (["--synthetic"] if args.synthetic else [])
+        subprocess.run(cmd, env=env, check=True)
+        return json.loads(out.read_text())
+
+
+def isa_allowed(setting: str) -> bool:
+    """Whether a cap is at or below this CPU's own ISA (a cap above it would measure nothing new)."""
+    if setting == "default":
+        return True
+    cap = _machine.ONEDNN_CAPS.get(setting.upper())
+    if cap is None:
+        raise SystemExit(f"--isa: unknown ONEDNN_MAX_CPU_ISA value {setting!r} (e.g. AVX2, AVX512_CORE)")
+    return _machine.ISAS.index(cap) >= _machine.ISAS.index(_machine.cpu_isa())
+
+
+def print_cnn(sec: dict, label: str) -> None:
+    m = sec["machine"]
+    print(f"# CNN alone, {label}: kernels {m['isa']}{' (caps ' + str(m.get('isa_caps')) + ', MKL ' + str(sec['mkl_cap']) + ')' if m.get('isa_caps') else ''}, "
+          f"{sec['threads']} thread(s), load {m['loadavg']} -> {sec['loadavg_end']}")  # fmt: skip
+    for mode, r in sec["modes"].items():
+        print(f"#   {mode:<12} {r['implementation'] or '':<12} {r['cnn_s_median'] * 1e3:8.0f} ms  "
+              f"/matmul {r['cnn_over_matmul_median']:.2f} (wall), {r['cnn_over_matmul_cpu_median']:.2f} (CPU time); "
+              f"matmul {r['matmul_gflops_median']:.0f} GFLOP/s")  # fmt: skip
+    lay = sec["layers"]
+    if {"exact", "exact-v1"} <= set(lay):
+        v1, v2 = lay["exact-v1"], lay["exact"]
+        print(f"#   {'layer':<11}{'GFLOP':>7}{'v1 ms':>9}{'v1 /mm':>8}{'v2 ms':>9}{'v2 /mm':>8}   (CPU-time medians)")
+        for n, r in v2["layers"].items():
+            o = v1["layers"][n]
+            print(f"#   {n:<11}{r['gflop']:>7.2f}{o['cpu_ms']:>9.1f}{o['over_matmul_cpu']:>8.2f}{r['cpu_ms']:>9.1f}"
+                  f"{r['over_matmul_cpu']:>8.2f}")  # fmt: skip
+        print(f"#   {'other':<11}{'':>7}{v1['other']['cpu_ms']:>9.1f}{'':>8}{v2['other']['cpu_ms']:>9.1f}")
+        print(f"#   {'call':<11}{v2['gflop']:>7.2f}{v1['call_cpu_ms']:>9.1f}{v1['over_matmul_cpu']:>8.2f}"
+              f"{v2['call_cpu_ms']:>9.1f}{v2['over_matmul_cpu']:>8.2f}")  # fmt: skip
 
 
 def calibrated_random_network(grid: int, frame: Frame, spread: float = 2.0):
@@ -385,8 +557,14 @@ def main() -> None:
     ap.add_argument("--device", default="auto", help="auto (also time the GPU when CUDA is there), cpu, cuda")
     ap.add_argument("--gpu-batch", type=int, default=8, help="GPU: grids per batched CNN pass")
     ap.add_argument("--skip-cpu", action="store_true", help="GPU only: skip the CPU timings")
+    ap.add_argument("--isa", default="", help="also time the CNN alone in a child process per ONEDNN_MAX_CPU_ISA "
+                    "setting, comma-separated: default,AVX512_CORE,AVX2 (MKL capped alike)")
+    ap.add_argument("--cnn-only", action="store_true", help="only the CNN section (what --isa's children run)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perception.json")
     args = ap.parse_args()
+    isas = [x.strip() for x in args.isa.split(",") if x.strip()]
+    for x in isas:
+        isa_allowed(x)  # an unknown name stops here, before anything is timed
     from lidarmt.errors import UserError
 
     try:
@@ -403,14 +581,21 @@ def main() -> None:
     base = ApolloConfig(grid=args.grid)
     shipped = base.weights_path().is_file()
     modes = {"exact": base, "fast": base.replace(mode="fast")}
-    if args.compile:
+    if args.compile and not args.cnn_only:
         modes["fast+compile"] = base.replace(mode="fast", compile=True)
     net = None if shipped else calibrated_random_network(args.grid, frames[0][0])
     if shipped:
         pipes = {m: ApolloLOP(c) for m, c in modes.items()}
     else:  # one random network shared by every mode, so that exact and fast see the same weights
         pipes = {m: ApolloLOP(c, network=net) for m, c in modes.items()}
+    pipes = {"exact": pipes["exact"], "exact-v1": exact_v1(pipes["exact"]), **pipes}
     flops = conv_flops(args.grid)
+    if args.cnn_only:
+        feats0 = pipes["exact"].features(frames[0][0], frames[0][1].indices(frames[0][0])).copy()
+        sec = cnn_section(pipes, feats0, flops, max(args.repeat, 3))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(sec, indent=2) + "\n")
+        return
     if args.skip_cpu:
         res = gpu_section(args, frames, base, net, flops, None)
         print(f"# Apollo perception on the GPU, grid {args.grid}, {len(frames)} {source} frames, "
@@ -456,6 +641,14 @@ def main() -> None:
         "obstacles_mean": float(np.mean([len(stress.detect(f, r)) for f, r in frames])),
     }
     results["agreement_fast_vs_exact"] = agreement(pipes["exact"], pipes["fast"], frames)
+    results["agreement_exact_vs_exact_v1"] = agreement(pipes["exact-v1"], pipes["exact"], frames)
+    results["cnn"] = cnn_section(pipes, feats0, flops, max(args.repeat, 3))
+    results["isa_runs"] = {}
+    for x in isas:
+        if isa_allowed(x):
+            results["isa_runs"][x] = isa_child(x, args)
+        else:
+            results["isa_runs"][x] = {"skipped": f"the CPU's own ISA is {_machine.cpu_isa()}"}
 
     d = results["data"]
     print(f"# Apollo perception, grid {args.grid}, {len(frames)} {source} frames (~{d['points_mean']:.0f} points, "
@@ -480,6 +673,15 @@ def main() -> None:
     print(f"# objectness flips: {ag['objectness_flip_fraction_all_cells']:.2e} of all cells, "
           f"{ag['objectness_flip_fraction_nonempty_cells']:.2e} of non-empty cells; obstacle counts equal on "
           f"{ag['frames_with_equal_obstacle_count']}/{ag['frames']} frames")  # fmt: skip
+    ag = results["agreement_exact_vs_exact_v1"]
+    print("# exact (v2) vs exact-v1: max |diff| " + ", ".join(f"{k} {v:.3g}" for k, v in ag["max_abs_diff"].items())
+          + f"; obstacle counts equal on {ag['frames_with_equal_obstacle_count']}/{ag['frames']} frames")
+    print_cnn(results["cnn"], "this process")
+    for x, sec in results["isa_runs"].items():
+        if "skipped" in sec:
+            print(f"# --isa {x}: skipped ({sec['skipped']})")
+        else:
+            print_cnn(sec, f"--isa {x}")
     if use_gpu:
         results["gpu"] = gpu_section(args, frames, base, net, flops, pipes["exact"])
         print_gpu(results["gpu"], args.gpu_batch)

@@ -311,10 +311,12 @@ def run_with_bar(config, out: Path, bar, *, lock, what: str = "verdict", **engin
     address, resume, force)."""
     from lidarmt.engine.campaign import environment, run_campaign
     from lidarmt.engine.journal import JOURNAL_NAME
+    from lidarmt.lidar.perception.apollo.config import implementations
 
     try:
         return run_campaign(config, out, on_pair=bar.on_pair, on_start=bar.on_start, lock=lock,
-                            header_extra={"command": command_line(), "environment": environment()}, **engine)
+                            header_extra={"command": command_line(), "environment": environment(),
+                                          "implementations": implementations()}, **engine)
     except KeyboardInterrupt:
         bar.stop()
         err_console.print(f"interrupted: every {what} so far is in {out / JOURNAL_NAME}; continue with the same "

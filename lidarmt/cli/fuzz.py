@@ -322,11 +322,13 @@ def _run(config, out: Path, *, lock, workers: int, resume: bool, force: bool, pe
     from lidarmt.engine.journal import JOURNAL_NAME, iter_records
     from lidarmt.lidar.mr1.campaign import bundle_id, select_bundles, violating_keys
     from lidarmt.lidar.mr1.report import rich_tables, summary_dict, write_reports
+    from lidarmt.lidar.perception.apollo.config import implementations
 
     try:
         result = run_campaign(config, out, workers=workers, backend=backend, address=address, resume=resume,
                               force=force, on_pair=bar.on_pair,
-                              on_start=bar.on_start, header_extra={"command": command, "environment": environment()},
+                              on_start=bar.on_start, header_extra={"command": command, "environment": environment(),
+                                                                   "implementations": implementations()},
                               lock=lock)
     except KeyboardInterrupt:
         bar.stop()

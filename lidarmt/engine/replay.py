@@ -120,6 +120,9 @@ class ReplayResult:
     moved: list[str] = field(default_factory=list)  # differences numbers moving explain (obstacle lists, claims)
     machine: dict[str, Any] | None = None  # where the bundle was made (bundle.json; None: an older bundle)
     machine_now: dict[str, Any] = field(default_factory=machine_record)
+    # the SUT's implementation when the bundle was made and now (e.g. Apollo's exact-v1 / exact-v2; None: not named)
+    implementation: str | None = None
+    implementation_now: str | None = None
 
     def check(self, name: str, ok: bool, detail: str = "") -> bool:
         """Record one check (a name checked twice passes only if it passed both times); ``ok`` is returned."""
@@ -204,10 +207,16 @@ class ReplayResult:
         return made is None or made != kernels(self.machine_now)
 
     @property
+    def other_implementation(self) -> bool:
+        """Whether the SUT now computes with another implementation than the one the bundle names (a bundle that
+        names none, made before implementations were recorded, counts as another)."""
+        return self.implementation_now is not None and self.implementation != self.implementation_now
+
+    @property
     def explained(self) -> bool:
-        """Whether the listed differences (:attr:`moved`) can come from another CPU: a number drifted, or the
-        bundle was made with other kernels."""
-        return not self.moved or bool(self.drift) or self.other_kernels
+        """Whether the listed differences (:attr:`moved`) can come from another CPU or implementation: a number
+        drifted, or the bundle was made with other kernels or another implementation of the SUT."""
+        return not self.moved or bool(self.drift) or self.other_kernels or self.other_implementation
 
     @property
     def outcome(self) -> str:
@@ -229,6 +238,9 @@ class ReplayResult:
         from lidarmt._machine import isa_label
 
         machines = f"made on {isa_label(self.machine)}, replayed on {isa_label(self.machine_now)}"
+        if self.other_implementation:
+            machines += f"; SUT made with {self.implementation or 'an unrecorded implementation'}, replayed with " \
+                        f"{self.implementation_now}"
         if self.outcome == "identical":
             return f"identical: the bundle replayed bit for bit, every check passed ({machines})"
         if self.outcome == "reproduced":
@@ -252,6 +264,7 @@ class ReplayResult:
                 "largest_difference": big.to_dict() if big is not None else None,
                 "made_on": self.machine, "made_on_isa": isa_label(self.machine),
                 "replayed_on": self.machine_now, "replayed_on_isa": isa_label(self.machine_now),
+                "made_with": self.implementation, "replayed_with": self.implementation_now,
                 "tolerances": {k: {"abs": t.abs, "unit": t.unit, "applies_to": t.what} for k, t in TOLERANCES.items()},
                 "verdict": self.verdict, "imports": list(self.imports)}
 

@@ -41,7 +41,7 @@ from lidarmt._machine import record as machine_record
 from lidarmt._paths import load_npz, read_json
 from lidarmt._show import md_code, md_code_line
 from lidarmt.errors import OutputError
-from lidarmt.lidar.mr1.bundle import full_scores
+from lidarmt.lidar.mr1.bundle import full_scores, sut_implementation
 from lidarmt.lidar.relations import Thresholds, judge_facts
 
 BUNDLE_VERSION = 2  # the LiDAR bundles' format (MANIFEST.json); "kind" tells the relations apart
@@ -134,6 +134,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "ddmin": dd.to_dict() if dd else None, "ddmin_skipped": why_not,
         "minimal_findings": minimal_lost, "sut_name": str(getattr(ev.sut, "name", cfg.sut.name)),
         "sut_weights": getattr(ev.sut, "weights_label", None),
+        "sut_implementation": sut_implementation(ev.sut),  # e.g. exact-v2: replay names it when it differs
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
         "shown": SHOWN_VERSION,  # replay regenerates the files a person looks at (lidarmt.engine.verify)

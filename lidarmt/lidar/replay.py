@@ -112,6 +112,10 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     except KeyError as err:
         raise FuzzInputError(f"{folder / 'change.npz'}: lacks the array {err}") from err
     ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
+    from lidarmt.lidar.mr1.bundle import sut_implementation
+
+    res.implementation = info.get("sut_implementation") if isinstance(info.get("sut_implementation"), str) else None
+    res.implementation_now = sut_implementation(ev.sut)
     roi = ev.rois.roi_for(frame)
     if info.get("library"):  # the objects insert cuts from: the same library, before it is used
         now = ev.library().fingerprint()

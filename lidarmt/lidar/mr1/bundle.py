@@ -70,6 +70,15 @@ def _mode(sut, cfg: dict) -> str:
     return str(mode) if mode else "default"
 
 
+def sut_implementation(sut) -> str | None:
+    """The implementation the SUT's numbers come from (ApolloLOP: ``exact-v2``, ``fast-bf16``, ``onnxruntime``; see
+    :data:`lidarmt.lidar.perception.apollo.config.EXACT_IMPLEMENTATIONS`), None for a SUT that names none. Bundles
+    record it; replay says when the bundle was made with another one (its numbers may then move within the
+    tolerances, like on another CPU)."""
+    got = getattr(sut, "implementation", None)
+    return str(got) if got is not None else None
+
+
 def _shown_version() -> int:
     from lidarmt.engine.verify import SHOWN_VERSION
 
@@ -170,6 +179,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "minimal_indices": [int(i) for i in minimal],  # minimal.npy == added.npy[minimal_indices]
         "minimal_verdict": judge(source, minimal_obs).to_dict() if minimal_obs is not None else None,
         "environment": environment() | {"mode": _mode(ev.sut, cfg)},
+        "sut_implementation": sut_implementation(ev.sut),  # e.g. exact-v2: replay names it when it differs
         "command": command,
         "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),

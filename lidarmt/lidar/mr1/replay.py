@@ -117,7 +117,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     error) for code without ``trust_code``, :class:`FuzzInputError` for what is not a readable bundle.
     """
     from lidarmt.io.npz import load_frame_npz
-    from lidarmt.lidar.mr1.bundle import relation_of, violates
+    from lidarmt.lidar.mr1.bundle import relation_of, sut_implementation, violates
 
     folder = Path(path) if Path(path).is_dir() else Path(path).parent
     info = load_bundle(folder)
@@ -176,6 +176,8 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     # the gate ran above on all the bundle names; the user's own --sut / --map are theirs to run
     roi = build_roi_provider(roi_spec, origin=None if map_path else json_path, trust_code=trust_code).roi_for(frame)
     sut_obj = build_sut(sut_spec, origin=None if sut else json_path, trust_code=trust_code)
+    res.implementation = info.get("sut_implementation") if isinstance(info.get("sut_implementation"), str) else None
+    res.implementation_now = sut_implementation(sut_obj)
     if conditioned:
         fu = config.follow_up_of(frame, roi, seed_tuple)
     else:

@@ -28,6 +28,23 @@ NAMED_WEIGHTS: dict[str, dict[int, str]] = {
 
 MODES = ("exact", "fast")
 
+#: the implementations of the CNN's ``exact`` mode on the CPU, by version (:mod:`lidarmt.lidar.perception.apollo.
+#: network`): what decides the last digits of its outputs besides the CPU's kernels, so bundles and journals record
+#: it. On CUDA ``exact`` is NCHW with cuDNN's deterministic algorithms whatever the version (recorded as exact-v1).
+EXACT_IMPLEMENTATIONS = {
+    1: "fp32, NCHW (torch's default layout), deterministic algorithms (lidarmt up to issue 34)",
+    2: "fp32, channels-last (NHWC) activations and weights, ReLU fused into oneDNN's kernels, deterministic "
+       "algorithms",
+}
+#: the version ``exact`` runs unless a runner is told otherwise (read when a runner is built)
+EXACT_VERSION = 2
+
+
+def implementations() -> dict[str, str]:
+    """The versioned implementations this lidarmt runs, as a journal's header records them (without building a
+    network or importing torch): ``{"apollo_cnn_exact": "exact-v2"}``."""
+    return {"apollo_cnn_exact": f"exact-v{EXACT_VERSION}"}
+
 
 def shipped_name(grid: int, in_channels: int = 8) -> str:
     """The file name of the shipped weights of a network: ``cnnseg640.pt``; Apollo 3.5+'s ``cnnseg672_6ch.pt``."""

@@ -28,6 +28,19 @@ available).
 Two execution modes (:class:`CnnRunner`): ``exact`` (fp32, deterministic algorithms, fixed threads) and ``fast``
 (channels_last, bf16 autocast where the CPU has native bf16 (AVX512-BF16 / AMX), optional ``torch.compile``).
 
+``exact`` is versioned (:data:`EXACT_IMPLEMENTATIONS`): the layout and kernels decide the last digits of its outputs
+as much as the CPU does, so bundles and journals record the implementation that made them (:attr:`CnnRunner.
+implementation`, e.g. ``exact-v2``) and replay names it. Version 1 (lidarmt up to issue 34) ran in torch's
+default NCHW layout, where oneDNN reorders every activation into its blocked layout and back around each
+convolution (and runs the stride-2 deconvolutions through a slow path): 0.43-0.48 of an fp32 matmul's FLOP/s.
+Version 2 keeps activations and weights channels-last (NHWC), the layout oneDNN's direct kernels read and write
+natively, applies each layer's ReLU inside its oneDNN kernel (:func:`fuse_relu`) and does not fill new tensors
+with NaN (deterministic mode's ``fill_uninitialized_memory``: every output is written in full by its kernel): the
+same fp32 arithmetic, summed in another order (max |diff| ~2e-6 against version 1, within replay's tolerances),
+deterministic run to run on one machine, about 0.7-0.8 of the matmul on AVX-512 and AVX2
+(benchmarks/bench_perception.py, README "Speed"). Version 1 stays selectable (``CnnRunner(exact_version=1)``) for
+the benchmark and for tests that make an old bundle.
+
 Devices (``device=``, resolved by :func:`resolve_device`): ``cpu``, ``cuda``/``cuda:N`` or ``auto`` (cuda when
 ``torch.cuda.is_available()``). On CUDA, ``exact`` is fp32 with cuDNN's deterministic algorithms, cuDNN autotuning
 off and TF32 off (the same input on the same GPU, driver and torch gives the same bits); ``fast`` is bf16 (fp16 on
@@ -46,6 +59,8 @@ import numpy as np
 import torch
 from torch import nn
 
+import lidarmt.lidar.perception.apollo.config as _config  # EXACT_VERSION is read when a runner is built
+from lidarmt.lidar.perception.apollo.config import EXACT_IMPLEMENTATIONS, EXACT_VERSION  # noqa: F401 - re-exported
 from lidarmt.lidar.perception.apollo.errors import ConfigError, WeightsError
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
@@ -99,6 +114,9 @@ class CnnSegNet(nn.Module):
     """Apollo's cnnseg U-Net. ``forward(data)`` takes ``(B, 8, H, W)`` features (H, W multiples of 32) and
     returns the dict of the six output blobs (see the module docstring)."""
 
+    #: whether every layer but ``deconv0`` applies its ReLU itself (:func:`fuse_relu`, exact-v2 on the CPU)
+    relu_fused = False
+
     def __init__(self, in_channels: int = 8) -> None:
         super().__init__()
         #: feature channels: 8 (Apollo 2.x/3.0), 6 (3.5+ velodyne16/64), 4 (3.5+ velodyne128); the last is the mask
@@ -113,8 +131,9 @@ class CnnSegNet(nn.Module):
 
     def forward_raw(self, data: torch.Tensor) -> torch.Tensor:
         """The 12-channel ``deconv0`` blob (no activation)."""
-        # in-place ReLU: the conv outputs are not needed by autograd (conv backward uses its input)
-        relu = torch.relu_
+        # in-place ReLU: the conv outputs are not needed by autograd (conv backward uses its input); none where
+        # the layers apply it themselves (fuse_relu)
+        relu = _identity if self.relu_fused else torch.relu_
         h = data
         skips: dict[str, torch.Tensor] = {}
         for name, *_ in _ENCODER:
@@ -127,7 +146,7 @@ class CnnSegNet(nn.Module):
         return self.deconv0(h)
 
     def forward(self, data: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = self.forward_raw(data)
+        out = to_nchw(self.forward_raw(data))  # channels-last: one transposing copy, then heads read whole planes
         c = self.in_channels
         mask = data[:, c - 1 : c].to(out.dtype)
         return {
@@ -138,6 +157,75 @@ class CnnSegNet(nn.Module):
             "heading_pt": out[:, 9:11],
             "height_pt": out[:, 11:12],
         }
+
+
+def _identity(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def to_nchw(t: torch.Tensor) -> torch.Tensor:
+    """``t`` (B, C, H, W) contiguous in NCHW: a channels-last tensor is transposed as B matrices (H*W, C) -> (C,
+    H*W), which torch copies in cache-sized blocks (about 5x faster than ``.contiguous()``'s element-wise strided
+    copy for Apollo's 12 output channels); the values are copied, not computed."""
+    if t.is_contiguous():
+        return t
+    b, c, h, w = t.shape
+    if not t.is_contiguous(memory_format=torch.channels_last):
+        return t.contiguous()
+    flat = t.permute(0, 2, 3, 1).reshape(b, h * w, c)
+    out = torch.empty((b, c, h * w), dtype=t.dtype, device=t.device)
+    for i in range(b):
+        out[i].copy_(flat[i].t())
+    return out.view(b, c, h, w)
+
+
+def to_channels_last(t: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``t`` (B, C, H, W) in ``dtype`` and channels-last memory: an NCHW tensor is transposed as B matrices (C, H*W)
+    -> (H*W, C) (see :func:`to_nchw`); the values are copied (and cast), not computed."""
+    dtype = dtype or t.dtype
+    if t.is_contiguous(memory_format=torch.channels_last) or not t.is_contiguous():
+        return t.to(dtype=dtype, memory_format=torch.channels_last)
+    b, c, h, w = t.shape
+    out = torch.empty((b, h * w, c), dtype=dtype, device=t.device)
+    flat = t.reshape(b, c, h * w)
+    for i in range(b):
+        out[i].copy_(flat[i].t())
+    return out.view(b, h, w, c).permute(0, 3, 1, 2)
+
+
+def _mkldnn_pointwise() -> bool:
+    """Whether torch has oneDNN's convolutions with a fused element-wise post-op (``torch.ops.mkldnn.
+    _convolution_pointwise``, what torch.compile's CPU backend calls; x86 builds since torch 2.0)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_convolution_pointwise") \
+            and hasattr(torch.ops.mkldnn, "_convolution_transpose_pointwise")
+    except (AttributeError, RuntimeError):  # pragma: no cover - a build without the mkldnn namespace
+        return False
+
+
+def fuse_relu(net: CnnSegNet) -> bool:
+    """Make every convolution and deconvolution of ``net`` but ``deconv0`` apply its ReLU inside oneDNN's kernel
+    (a post-op: one pass over memory less per layer), for fp32 CPU tensors. The modules stay what they are
+    (forward hooks, coverage's probe and the state_dict see nothing else; their outputs are post-ReLU, which a
+    probe's own ReLU leaves as they are). Returns False, changing nothing, where torch lacks the fused operator."""
+    if not _mkldnn_pointwise():
+        return False
+    ops = torch.ops.mkldnn
+    for name, m in net.named_children():
+        if name == "deconv0":
+            continue
+        if isinstance(m, nn.ConvTranspose2d):
+            def fwd(x: torch.Tensor, m: nn.ConvTranspose2d = m) -> torch.Tensor:
+                return ops._convolution_transpose_pointwise(x, m.weight, m.bias, list(m.padding),
+                                                            list(m.output_padding), list(m.stride),
+                                                            list(m.dilation), m.groups, "relu", [], "")
+        else:
+            def fwd(x: torch.Tensor, m: nn.Conv2d = m) -> torch.Tensor:  # type: ignore[misc]
+                return ops._convolution_pointwise(x, m.weight, m.bias, list(m.padding), list(m.stride),
+                                                  list(m.dilation), m.groups, "relu", [], "")
+        m.forward = fwd  # an instance attribute: nn.Module.__call__ (and its hooks) call it
+    net.relu_fused = True
+    return True
 
 
 def build_network(grid: int = 640, *, seed: int | None = None, in_channels: int = 8) -> CnnSegNet:
@@ -346,9 +434,15 @@ def gpu_half_dtype(device: torch.device) -> torch.dtype:
 
 @contextlib.contextmanager
 def _deterministic(threads: int, *, cuda: bool = False) -> Iterator[None]:
+    import torch.utils.deterministic as det
+
     prev_det = torch.are_deterministic_algorithms_enabled()
+    prev_fill = det.fill_uninitialized_memory
     prev_threads = torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
+    # deterministic mode also fills every new tensor with NaN before a kernel overwrites it (a whole pass over
+    # memory per convolution: a fifth of the CNN's time); every output here is written in full by its kernel
+    det.fill_uninitialized_memory = False
     if cuda:
         cudnn = torch.backends.cudnn
         prev_cuda = (cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
@@ -360,6 +454,7 @@ def _deterministic(threads: int, *, cuda: bool = False) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(prev_det)
+        det.fill_uninitialized_memory = prev_fill
         if cuda:
             cudnn.deterministic, cudnn.benchmark, cudnn.allow_tf32 = prev_cuda[:3]
             torch.backends.cuda.matmul.allow_tf32 = prev_cuda[3]
@@ -370,43 +465,54 @@ def _deterministic(threads: int, *, cuda: bool = False) -> Iterator[None]:
 class CnnRunner:
     """Runs a :class:`CnnSegNet` on one feature grid (or a batch of them) in ``exact`` or ``fast`` mode.
 
-    * ``exact``: fp32, contiguous NCHW, ``torch.use_deterministic_algorithms(True)`` and a fixed thread count
-      (``threads``, 0 = torch's current) during the call: the same input gives the same bits. On CUDA also
-      cuDNN deterministic, no autotuning, no TF32.
+    * ``exact``: fp32, ``torch.use_deterministic_algorithms(True)`` and a fixed thread count (``threads``, 0 =
+      torch's current) during the call: the same input gives the same bits. On the CPU the layout is
+      ``exact_version``'s (:data:`EXACT_IMPLEMENTATIONS`; default :data:`EXACT_VERSION`: channels-last); on CUDA
+      contiguous NCHW with cuDNN deterministic, no autotuning, no TF32.
     * ``fast``: channels_last; on the CPU, where it has native bf16 (AMX or AVX512-BF16) the network runs in bf16
       (a bf16 copy of the weights, the input cast once: what autocast does for convolutions, without re-casting
       the weights and activations on every call), otherwise fp32 channels_last; on CUDA bf16 (fp16 on GPUs
       without bf16); ``compile=True`` wraps it in ``torch.compile`` (the first call compiles: tens of seconds).
     ``device``: ``cpu``, ``cuda``, ``cuda:N`` or ``auto`` (see :func:`resolve_device`).
-    The network given is not modified (fast mode and GPUs work on a copy). Outputs are always float32 NumPy
-    arrays on the CPU, ``(C, H, W)`` (category, confidence, height: ``(H, W)``).
+    The network given is not modified (channels-last, fast mode and GPUs work on a copy). Outputs are always
+    float32 NumPy arrays on the CPU, ``(C, H, W)`` (category, confidence, height: ``(H, W)``).
     """
 
     def __init__(
         self, net: CnnSegNet, *, mode: str = "exact", compile: bool = False, threads: int = 0,
-        device: str = "cpu",
+        device: str = "cpu", exact_version: int | None = None,
     ) -> None:
         import copy
 
         if mode not in ("exact", "fast"):
             raise ValueError(f"mode must be 'exact' or 'fast', got {mode!r}")
+        version = _config.EXACT_VERSION if exact_version is None else exact_version
+        if version not in EXACT_IMPLEMENTATIONS:
+            raise ValueError(f"exact_version must be one of {sorted(EXACT_IMPLEMENTATIONS)}, got {exact_version!r}")
         self.mode = mode
         self.threads = threads
         self.device = torch.device(resolve_device(device))
         self.cuda = self.device.type == "cuda"
+        #: the exact implementation that runs (CUDA: always NCHW, version 1's layout); 0 in fast mode
+        self.exact_version = 0 if mode == "fast" else (1 if self.cuda else version)
         if self.cuda:
             self.dtype = gpu_half_dtype(self.device) if mode == "fast" else torch.float32
         else:
             self.dtype = torch.bfloat16 if mode == "fast" and cpu_bf16_support() else torch.float32
         self.bf16 = self.dtype == torch.bfloat16
+        #: activations and weights channels-last (fast mode; exact from version 2 on, on the CPU)
+        self.channels_last = mode == "fast" or self.exact_version >= 2
         net = net.eval()
-        if mode == "fast" or self.cuda:
+        if self.channels_last or self.cuda:
             net = copy.deepcopy(net)
-            if mode == "fast":
+            if self.channels_last:
                 net = net.to(dtype=self.dtype, memory_format=torch.channels_last)
             net = net.to(self.device)
         for p in net.parameters():
             p.requires_grad_(False)
+        #: exact-v2 on the CPU: each layer's ReLU runs inside its oneDNN kernel (:func:`fuse_relu`) where torch
+        #: has the fused operator (the same values as a separate ReLU; on other builds the separate one runs)
+        self.relu_fused = self.exact_version >= 2 and not self.cuda and fuse_relu(net)
         self.net = net
         self._fn: Any = net
         self._pinned: torch.Tensor | None = None
@@ -417,6 +523,14 @@ class CnnRunner:
     @property
     def precision(self) -> str:
         return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.dtype, "fp32")
+
+    @property
+    def implementation(self) -> str:
+        """What computes the outputs, as bundles and journals record it: ``exact-v2`` (:data:`EXACT_IMPLEMENTATIONS`),
+        or ``fast-bf16`` / ``fast-fp32`` (``+compile`` when compiled)."""
+        if self.mode == "exact":
+            return f"exact-v{self.exact_version}"
+        return f"fast-{self.precision}" + ("+compile" if self.compiled else "")
 
     def _upload(self, data: torch.Tensor) -> torch.Tensor:
         """``data`` on the runner's device: through a reused pinned buffer and a non-blocking copy on CUDA."""
@@ -433,9 +547,9 @@ class CnnRunner:
         """``data`` (``(B, 8, H, W)`` float32, on the CPU or already on the device) as the network takes it: on
         the runner's device, in its dtype and memory layout."""
         x = self._upload(data) if data.device.type == "cpu" else data.to(self.device)
-        if self.mode == "exact":
+        if not self.channels_last:
             return x.contiguous()
-        return x.to(dtype=self.dtype, memory_format=torch.channels_last)
+        return to_channels_last(x, self.dtype)
 
     def forward_prepared(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """The network on a :meth:`prepare`'d input, with the mode's settings (determinism, threads); the heads

@@ -44,6 +44,7 @@ class OnnxCnnRunner:
     net = None  # no torch module: coverage needs one
     mode = "exact"
     precision = "fp32"
+    implementation = "onnxruntime"  # what bundles record (CnnRunner: exact-v2, fast-bf16, ...)
 
     def __init__(self, path: str | os.PathLike[str], *, grid: int, in_channels: int = 8, device: str = "cpu",
                  threads: int = 0) -> None:

@@ -128,6 +128,13 @@ class ApolloLOP:
         self._feat_buf: np.ndarray | None = None
         self._feat_key: tuple[int, float] | None = None
 
+    @property
+    def implementation(self) -> str:
+        """The CNN stage's implementation, as bundles and journals record it: ``exact-v2`` (the version of exact
+        mode, :data:`lidarmt.lidar.perception.apollo.network.EXACT_IMPLEMENTATIONS`), ``fast-bf16``, ``fast-fp32``
+        or ``onnxruntime``."""
+        return str(getattr(self.runner, "implementation", "unknown"))
+
     def __repr__(self) -> str:
         w = self.weights_path.name if self.weights_path else "random/in-memory"
         return (f"ApolloLOP(grid={self.config.grid}, mode={self.config.mode}/{self.runner.precision}, "
