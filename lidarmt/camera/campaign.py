@@ -135,6 +135,10 @@ class CameraCampaignConfig:
     # and per follow-up source the source frames that have a follow-up in it (sorted)
     follow_ups: tuple[str, ...] = ()
     paired: tuple[tuple[int, ...], ...] = ()
+    # the transformations' implementation (lidarmt.camera.transforms.batched): "reference" (every journal made
+    # before it was recorded, and the default of configurations built in code) or "batched-v1" (new camera
+    # campaigns: implementation_for); recorded in the journal only when not the reference
+    transform_impl: str = "reference"
 
     kind: ClassVar[str] = "camera"
     owned: ClassVar[tuple[str, ...]] = OWNED
@@ -153,6 +157,9 @@ class CameraCampaignConfig:
             raise CameraArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
         if self.batch_size < 1:
             raise CameraArgumentError(f"--batch-size {self.batch_size}: use at least 1")
+        from lidarmt.camera.transforms.batched import check_implementation
+
+        check_implementation(self.transform_impl, error=CameraArgumentError)
         if self.follow_ups and (self.trials != 1 or len(self.transforms) != len(self.follow_ups)
                                 or len(self.paired) != len(self.follow_ups)):
             raise CameraArgumentError("--pairs: a pairs campaign has one transformation per follow-up source, "
@@ -236,6 +243,8 @@ class CameraCampaignConfig:
         if self.follow_ups:
             d["follow_ups"] = list(self.follow_ups)
             d["paired"] = [list(p) for p in self.paired]
+        if self.transform_impl != "reference":
+            d["transform_impl"] = self.transform_impl
         return d
 
     @classmethod
@@ -244,7 +253,8 @@ class CameraCampaignConfig:
                    tuple(TransformRef.from_dict(t) for t in d["transforms"]), tuple(int(f) for f in d["frames"]),
                    int(d["seed"]), int(d["trials"]), d.get("topic"), d.get("timeout"), int(d.get("batch_size", 64)),
                    tuple(str(f) for f in d.get("follow_ups") or ()),
-                   tuple(tuple(sorted(int(i) for i in p)) for p in d.get("paired") or ()))
+                   tuple(tuple(sorted(int(i) for i in p)) for p in d.get("paired") or ()),
+                   str(d.get("transform_impl", "reference")))
 
     def param_labels(self) -> list[list[str]]:
         from lidarmt.camera.transforms.registry import get_transform
@@ -308,21 +318,18 @@ class CameraEvaluator(EvaluatorBase):
 
         if self._prefetch is None:
             threads = prefetch.default_threads()
-            if threads == 0:
-                window, cur = self.window(index)
-                made, broken, seconds = {}, {}, 0.0
-                for tpr in wanted:
-                    img, fail, s = prefetch.make_one(self.transformed, window, index, tpr)
-                    seconds += s
-                    if fail is None:
-                        made[tpr] = img
-                    else:
-                        broken[tpr] = fail
-                return prefetch.Images(window, cur, made, broken, seconds)
             cfg = self.config
+            safe = lambda t: not cfg.follow_ups and prefetch.pool_safe(self.transforms[t])  # noqa: E731
+            if threads == 0:  # in this thread, a built-in transformation's settings in one batched call
+                window, cur = self.window(index)
+                got: dict = {}
+                for t, settings in prefetch.groups(wanted, safe):
+                    got.update(prefetch.make_group(self.transformed_many if safe(t) else None, self.transformed,
+                                                   window, index, t, settings))
+                return prefetch.collect(window, cur, wanted, got)
             self._prefetch = prefetch.Prefetcher(
                 window=self.window, make=self.transformed, order=cfg.frames, keys_of=cfg.keys_of, threads=threads,
-                safe=lambda t: not cfg.follow_ups and prefetch.pool_safe(self.transforms[t]))
+                safe=safe, make_many=self.transformed_many)
         return self._prefetch.images(index, wanted)
 
     def _frame(self, index: int) -> Any:
@@ -345,15 +352,29 @@ class CameraEvaluator(EvaluatorBase):
         return np.stack(imgs), cur
 
     def transformed(self, window: np.ndarray, frame: int, t: int, p: int, trial: int) -> np.ndarray:
-        """The window with transformation t, parameter setting p applied to every frame (same seed)."""
-        from lidarmt.camera.transforms.base import apply_window
+        """The window with transformation t, parameter setting p applied to every frame (same seed), by the
+        campaign's implementation (:mod:`lidarmt.camera.transforms.batched`)."""
+        from lidarmt.camera.transforms.batched import apply_window
 
         tr = self.transforms[t]
         if self.config.follow_ups:  # the follow-ups of the window's frames (padded as the window)
             return tr.window([max(0, i) for i in range(frame - self.history, frame + 1)])
         params = self.config.transforms[t].grid[p]
         seed = transform_seed(self.config.seed, frame, tr.name, p, trial)
-        return apply_window(tr, window, params, seed)
+        return apply_window(tr, window, params, seed, self.config.transform_impl)
+
+    def transformed_many(self, window: np.ndarray, frame: int, t: int,
+                         settings: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """:meth:`transformed` for several (parameter, trial) settings of transformation t at once (one batched
+        call: :func:`lidarmt.camera.transforms.batched.apply_settings`), the same bytes as one by one."""
+        from lidarmt.camera.transforms.batched import apply_settings
+
+        if self.config.follow_ups:
+            return [self.transformed(window, frame, t, p, r) for p, r in settings]
+        tr = self.transforms[t]
+        grid = self.config.transforms[t].grid
+        return apply_settings(tr, window, [(grid[p], transform_seed(self.config.seed, frame, tr.name, p, r))
+                                           for p, r in settings], self.config.transform_impl)
 
     @staticmethod
     def model_input(window: np.ndarray, history: int) -> np.ndarray:
@@ -473,3 +494,21 @@ def transform_refs(names: Sequence[Any], *, device: str | None = None) -> tuple[
     return tuple(TransformRef(t.name, tuple(dict(p) for p in t.grid),
                               {"device": device} if device is not None and t.family == "translator" else {})
                  for t in names)
+
+
+def implementation_for(out: Path | None, *, resume: bool) -> str:
+    """The transformations' implementation a camera campaign in ``out`` uses: the one its journal recorded when
+    it is resumed (a journal without one used the reference), else the current one
+    (:data:`lidarmt.camera.transforms.batched.CURRENT`)."""
+    from lidarmt.camera.transforms.batched import CURRENT
+
+    if resume and out is not None and (Path(out) / JOURNAL_NAME).is_file():
+        from lidarmt.engine.journal import read_header
+
+        try:
+            stored = read_header(Path(out) / JOURNAL_NAME).get("config")
+        except LidarmtError:
+            return CURRENT  # the engine's own --resume checks say what is wrong with the journal
+        if isinstance(stored, dict) and stored.get("kind") == CameraCampaignConfig.kind:
+            return str(stored.get("transform_impl", "reference"))
+    return CURRENT
