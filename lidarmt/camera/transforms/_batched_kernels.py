@@ -66,6 +66,24 @@ def _srgb_index(v):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
+def upsample_add(grid, ry_idx, ry_w, rx_idx, rx_w, amp, acc):
+    """acc += amp · (the grid upsampled bicubically): rows then columns, four taps each (``cv2.resize``'s
+    INTER_CUBIC weights and clamped indices, given per output row and column)."""
+    gh = grid.shape[0]
+    w = acc.shape[1]
+    tmp = np.empty((gh, w), np.float32)
+    for i in range(gh):
+        for x in range(w):
+            tmp[i, x] = (rx_w[x, 0] * grid[i, rx_idx[x, 0]] + rx_w[x, 1] * grid[i, rx_idx[x, 1]]
+                         + rx_w[x, 2] * grid[i, rx_idx[x, 2]] + rx_w[x, 3] * grid[i, rx_idx[x, 3]])
+    for y in range(acc.shape[0]):
+        a0, a1, a2, a3 = ry_idx[y, 0], ry_idx[y, 1], ry_idx[y, 2], ry_idx[y, 3]
+        c0, c1, c2, c3 = ry_w[y, 0] * amp, ry_w[y, 1] * amp, ry_w[y, 2] * amp, ry_w[y, 3] * amp
+        for x in range(w):
+            acc[y, x] += c0 * tmp[a0, x] + c1 * tmp[a1, x] + c2 * tmp[a2, x] + c3 * tmp[a3, x]
+
+
+@njit(cache=True, nogil=True, fastmath=True)
 def fog_u8(img, noise, depth, two_p, one_m_p, neg_beta, air, out):
     """Koschmieder's fog: α = 1 − exp((n·2p + 1 − p)·d·(−β)); out = f − α·(f − A), f = img / 255."""
     h, w, _ = img.shape

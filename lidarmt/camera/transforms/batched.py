@@ -187,12 +187,14 @@ def _reference(name: str) -> FastApply:
 # -- weather --------------------------------------------------------------------------------------------------
 
 
-def _cubic_matrix(n_out: int, n_in: int) -> np.ndarray:
-    """The (n_out, n_in) matrix of ``cv2.resize(..., INTER_CUBIC)`` along one axis: source position
-    (i + 0.5)·n_in/n_out − 0.5, Keys' kernel with A = −0.75, indices clamped to the edge."""
+def _cubic_taps(n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per output index along one axis, the four source indices and weights of ``cv2.resize(...,
+    INTER_CUBIC)``: source position (i + 0.5)·n_in/n_out − 0.5, Keys' kernel with A = −0.75, indices clamped to
+    the edge."""
     a = -0.75
     scale = n_in / n_out
-    m = np.zeros((n_out, n_in), np.float64)
+    idx = np.empty((n_out, 4), np.int64)
+    wts = np.empty((n_out, 4), np.float32)
     for i in range(n_out):
         f = (i + 0.5) * scale - 0.5
         s = math.floor(f)
@@ -201,25 +203,28 @@ def _cubic_matrix(n_out: int, n_in: int) -> np.ndarray:
         c1 = ((a + 2) * t - (a + 3)) * t * t + 1
         c2 = ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1
         for k, c in enumerate((c0, c1, c2, 1.0 - c0 - c1 - c2)):
-            m[i, min(max(s - 1 + k, 0), n_in - 1)] += c
-    return m.astype(np.float32)
+            idx[i, k] = min(max(s - 1 + k, 0), n_in - 1)
+            wts[i, k] = c
+    return idx, wts
 
 
-_MATRICES: dict[tuple[int, int], np.ndarray] = {}
+_TAPS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _matrix(n_out: int, n_in: int) -> np.ndarray:
-    m = _MATRICES.get((n_out, n_in))
-    if m is None:
-        m = _MATRICES[(n_out, n_in)] = _cubic_matrix(n_out, n_in)
-    return m
+def _taps(n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:
+    got = _TAPS.get((n_out, n_in))
+    if got is None:
+        got = _TAPS[(n_out, n_in)] = _cubic_taps(n_out, n_in)
+    return got
 
 
 def smooth_noise_fast(rng: np.random.Generator, h: int, w: int, *, cells: int = 6,
                       octaves: int = 3) -> np.ndarray:
     """:func:`lidarmt.camera.transforms._common.smooth_noise` with the same draws, each octave's bicubic
-    upsampling done as two small matrix products (rows × grid × columns) instead of ``cv2.resize``: the same
+    upsampling done by a numba kernel with ``cv2.resize``'s taps (rows, then columns) and added in place: the same
     field to float32 rounding."""
+    from lidarmt.camera.transforms import _batched_kernels as K
+
     acc = np.zeros((h, w), np.float32)
     amp, total = 1.0, 0.0
     n = cells
@@ -227,9 +232,7 @@ def smooth_noise_fast(rng: np.random.Generator, h: int, w: int, *, cells: int = 
         gh = max(2, int(round(n * h / max(h, w))) + 1)
         gw = max(2, int(round(n * w / max(h, w))) + 1)
         grid = rng.random((gh, gw), dtype=np.float32)
-        up = _matrix(h, gh) @ (grid @ _matrix(w, gw).T)
-        up *= np.float32(amp)
-        acc += up
+        K.upsample_add(grid, *_taps(h, gh), *_taps(w, gw), np.float32(amp), acc)
         total += amp
         amp *= 0.5
         n *= 2
