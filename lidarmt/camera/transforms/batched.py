@@ -74,7 +74,7 @@ TOLERANCE: dict[str, int | None] = {
     "mirror": 0, "fog": 1, "rain": 1, "snow": 1, "glare": 1, "droplets": 1, "dirt": 1, "night": None,
 }
 
-FastApply = Callable[[np.ndarray, dict[str, Any], RngFactory], np.ndarray]
+FastApply = Callable[[np.ndarray, dict[str, Any], RngFactory, dict], np.ndarray]
 
 
 def check_implementation(name: Any, *, error: type[Exception] = TransformError) -> str:
@@ -115,6 +115,7 @@ def apply_settings(transform: Any, window: np.ndarray, settings: Sequence[tuple[
                              f"{window.shape}")
     frames = [check_image(img, transform.name) for img in window]
     fast = _FAST[transform.name]
+    shared: list[dict] = [{} for _ in frames]  # per frame, what every setting makes alike from the image alone
     outs = []
     for params, seed in settings:
         p = transform.resolve(params, seed)
@@ -122,7 +123,7 @@ def apply_settings(transform: Any, window: np.ndarray, settings: Sequence[tuple[
         if p.get("intensity", 1.0) == 0.0 and transform.family == "weather":
             outs.append(np.stack([img.copy() for img in frames]))
             continue
-        made = [fast(img, p, rng) for img in frames]
+        made = [fast(img, p, rng, shared[f]) for f, img in enumerate(frames)]
         outs.append(made[0][None] if len(made) == 1 else np.stack(made))
     return outs
 
@@ -150,7 +151,7 @@ def _table(kind: str, v: float) -> np.ndarray:
 
 
 def _lut(kind: str, key: str) -> FastApply:
-    def run(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+    def run(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
         import cv2
 
         return cv2.LUT(image, _table(kind, p[key]))
@@ -158,12 +159,12 @@ def _lut(kind: str, key: str) -> FastApply:
     return run
 
 
-def _translation(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _translation(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     """A shift by whole pixels is a copy (what OpenCV's bilinear warp gives at whole-pixel positions); a
     fractional one is the reference's warp."""
     tx, ty = p["tx"], p["ty"]
     if tx != round(tx) or ty != round(ty):
-        return _reference("translation")(image, p, rng)
+        return _reference("translation")(image, p, rng, shared)
     dx, dy = int(round(tx)), int(round(ty))
     h, w = image.shape[:2]
     out = np.zeros_like(image)
@@ -175,7 +176,7 @@ def _translation(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.nd
 
 def _reference(name: str) -> FastApply:
     """The reference ``_apply`` of a built-in (blur, mirror): OpenCV's filters are the fast path already."""
-    def run(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+    def run(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
         from lidarmt.camera.transforms.registry import get_transform
 
         return get_transform(name)._apply(image, p, rng)
@@ -249,7 +250,7 @@ def _f32(v: float) -> np.float32:
     return np.float32(v)
 
 
-def _fog(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _fog(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     from lidarmt.camera.transforms import _batched_kernels as K
 
     h, w = image.shape[:2]
@@ -269,7 +270,7 @@ def _fog(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
     return out
 
 
-def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
@@ -291,7 +292,7 @@ def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
     return out
 
 
-def _snow(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _snow(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
@@ -414,12 +415,12 @@ def night_kernel(image: np.ndarray, p: dict[str, Any], L: Mapping[str, Any]) -> 
     return out
 
 
-def _night(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _night(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     h, w = image.shape[:2]
     return night_kernel(image, p, once(rng, ("night", h, w), lambda: night_layers(h, w, p, rng)))
 
 
-def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
@@ -477,7 +478,7 @@ def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
     return out
 
 
-def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
@@ -500,7 +501,7 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarr
     return out
 
 
-def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
@@ -509,8 +510,10 @@ def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
     h, w = image.shape[:2]
     s = h / 240.0
     m, thin = once(rng, ("dirt", h, w), lambda: dirt_maps(h, w, p, rng, smooth_noise_fast))
-    f = to_float(image)
-    blurred = cv2.GaussianBlur(f, (0, 0), 3.0 * s)
+    if "dirt" not in shared:  # the scene and its blur behind the dirt: the same for every setting
+        f0 = to_float(image)
+        shared["dirt"] = (f0, cv2.GaussianBlur(f0, (0, 0), 3.0 * s))
+    f, blurred = shared["dirt"]
     f2 = np.empty_like(f)
     K.dirt_mix(f, blurred, thin, f2)
     small = cv2.resize(f2, (max(1, w // 8), max(1, h // 8)), interpolation=cv2.INTER_AREA)
