@@ -324,3 +324,40 @@ def droplets_u8(base, refr, shade, highlight, soft, out):
         for j in range(w * 3):
             b = a[y, j]
             dst[y, j] = _to_u8(b + ((r[y, j] * sh3[j] + hl3[j]) - b) * s3[j])
+
+
+@njit(cache=True, nogil=True)
+def drop_maps(label, r, ecc, cx, cy, view, mx, my, shade, highlight, mask):
+    """The drops' maps in one pass over the label image (drop k + 1 where drop k shows; 0 elsewhere): the
+    refraction's remap (an inverted, shrunk view around a point above the drop), the shading (a darker rim), the
+    highlight towards the top and the mask; the arithmetic of :meth:`lidarmt.camera.transforms.optics.Droplets.
+    drops`, in float32. ``mx``, ``my`` start as the pixel grid, ``shade`` as 1, ``highlight`` and ``mask`` as 0."""
+    h, w = label.shape
+    c035 = np.float32(0.35)
+    c03 = np.float32(0.3)
+    c055 = np.float32(0.55)
+    c045 = np.float32(0.45)
+    c105 = np.float32(1.05)
+    c016 = np.float32(0.16)
+    two = np.float32(2.0)
+    for y in range(h):
+        for x in range(w):
+            lab = label[y, x]
+            if lab == 0:
+                continue
+            k = int(lab) - 1
+            rk, ek, cxk, cyk = r[k], ecc[k], cx[k], cy[k]
+            dx = np.float32(x) - cxk
+            dy = np.float32(y) - cyk
+            q = dy / ek
+            rho2 = min((dx * dx + q * q) / (rk * rk), _F1)
+            kk = view / rk * (_F1 + c035 * rho2)
+            mx[y, x] = cxk - kk * dx
+            my[y, x] = cyk - c03 * view - kk * dy
+            edge = min(max((rho2 - c055) / c045, _F0), _F1)
+            shade[y, x] = c105 * (_F1 - c035 * edge * edge)
+            hx = dx + c035 * rk
+            hy = dy + c045 * rk * ek
+            sr = c016 * rk
+            highlight[y, x] = c035 * np.exp(-(hx * hx + hy * hy) / (two * sr * sr))
+            mask[y, x] = _F1
