@@ -1,18 +1,23 @@
 """Camera campaign throughput against model-only throughput, measured in the same run.
 
-For each steering model, in ``--repeats`` interleaved rounds (so that load drift hits all three alike):
+For each steering model, in ``--repeats`` interleaved rounds (so that load drift hits them alike):
 (1) model-only: ``predict`` on the campaign's own follow-up inputs, images/s: every transformed image (a window
 of transformed frames for models with history) of every seed frame, made by the campaign's evaluator (the same
 bytes), cut into the campaign's batches (``batch_size`` 64 per seed frame), with Chauffeur's encoder-feature
 cache cold at the start as in a campaign; only the ``predict`` calls are timed; (2) the campaign:
 ``run_campaign`` in this process over the same seed frames with every transformation (DeepTest's 70 simple
 settings, 7 weathers × 4 intensities, the mirror), pairs/s, where each pair is one transformed image judged
-(the seed predictions, the transformations, the journal and the bookkeeping included), with the
-transformations made ahead in a thread pool (:mod:`lidarmt.camera.prefetch`, the default) and (3) without
-(``ratio_serial``). The ratio campaign / model-only says what everything around the model costs (target
-≥ 0.8). Reported: the best of the rounds of each, and the median of the per-round ratios. The JSON records
-the CPU's ISA and the load average at the start (``machine``), per round and at the end. Also reported: the
-transformations' own cost per single image.
+(the seed predictions, the transformations, the journal and the bookkeeping included), with the batched
+transformations (``batched-v1``, :mod:`lidarmt.camera.transforms.batched`, what campaigns use) made ahead in a
+thread pool (:mod:`lidarmt.camera.prefetch`, the default); (3) the same campaign with the reference
+transformations (``ratio_reference``); with ``--serial`` also (4) the batched campaign without prefetch
+(``ratio_serial``). The ratio campaign / model-only says what everything around the model costs (target ≥ 0.8).
+Reported: the best of the rounds of each, the median of the per-round ratios, and the process's CPU
+milliseconds per model-only image and per campaign pair (all threads; other processes on a loaded machine
+disturb CPU time less than wall time). Also reported, per transformation, its milliseconds per transformed image
+with each implementation (every setting on every seed frame, one core, thread CPU time, the best of two passes).
+The JSON records the command, the CPU's ISA (``isa``; ``machine`` also has the load average at the start), the
+load per round and at the end.
 
 (Before issue 23 the model-only figure repeated one transformed image ``history + 1`` times to make a window
 and timed it warm over repeats: for Chauffeur, whose feature cache then held every frame, that timed the LSTM
@@ -24,8 +29,8 @@ alone: its forward pass on a batch already on the GPU, timed with CUDA events, i
 ``torch.utils.flop_counter``, and the achieved FLOP/s over a 8192x8192 matmul's FLOP/s on the same GPU in the same
 run (fp32 with TF32 off, and bf16). The models run in fp32.
 
-Usage: ``python benchmarks/bench_camera_fuzz.py [--frames 12] [--models dave2,...] [--device auto|cpu|cuda]
-[--skip-cpu]`` (Udacity frames from ../shared/data when present, else the demo bag's camera, else a synthetic
+Usage: ``python benchmarks/bench_camera_fuzz.py [--frames 12] [--repeats 3] [--models dave2,...]
+[--device auto|cpu|cuda] [--skip-cpu] [--serial]`` (Udacity frames from ../shared/data when present, else the demo bag's camera, else a synthetic
 folder). Writes ``benchmarks/results/camera_fuzz.json``.
 """
 
