@@ -179,7 +179,8 @@ def fuzz(
                                   refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
                                   batch_size=batch_size, follow_ups=follow_ups,
                                   paired=tuple(tuple(s for s, _ in p.pairs) for p in pairings),
-                                  transform_impl=implementation_for(out, resume=resume))
+                                  transform_impl=implementation_for(out, resume=resume) if pairs is None
+                                  else "reference")  # follow-ups made elsewhere: nothing to implement
     criteria = Criteria(lam, epsilon, tolerance, min_change)
     from lidarmt.cli._common import command_line
 
