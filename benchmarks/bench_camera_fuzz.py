@@ -281,19 +281,6 @@ def main() -> None:
         transform_ms = {impl: sum(c["ms_per_image"][impl] * c["settings"] for c in costs.values())
                         * len(frames) / made for impl in IMPLEMENTATIONS}
         devices = ([] if args.skip_cpu else ["cpu"]) + ([gpu] if gpu != "cpu" else [])
-        rows = [measure(name, images, frames, transforms, tmp, repeats=args.repeats, device=dev, index=k,
-                        serial=args.serial)
-                for dev in devices for k, name in enumerate(models)]
-        peaks = {}
-        if gpu != "cpu":
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            from bench_perception import gpu_matmul_tflops
-
-            dev = torch.device(gpu)
-            peaks = {"fp32": gpu_matmul_tflops(torch.float32, dev), "bf16": gpu_matmul_tflops(torch.bfloat16, dev)}
-            for r in rows:
-                if "forward_tflops" in r:
-                    r["forward_over_matmul"] = {k: r["forward_tflops"] / v for k, v in peaks.items()}
         head = (f"{'model':<26} {'device':<7} {'model-only img/s':>17} {'campaign pairs/s':>17} {'ratio':>6} "
                 f"{'ref.':>6}" + (f" {'serial':>7}" if args.serial else "") + f" {'overhead ms/pair':>17} "
                 f"{'CPU ms: model/img':>18} {'pair':>6} {'ref. pair':>9}")
@@ -309,14 +296,43 @@ def main() -> None:
             print(f"{name:<14} {c['settings']:>8} {ms[REFERENCE]:>17.3f} {ms[BATCHED]:>17.3f} {c['speedup']:>8.1f}x")
         print(f"{'all (mean)':<14} {made // len(frames):>8} {transform_ms[REFERENCE]:>17.3f} "
               f"{transform_ms[BATCHED]:>17.3f} {transform_ms[REFERENCE] / transform_ms[BATCHED]:>8.1f}x")
-        print(head)
-        for r in rows:
-            print(f"{r['model']:<26} {r['device']:<7} {r['model_only_images_per_s']:>17.1f} "
-                  f"{r['campaign_pairs_per_s']:>17.1f} {r['ratio']:>6.2f} {r['ratio_reference']:>6.2f}"
-                  + (f" {r['ratio_serial']:>7.2f}" if args.serial else "")
-                  + f" {r['overhead_ms_per_pair']:>17.2f} {r['model_cpu_ms_per_image']:>18.2f} "
-                  f"{r['campaign_batched_cpu_ms_per_pair']:>6.2f} {r['campaign_reference_cpu_ms_per_pair']:>9.2f}")
-        if peaks:
+        print(head, flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        from lidarmt._atomic import atomic_write_text
+
+        peaks: dict = {}
+
+        def write(rows: list, complete: bool) -> None:  # after every model, so a cut-short run keeps its rows
+            atomic_write_text(args.out, json.dumps({
+                "command": " ".join(["benchmarks/bench_camera_fuzz.py", *sys.argv[1:]]), "complete": complete,
+                "source": images, "frames": len(frames), "per_frame": made // len(frames),
+                "transform_impl": CURRENT, "isa": mach["isa"], "transform_ms_per_image": transform_ms,
+                "transforms": costs, "torch_threads": torch.get_num_threads(), "models": rows,
+                "gpu_matmul_8192_tflops": peaks, "machine": mach, "loadavg_end": _machine.load_average(),
+                "environment": environment()}, indent=2) + "\n")
+
+        rows = []
+        for dev in devices:
+            for k, name in enumerate(models):
+                r = measure(name, images, frames, transforms, tmp, repeats=args.repeats, device=dev, index=k,
+                            serial=args.serial)
+                rows.append(r)
+                print(f"{r['model']:<26} {r['device']:<7} {r['model_only_images_per_s']:>17.1f} "
+                      f"{r['campaign_pairs_per_s']:>17.1f} {r['ratio']:>6.2f} {r['ratio_reference']:>6.2f}"
+                      + (f" {r['ratio_serial']:>7.2f}" if args.serial else "")
+                      + f" {r['overhead_ms_per_pair']:>17.2f} {r['model_cpu_ms_per_image']:>18.2f} "
+                      f"{r['campaign_batched_cpu_ms_per_pair']:>6.2f} {r['campaign_reference_cpu_ms_per_pair']:>9.2f}",
+                      flush=True)
+                write(rows, False)
+        if gpu != "cpu":
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            from bench_perception import gpu_matmul_tflops
+
+            dev = torch.device(gpu)
+            peaks.update(fp32=gpu_matmul_tflops(torch.float32, dev), bf16=gpu_matmul_tflops(torch.bfloat16, dev))
+            for r in rows:
+                if "forward_tflops" in r:
+                    r["forward_over_matmul"] = {k: r["forward_tflops"] / v for k, v in peaks.items()}
             print(f"# GPU {torch.cuda.get_device_name(torch.device(gpu))}: matmul 8192^2 fp32 (TF32 off) "
                   f"{peaks['fp32']:.1f} TFLOP/s, bf16 {peaks['bf16']:.1f} TFLOP/s")
             for r in rows:
@@ -325,17 +341,7 @@ def main() -> None:
                     print(f"{r['model']:<26} forward (batch {r['forward_batch']}, fp32): "
                           f"{r['gflop_per_image']:.3f} GFLOP/image, {r['forward_tflops']:.2f} TFLOP/s = "
                           f"{o['fp32']:.3f} of the fp32 matmul, {o['bf16']:.3f} of the bf16 matmul")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        from lidarmt._atomic import atomic_write_text
-
-        atomic_write_text(args.out, json.dumps({"command": " ".join(["benchmarks/bench_camera_fuzz.py", *sys.argv[1:]]),
-                                       "source": images, "frames": len(frames), "per_frame": made // len(frames),
-                                       "transform_impl": CURRENT, "isa": mach["isa"],
-                                       "transform_ms_per_image": transform_ms, "transforms": costs,
-                                       "torch_threads": torch.get_num_threads(),
-                                       "models": rows, "gpu_matmul_8192_tflops": peaks, "machine": mach,
-                                       "loadavg_end": _machine.load_average(),
-                                       "environment": environment()}, indent=2) + "\n")
+        write(rows, True)
         print(f"wrote {args.out}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
