@@ -137,7 +137,7 @@ def _within_tolerance(res: ReplayResult, what: str, transform: Any, now: np.ndar
         how = f"the reference: bundle.json names {made_with!r}, which this version of lidarmt lacks"
     if tol is not None and diff <= tol:
         res.check(what, True)
-        res.drift.append(Drift(what, "pixel", float(diff), 0.0))
+        res.drift.append(Drift(f"{what} (largest pixel difference from window.npz)", "pixel", float(diff), 0.0))
         return
     limit = "no pixel tolerance applies" if tol is None else f"tolerance {tol:g}"
     res.check(what, False, f"regenerated with {how}: pixels differ from window.npz by up to {diff} grey levels "
