@@ -10,7 +10,9 @@ picture of the same size. Each transformation runs once to warm up (imports, tab
 times at the heaviest setting of its grid (intensity 1 for weather, the last Table 4 setting for the simple
 ones) with seeds 0, 1, 2, ... (weather styles differ per seed, as in a campaign); the median, best and
 90th-percentile wall times are reported, with the process CPU time per call (OpenCV may use a second thread
-for some filters). Results go to benchmarks/results/camera_transforms.json.
+for some filters), for the reference implementation and for the batched one campaigns use
+(:mod:`lidarmt.camera.transforms.batched`, ``batched_*`` fields; ``speedup``: reference median over batched
+median). Results go to benchmarks/results/camera_transforms.json, with the machine (its ISA).
 """
 
 from __future__ import annotations
@@ -70,31 +72,40 @@ def main() -> None:
     image, frame_name = load_frame(args.frame)
     load = os.getloadavg()
     rows = []
-    for t in select(args.transforms):
-        params = t.grid[-1]
-        t.apply(image, params, 0)  # warm-up
+    from lidarmt.camera.transforms.batched import BATCHED, apply_window
+
+    def timed(run) -> dict:
+        run(0)  # warm-up (imports, tables, numba kernels)
         wall, cpu = [], []
         for k in range(args.repeat):
             c = time.process_time()
             s = time.perf_counter()
-            t.apply(image, params, k)
+            run(k)
             wall.append(time.perf_counter() - s)
             cpu.append(time.process_time() - c)
         wall.sort()
-        rows.append({"transform": t.name, "family": t.family, "setting": t.label(params),
-                     "median_ms": round(1e3 * statistics.median(wall), 3),
-                     "best_ms": round(1e3 * wall[0], 3),
-                     "p90_ms": round(1e3 * wall[min(len(wall) - 1, int(0.9 * len(wall)))], 3),
-                     "cpu_ms_median": round(1e3 * statistics.median(cpu), 3)})
+        return {"median_ms": round(1e3 * statistics.median(wall), 3), "best_ms": round(1e3 * wall[0], 3),
+                "p90_ms": round(1e3 * wall[min(len(wall) - 1, int(0.9 * len(wall)))], 3),
+                "cpu_ms_median": round(1e3 * statistics.median(cpu), 3)}
+
+    for t in select(args.transforms):
+        params = t.grid[-1]
+        ref = timed(lambda k, t=t, params=params: t.apply(image, params, k))
+        fast = timed(lambda k, t=t, params=params: apply_window(t, image[None], params, k, BATCHED))
+        rows.append({"transform": t.name, "family": t.family, "setting": t.label(params), **ref,
+                     **{f"batched_{k}": v for k, v in fast.items()},
+                     "speedup": round(ref["median_ms"] / max(fast["median_ms"], 1e-6), 2)})
         r = rows[-1]
         print(f"{r['transform']:12s} {r['median_ms']:8.2f} ms  (best {r['best_ms']:.2f}, "
-              f"p90 {r['p90_ms']:.2f}, CPU {r['cpu_ms_median']:.2f})  {r['setting']}", flush=True)
+              f"p90 {r['p90_ms']:.2f}, CPU {r['cpu_ms_median']:.2f}); {BATCHED} {r['batched_median_ms']:.2f} ms  "
+              f"{r['setting']}", flush=True)
 
     print()
-    print(f"{'transform':12s} {'family':8s} {'median ms':>10s} {'best ms':>8s} {'p90 ms':>8s} {'CPU ms':>8s}")
+    print(f"{'transform':12s} {'family':8s} {'median ms':>10s} {'best ms':>8s} {'p90 ms':>8s} {'CPU ms':>8s} "
+          f"{BATCHED + ' ms':>15s} {'speed-up':>9s}")
     for r in rows:
         print(f"{r['transform']:12s} {r['family']:8s} {r['median_ms']:10.2f} {r['best_ms']:8.2f} "
-              f"{r['p90_ms']:8.2f} {r['cpu_ms_median']:8.2f}")
+              f"{r['p90_ms']:8.2f} {r['cpu_ms_median']:8.2f} {r['batched_median_ms']:15.2f} {r['speedup']:8.1f}x")
     over = [r["transform"] for r in rows if r["median_ms"] > 10.0]
     print(f"over 10 ms per frame (median): {', '.join(over) if over else 'none'}")
     print(f"frame {frame_name} {image.shape[1]}x{image.shape[0]}; load average at start: "

@@ -3,8 +3,10 @@
 #   1. the tests that need a GPU (tests/test_device.py: those marked needs_cuda run, the CPU-only ones skip);
 #   2. bench_perception.py on the GPU: per-stage times, detects/s, the CNN's FLOP/s over the GPU's 8192² matmul
 #      peak (fp32 with TF32 off, and bf16/fp16) in the same run, GPU-vs-CPU agreement of exact mode;
-#   3. bench_camera_fuzz.py on the GPU: every camera model's throughput, campaign ÷ model-only, the networks'
-#      FLOP/s over the matmul peak;
+#   3. bench_camera_fuzz.py on the GPU: every camera model's throughput, campaign ÷ model-only with the batched
+#      transformations (batched-v1: numba kernels on the CPU, made ahead in the prefetch pool while the models run
+#      on the GPU) and with the reference ones, each transformation's ms per image, the networks' FLOP/s over the
+#      matmul peak;
 #   4. bench_translate.py: translators' images/s on the GPU;
 #   5. an MR1 campaign on the demo recording with --device cuda (every frame, n ∈ {10, 100, 1000}): its
 #      verdicts/s, and the study-size campaign's time (1,000 frames × 3 n) extrapolated from it.
@@ -47,7 +49,7 @@ for step in $STEPS; do
            --junitxml="$OUT/tests.xml" ;;
     perception) run_step perception "$PY" benchmarks/bench_perception.py --device cuda --skip-cpu --frames 4 \
            --out "$OUT/perception.json" ;;
-    camera) run_step camera "$PY" benchmarks/bench_camera_fuzz.py --device cuda --frames 12 \
+    camera) run_step camera "$PY" benchmarks/bench_camera_fuzz.py --device cuda --frames 12 --repeats 2 \
            --out "$OUT/camera_fuzz.json" ;;
     translate) run_step translate "$PY" benchmarks/bench_translate.py --device cuda --out "$OUT/translate.json" ;;
     campaign)

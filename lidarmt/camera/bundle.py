@@ -15,7 +15,8 @@ A bundle is a folder ``runs/NAME/violations/<id>/`` (id = ``<model>-<transformat
 
 The folder is built beside its final place and renamed into it, so a bundle is either complete or absent.
 Replay (:mod:`lidarmt.camera.replay`) rebuilds the model from the bundle's spec (a ``module:callable`` only with ``--trust-code``), re-derives
-the transformed window from the seed tuple and compares it byte for byte, predicts both windows again and
+the transformed window from the seed tuple with the implementation bundle.json names (``transform_impl``; none: the
+reference, :mod:`lidarmt.camera.transforms.batched`) and compares it byte for byte, predicts both windows again and
 compares the angles bit for bit, and checks that the relation is still violated.
 
 A learned translator (``munit-night``, a ``translator.pt``, a plug-in) is recorded in bundle.json under
@@ -184,6 +185,9 @@ def make_camera_bundle(ev, key: tuple[int, ...], out_dir: Path, *, relation: dic
                 "params": dict(tr.grid[p]), "params_label": transform.label(tr.grid[p]),
                 "seed_tuple": [cfg.seed, f, tr.name, p, r],
                 "transform_seed": transform_seed(cfg.seed, f, tr.name, p, r)}
+        impl = getattr(cfg, "transform_impl", "reference")
+        if impl != "reference":  # the implementation that made the image (none recorded: the reference)
+            info["transform_impl"] = impl
         resolve = getattr(transform, "resolve", None)  # the full setting applied (weather styles from the seed)
         if callable(resolve):
             info["resolved_params"] = resolve(dict(tr.grid[p]), info["transform_seed"])

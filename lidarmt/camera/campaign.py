@@ -135,6 +135,10 @@ class CameraCampaignConfig:
     # and per follow-up source the source frames that have a follow-up in it (sorted)
     follow_ups: tuple[str, ...] = ()
     paired: tuple[tuple[int, ...], ...] = ()
+    # the transformations' implementation (lidarmt.camera.transforms.batched): "reference" (every journal made
+    # before it was recorded, and the default of configurations built in code) or "batched-v1" (new camera
+    # campaigns: implementation_for); recorded in the journal only when not the reference
+    transform_impl: str = "reference"
 
     kind: ClassVar[str] = "camera"
     owned: ClassVar[tuple[str, ...]] = OWNED
@@ -153,6 +157,9 @@ class CameraCampaignConfig:
             raise CameraArgumentError(f"--timeout {self.timeout}: give a positive number of seconds")
         if self.batch_size < 1:
             raise CameraArgumentError(f"--batch-size {self.batch_size}: use at least 1")
+        from lidarmt.camera.transforms.batched import check_implementation
+
+        check_implementation(self.transform_impl, error=CameraArgumentError)
         if self.follow_ups and (self.trials != 1 or len(self.transforms) != len(self.follow_ups)
                                 or len(self.paired) != len(self.follow_ups)):
             raise CameraArgumentError("--pairs: a pairs campaign has one transformation per follow-up source, "
@@ -236,6 +243,8 @@ class CameraCampaignConfig:
         if self.follow_ups:
             d["follow_ups"] = list(self.follow_ups)
             d["paired"] = [list(p) for p in self.paired]
+        if self.transform_impl != "reference":
+            d["transform_impl"] = self.transform_impl
         return d
 
     @classmethod
@@ -244,7 +253,8 @@ class CameraCampaignConfig:
                    tuple(TransformRef.from_dict(t) for t in d["transforms"]), tuple(int(f) for f in d["frames"]),
                    int(d["seed"]), int(d["trials"]), d.get("topic"), d.get("timeout"), int(d.get("batch_size", 64)),
                    tuple(str(f) for f in d.get("follow_ups") or ()),
-                   tuple(tuple(sorted(int(i) for i in p)) for p in d.get("paired") or ()))
+                   tuple(tuple(sorted(int(i) for i in p)) for p in d.get("paired") or ()),
+                   str(d.get("transform_impl", "reference")))
 
     def param_labels(self) -> list[list[str]]:
         from lidarmt.camera.transforms.registry import get_transform
@@ -263,6 +273,16 @@ def _bad_angle(model: str, v: float) -> str:
     if not math.isfinite(v):
         return f"model {model} returned a non-finite angle ({v})"
     return f"model {model} returned an angle out of range ({v:g} rad; at most {MAX_ANGLE_RAD:g})"
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays hold the same bytes (as 8-byte words when they can be viewed so: a few times faster than
+    ``np.array_equal`` on images)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.nbytes % 8 == 0 and a.flags.c_contiguous and b.flags.c_contiguous and a.nbytes:
+        return bool(np.array_equal(a.reshape(-1).view(np.uint64), b.reshape(-1).view(np.uint64)))
+    return bool(np.array_equal(a, b))
 
 
 def _finite(values: np.ndarray, n: int, model: str) -> np.ndarray:
@@ -308,21 +328,18 @@ class CameraEvaluator(EvaluatorBase):
 
         if self._prefetch is None:
             threads = prefetch.default_threads()
-            if threads == 0:
-                window, cur = self.window(index)
-                made, broken, seconds = {}, {}, 0.0
-                for tpr in wanted:
-                    img, fail, s = prefetch.make_one(self.transformed, window, index, tpr)
-                    seconds += s
-                    if fail is None:
-                        made[tpr] = img
-                    else:
-                        broken[tpr] = fail
-                return prefetch.Images(window, cur, made, broken, seconds)
             cfg = self.config
+            safe = lambda t: not cfg.follow_ups and prefetch.pool_safe(self.transforms[t])  # noqa: E731
+            if threads == 0:  # in this thread, a built-in transformation's settings in one batched call
+                window, cur = self.window(index)
+                got: dict = {}
+                for t, settings in prefetch.groups(wanted, safe):
+                    got.update(prefetch.make_group(self.transformed_many if safe(t) else None, self.transformed,
+                                                   window, index, t, settings))
+                return prefetch.collect(window, cur, wanted, got)
             self._prefetch = prefetch.Prefetcher(
                 window=self.window, make=self.transformed, order=cfg.frames, keys_of=cfg.keys_of, threads=threads,
-                safe=lambda t: not cfg.follow_ups and prefetch.pool_safe(self.transforms[t]))
+                safe=safe, make_many=self.transformed_many)
         return self._prefetch.images(index, wanted)
 
     def _frame(self, index: int) -> Any:
@@ -345,15 +362,29 @@ class CameraEvaluator(EvaluatorBase):
         return np.stack(imgs), cur
 
     def transformed(self, window: np.ndarray, frame: int, t: int, p: int, trial: int) -> np.ndarray:
-        """The window with transformation t, parameter setting p applied to every frame (same seed)."""
-        from lidarmt.camera.transforms.base import apply_window
+        """The window with transformation t, parameter setting p applied to every frame (same seed), by the
+        campaign's implementation (:mod:`lidarmt.camera.transforms.batched`)."""
+        from lidarmt.camera.transforms.batched import apply_window
 
         tr = self.transforms[t]
         if self.config.follow_ups:  # the follow-ups of the window's frames (padded as the window)
             return tr.window([max(0, i) for i in range(frame - self.history, frame + 1)])
         params = self.config.transforms[t].grid[p]
         seed = transform_seed(self.config.seed, frame, tr.name, p, trial)
-        return apply_window(tr, window, params, seed)
+        return apply_window(tr, window, params, seed, self.config.transform_impl)
+
+    def transformed_many(self, window: np.ndarray, frame: int, t: int,
+                         settings: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        """:meth:`transformed` for several (parameter, trial) settings of transformation t at once (one batched
+        call: :func:`lidarmt.camera.transforms.batched.apply_settings`), the same bytes as one by one."""
+        from lidarmt.camera.transforms.batched import apply_settings
+
+        if self.config.follow_ups:
+            return [self.transformed(window, frame, t, p, r) for p, r in settings]
+        tr = self.transforms[t]
+        grid = self.config.transforms[t].grid
+        return apply_settings(tr, window, [(grid[p], transform_seed(self.config.seed, frame, tr.name, p, r))
+                                           for p, r in settings], self.config.transform_impl)
 
     @staticmethod
     def model_input(window: np.ndarray, history: int) -> np.ndarray:
@@ -362,15 +393,25 @@ class CameraEvaluator(EvaluatorBase):
 
     # ------------------------------------------------------------------------------------------ judging
 
-    def predict(self, m: int, batch: np.ndarray, keys: Any, stage: str) -> np.ndarray:
-        """One model call on a private, read-only copy of ``batch``, verified after the call (a model can switch
+    def predict(self, m: int, batch: np.ndarray, keys: Any, stage: str,
+                sources: Sequence[np.ndarray] | None = None) -> np.ndarray:
+        """One model call on a private, read-only ``batch``, verified after the call (a model can switch
         ``writeable`` back on): a model that writes into its images can change neither what the other models
-        and later pairs see nor its own verdicts unnoticed; it is a finding (:class:`ModelInputModified`)."""
+        and later pairs see nor its own verdicts unnoticed; it is a finding (:class:`ModelInputModified`).
+        ``sources``: the arrays ``batch`` was just stacked from (then ``batch`` is already private: no copy is
+        made, and it is checked against them); without them the call gets a copy of ``batch``."""
         model = self.models[m]
-        given = np.array(batch, copy=True)
+        if sources is None:
+            given = np.array(batch, copy=True)
+            sources = [batch]
+            whole = True
+        else:
+            given = batch
+            whole = False
         given.flags.writeable = False
         out = self.call(model.predict, given, keys=keys, stage=stage, work=len(batch))
-        if not np.array_equal(given, batch):
+        if not (_same_bytes(given, sources[0]) if whole else
+                len(sources) == len(given) and all(_same_bytes(g, s) for g, s in zip(given, sources, strict=True))):
             raise ModelInputModified(f"model {model.name} wrote into its input images during predict; a steering "
                                      "model must not modify the images it is given")
         return _finite(out, len(batch), model.name)
@@ -423,10 +464,11 @@ class CameraEvaluator(EvaluatorBase):
                 chunk = todo[i:i + cfg.batch_size]
                 if not any(k in asked for k in chunk):
                     continue  # judged before: not run again
-                batch = np.stack([self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk])
+                inputs = [self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk]
+                batch = np.stack(inputs)
                 t1 = time.perf_counter()
                 try:
-                    preds = self.predict(m, batch, chunk, "follow")
+                    preds = self.predict(m, batch, chunk, "follow", sources=inputs)
                 except Exception as err:
                     fail = failure(err)
                     status = fail.pop("status")
@@ -473,3 +515,21 @@ def transform_refs(names: Sequence[Any], *, device: str | None = None) -> tuple[
     return tuple(TransformRef(t.name, tuple(dict(p) for p in t.grid),
                               {"device": device} if device is not None and t.family == "translator" else {})
                  for t in names)
+
+
+def implementation_for(out: Path | None, *, resume: bool) -> str:
+    """The transformations' implementation a camera campaign in ``out`` uses: the one its journal recorded when
+    it is resumed (a journal without one used the reference), else the current one
+    (:data:`lidarmt.camera.transforms.batched.CURRENT`)."""
+    from lidarmt.camera.transforms.batched import CURRENT
+
+    if resume and out is not None and (Path(out) / JOURNAL_NAME).is_file():
+        from lidarmt.engine.journal import read_header
+
+        try:
+            stored = read_header(Path(out) / JOURNAL_NAME).get("config")
+        except LidarmtError:
+            return CURRENT  # the engine's own --resume checks say what is wrong with the journal
+        if isinstance(stored, dict) and stored.get("kind") == CameraCampaignConfig.kind:
+            return str(stored.get("transform_impl", "reference"))
+    return CURRENT

@@ -77,6 +77,40 @@ def make_one(make: Callable[..., np.ndarray], window: np.ndarray, index: int, tp
                       "traceback": failure(err)["traceback"]}, time.perf_counter() - t0
 
 
+def groups(wanted: Sequence[TPR], batched: Callable[[int], bool]) -> list[tuple[int, list[tuple[int, int]]]]:
+    """``wanted`` as the work units of a frame: each transformation that ``batched(t)`` makes in one call gets
+    one unit with all its (parameter, trial) settings; every other image is a unit of its own. In the order of
+    ``wanted``."""
+    out: list[tuple[int, list[tuple[int, int]]]] = []
+    at: dict[int, int] = {}
+    for t, p, r in wanted:
+        if batched(t) and t in at:
+            out[at[t]][1].append((p, r))
+            continue
+        if batched(t):
+            at[t] = len(out)
+        out.append((t, [(p, r)]))
+    return out
+
+
+def make_group(make_many: Callable[..., list[np.ndarray]] | None, make: Callable[..., np.ndarray],
+               window: np.ndarray, index: int, t: int, settings: Sequence[tuple[int, int]]) -> dict[TPR, Made]:
+    """The transformed windows of transformation ``t`` at ``settings`` ((parameter, trial) pairs): in one call of
+    ``make_many(window, index, t, settings)`` when given (the seconds shared equally), else image by image. When
+    the batched call raises, every image is made again alone (:func:`make_one`), so a failing setting is recorded
+    with the same text as without batching and the others are kept."""
+    if make_many is not None and len(settings) > 1:
+        t0 = time.perf_counter()
+        try:
+            imgs = make_many(window, index, t, settings)
+        except Exception:
+            pass
+        else:
+            s = (time.perf_counter() - t0) / len(settings)
+            return {(t, p, r): (img, None, s) for (p, r), img in zip(settings, imgs, strict=True)}
+    return {(t, p, r): make_one(make, window, index, (t, p, r)) for p, r in settings}
+
+
 def pool_safe(transform: Any) -> bool:
     """Whether a transformation may run in the pool's threads: the project's own image transformations only."""
     return (type(transform).__module__.startswith("lidarmt.camera.transforms.")
@@ -89,7 +123,8 @@ class _Job:
     index: int
     window: np.ndarray
     current: Any
-    futures: dict[TPR, Future] = field(default_factory=dict)
+    futures: dict[int, Future] = field(default_factory=dict)  # by unit number
+    units: list[tuple[int, list[tuple[int, int]]]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -107,14 +142,17 @@ class Prefetcher:
     """Makes a frame's transformed images in a thread pool, and the next frame's while the caller judges.
 
     ``window(index)`` -> (window, current frame) decodes a seed window (called in the caller's thread only);
-    ``make(window, index, t, p, trial)`` makes one transformed window; ``safe(t)``: whether transformation ``t``
-    may run in the pool; ``order``: the frames in the order the campaign walks them; ``keys_of(index)``: the
-    keys of a frame (to know what the next frame will want)."""
+    ``make(window, index, t, p, trial)`` makes one transformed window; ``make_many(window, index, t, settings)``
+    (optional) makes all the settings of transformation ``t`` in one batched call, one unit of the pool's work;
+    ``safe(t)``: whether transformation ``t`` may run in the pool (and be batched); ``order``: the frames in the
+    order the campaign walks them; ``keys_of(index)``: the keys of a frame (to know what the next frame will
+    want)."""
 
     def __init__(self, *, window: Callable[[int], tuple[np.ndarray, Any]], make: Callable[..., np.ndarray],
                  safe: Callable[[int], bool], order: Sequence[int], keys_of: Callable[[int], Sequence[tuple]],
-                 threads: int) -> None:
+                 threads: int, make_many: Callable[..., list[np.ndarray]] | None = None) -> None:
         self._window, self._make, self._safe, self._keys_of = window, make, safe, keys_of
+        self._make_many = make_many
         self._next = {f: order[i + 1] for i, f in enumerate(order[:-1])}
         self._threads = max(1, int(threads))
         self._pool: ThreadPoolExecutor | None = None
@@ -122,23 +160,28 @@ class Prefetcher:
         self._last: int | None = None
         self._in_order = True  # the last two calls came in the campaign's order (speculate only then)
         self.hits = 0  # frames whose images were made ahead (for tests and benchmarks)
-        self.stolen = 0  # images this thread made itself rather than wait for the pool to start them
+        self.stolen = 0  # units this thread made itself rather than wait for the pool to start them
+
+    def _unit(self, job: _Job, u: int) -> dict[TPR, Made]:
+        t, settings = job.units[u]
+        return make_group(self._make_many, self._make, job.window, job.index, t, settings)
 
     def _submit(self, index: int, wanted: Sequence[TPR]) -> _Job:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="lidarmt-transform")
         window, current = self._window(index)
-        job = _Job(index, window, current)
-        for tpr in wanted:
-            if self._safe(tpr[0]):
-                job.futures[tpr] = self._pool.submit(make_one, self._make, window, index, tpr)
+        job = _Job(index, window, current, units=groups(wanted, self._safe))
+        for u, (t, _) in enumerate(job.units):
+            if self._safe(t):
+                job.futures[u] = self._pool.submit(self._unit, job, u)
         return job
 
     def images(self, index: int, wanted: Sequence[TPR]) -> Images:
         """The transformed images ``wanted`` of frame ``index``; then starts on the next frame's, when the calls
         come in the campaign's order."""
         job, self._job = self._job, None
-        if job is not None and job.index != index:
+        if job is not None and (job.index != index
+                                or {(t, p, r) for t, ss in job.units for p, r in ss} != set(wanted)):
             for f in job.futures.values():  # a wrong guess: let it finish (nothing to cancel mid-call)
                 f.cancel()
             job = None
@@ -148,37 +191,25 @@ class Prefetcher:
         self._last = index
         if job is None:
             job = self._submit(index, wanted)
-        made: dict[TPR, np.ndarray] = {}
-        broken: dict[TPR, dict] = {}
-        seconds = 0.0
-        later: list[TPR] = [tpr for tpr in wanted if tpr not in job.futures]
+        got: dict[TPR, Made] = {}
         # the pool's work first, then what only this thread may make. This thread does not wait idle for the
         # pool: what no pool thread has started yet it makes itself, from the end of the queue (the pool
         # takes from the front); what one has started it waits for
-        for tpr in reversed([tpr for tpr in wanted if tpr in job.futures]):
-            fut = job.futures[tpr]
+        for u in reversed(sorted(job.futures)):
+            fut = job.futures[u]
             if fut.cancel():
-                img, fail, s = make_one(self._make, job.window, index, tpr)
+                got.update(self._unit(job, u))
                 self.stolen += 1
             else:
-                img, fail, s = fut.result()
-            seconds += s
-            if fail is None:
-                made[tpr] = img
-            else:
-                broken[tpr] = fail
+                got.update(fut.result())
         nxt = self._next.get(index) if self._in_order else None
         if nxt is not None:  # start on the next frame now: its images are made while the models judge this one
             want = sorted({(int(k[2]), int(k[3]), int(k[4])) for k in self._keys_of(nxt)})
             self._job = self._submit(nxt, want)
-        for tpr in later:
-            img, fail, s = make_one(self._make, job.window, index, tpr)
-            seconds += s
-            if fail is None:
-                made[tpr] = img
-            else:
-                broken[tpr] = fail
-        return Images(job.window, job.current, made, broken, seconds)
+        for u in range(len(job.units)):
+            if u not in job.futures:
+                got.update(self._unit(job, u))
+        return collect(job.window, job.current, wanted, got)
 
     def close(self) -> None:
         job, self._job = self._job, None
@@ -188,3 +219,18 @@ class Prefetcher:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def collect(window: np.ndarray, current: Any, wanted: Sequence[TPR], got: dict[TPR, Made]) -> Images:
+    """The images of ``wanted`` from what the units made: the made ones, the failures, the seconds summed."""
+    made: dict[TPR, np.ndarray] = {}
+    broken: dict[TPR, dict] = {}
+    seconds = 0.0
+    for tpr in wanted:
+        img, fail, s = got[tpr]
+        seconds += s
+        if fail is None:
+            made[tpr] = img
+        else:
+            broken[tpr] = fail
+    return Images(window, current, made, broken, seconds)

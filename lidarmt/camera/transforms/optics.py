@@ -138,7 +138,7 @@ class Droplets(Weather):
         s = h / 240.0
         base = to_float(image)
         base = cv2.GaussianBlur(base, (0, 0), 0.2 + 0.5 * i * s)  # the water film
-        drops = once(rng, ("droplets", h, w), lambda: self._drops(h, w, p, rng))
+        drops = once(rng, ("droplets", h, w), lambda: self._merged_drops(h, w, p, rng))
         if drops is None:
             return to_uint8(base)
         mx, my, shade, highlight, soft = drops
@@ -152,10 +152,19 @@ class Droplets(Weather):
         base += refr
         return to_uint8(base)
 
-    def _drops(self, h: int, w: int, p: dict[str, Any],
-               rng: RngFactory) -> tuple[np.ndarray, ...] | None:
+    def _merged_drops(self, h: int, w: int, p: dict[str, Any],
+                      rng: RngFactory) -> tuple[np.ndarray, ...] | None:
+        """:meth:`drops` with the shading's, the highlight's and the outline's maps as (H, W, 3)."""
+        drops = self.drops(h, w, p, rng)
+        if drops is None:
+            return None
+        mx, my, shade, highlight, soft = drops
+        return mx, my, merge3(shade), merge3(highlight), merge3(soft)
+
+    def drops(self, h: int, w: int, p: dict[str, Any],
+              rng: RngFactory) -> tuple[np.ndarray, ...] | None:
         """What depends on the setting and seed alone: the refraction's remap, and the shading's, the
-        highlight's and the outline's (H, W, 3) maps; None when there is no drop."""
+        highlight's and the outline's (H, W) maps; None when there is no drop."""
         i = p["intensity"]
         s = h / 240.0
         g = rng(TEXTURE_STREAM)
@@ -196,7 +205,7 @@ class Droplets(Weather):
         soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
         shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
         highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
-        return mx, my, merge3(shade), merge3(highlight), merge3(soft)
+        return mx, my, shade, highlight, soft
 
 
 class Dirt(Weather):
@@ -221,26 +230,10 @@ class Dirt(Weather):
 
     def _weather(self, image: np.ndarray, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
         h, w = image.shape[:2]
-        i = p["intensity"]
         s = h / 240.0
 
         def dirt() -> tuple[np.ndarray, np.ndarray]:  # the dirt's and its thin parts' (H, W, 3) maps
-            g = rng(TEXTURE_STREAM)
-            cells = max(2, int(round(7 / p["blotch"])))
-            n = smooth_noise(g, h, w, cells=cells, octaves=4)
-            cover = p["coverage"] * i ** 0.7
-            thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
-            m = np.clip((n - thr) / 0.12, 0.0, 1.0)
-            # specks: small defocused dots
-            nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
-            specks = np.zeros((h, w), np.float32)
-            for _ in range(nsp):
-                cv2.circle(specks, (int(g.uniform(0, w) * 16), int(g.uniform(0, h) * 16)),
-                           int(g.uniform(1.0, 3.5) * s * 16), float(g.uniform(0.4, 0.9)), -1, cv2.LINE_AA, 4)
-            m = np.maximum(m, specks)
-            m = cv2.GaussianBlur(m, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
-            m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
-            thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
+            m, thin = dirt_maps(h, w, p, rng)
             return merge3(m), merge3(thin)
 
         m, thin = once(rng, ("dirt", h, w), dirt)
@@ -264,3 +257,28 @@ class Dirt(Weather):
         f += scatter
         return to_uint8(f)
 
+
+def dirt_maps(h: int, w: int, p: dict[str, Any], rng: RngFactory,
+              noise: Any = smooth_noise) -> tuple[np.ndarray, np.ndarray]:
+    """The dirt's opacity and its thin parts, (H, W) each, from the setting and seed alone: thresholded fractal
+    noise (blotches, ``noise``: :func:`smooth_noise` or a function that makes the same field) and specks,
+    defocused."""
+    i = p["intensity"]
+    s = h / 240.0
+    g = rng(TEXTURE_STREAM)
+    cells = max(2, int(round(7 / p["blotch"])))
+    n = noise(g, h, w, cells=cells, octaves=4)
+    cover = p["coverage"] * i ** 0.7
+    thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
+    m = np.clip((n - thr) / 0.12, 0.0, 1.0)
+    # specks: small defocused dots
+    nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
+    specks = np.zeros((h, w), np.float32)
+    for _ in range(nsp):
+        cv2.circle(specks, (int(g.uniform(0, w) * 16), int(g.uniform(0, h) * 16)),
+                   int(g.uniform(1.0, 3.5) * s * 16), float(g.uniform(0.4, 0.9)), -1, cv2.LINE_AA, 4)
+    m = np.maximum(m, specks)
+    m = cv2.GaussianBlur(m, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
+    m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
+    thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
+    return m, thin

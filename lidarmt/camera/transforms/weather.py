@@ -187,24 +187,29 @@ class Rain(Weather):
         f += np.float32(veil * (0.5 * grey + 0.25))
         sigma = 0.3 + 0.8 * i * s
         f = cv2.GaussianBlur(f, (0, 0), sigma)
-        def streaks() -> np.ndarray:  # far layer then near layer, each blurred a little (motion and defocus)
-            g = rng(TEXTURE_STREAM)
-            area = h * w / (320.0 * 240.0)
-            angle = math.radians(p["angle"])
-            length = p["length"] * h
-            alpha = np.zeros((h, w), np.float32)
-            layers = ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
-            for count, scale, thick, blur, opacity in layers:
-                layer = np.zeros((h, w), np.float32)
-                n = int(round(count * i * p["density"] * area))
-                _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
-                layer = cv2.GaussianBlur(layer, (0, 0), blur * s)
-                alpha = np.maximum(alpha, layer * np.float32(opacity))
-            return merge3(np.minimum(alpha, 1.0))
-
-        alpha = once(rng, ("rain", h, w), streaks)
+        alpha = once(rng, ("rain", h, w), lambda: merge3(rain_alpha(h, w, p, rng)))
         drop = np.array([0.82, 0.84, 0.88]) * min(1.0, 0.75 + grey)
         return to_uint8(_blend_to(f, drop, alpha))
+
+
+def rain_alpha(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+    """Rain's streak opacity, (H, W): the far layer then the near layer, each blurred a little (motion and
+    defocus); from the setting and seed alone."""
+    i = p["intensity"]
+    s = h / 240.0
+    g = rng(TEXTURE_STREAM)
+    area = h * w / (320.0 * 240.0)
+    angle = math.radians(p["angle"])
+    length = p["length"] * h
+    alpha = np.zeros((h, w), np.float32)
+    layers = ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
+    for count, scale, thick, blur, opacity in layers:
+        layer = np.zeros((h, w), np.float32)
+        n = int(round(count * i * p["density"] * area))
+        _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
+        layer = cv2.GaussianBlur(layer, (0, 0), blur * s)
+        alpha = np.maximum(alpha, layer * np.float32(opacity))
+    return np.minimum(alpha, 1.0)
 
 
 def _splat(layer: np.ndarray, ys: np.ndarray, xs: np.ndarray, vals: np.ndarray, sigma_x: float,

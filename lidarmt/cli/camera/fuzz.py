@@ -173,10 +173,14 @@ def fuzz(
 
     out = out or default_run_folder(
         "camera-" + Path(images.rstrip("/")).name.split(".")[0], images, *(pairs or ()), recipe)
+    from lidarmt.camera.campaign import implementation_for
+
     config = CameraCampaignConfig(images, tuple(model_ref(n, o) for n, o in zip(names, per_model, strict=True)),
                                   refs, chosen, seed=seed, trials=trials, topic=topic, timeout=timeout,
                                   batch_size=batch_size, follow_ups=follow_ups,
-                                  paired=tuple(tuple(s for s, _ in p.pairs) for p in pairings))
+                                  paired=tuple(tuple(s for s, _ in p.pairs) for p in pairings),
+                                  transform_impl=implementation_for(out, resume=resume) if pairs is None
+                                  else "reference")  # follow-ups made elsewhere: nothing to implement
     criteria = Criteria(lam, epsilon, tolerance, min_change)
     from lidarmt.cli._common import command_line
 
