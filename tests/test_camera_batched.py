@@ -309,3 +309,40 @@ def test_bundles_name_their_implementation_and_replay_with_it(udacity, tmp_path)
         res = replay_camera_bundle(b, old, trust_code=True)
         assert res.checks[what] and not [d for d in res.drift if d.kind == "pixel"], res.details
     assert seen & {"fog", "night"}, seen
+
+
+def test_pixel_drift_is_accepted_only_where_another_cpu_explains_it(udacity, tmp_path):
+    """A regenerated image one grey level off: *reproduced* when the bundle was made on another kind of CPU (the
+    batched kernels' floats are compiled for the CPU at hand), *not reproduced* on the same kind (nothing explains
+    it), and never beyond the pixel tolerance."""
+    from lidarmt.camera.bundle import write_shown
+    from lidarmt.camera.replay import replay_camera_bundle
+    from lidarmt.engine.manifest import write_manifest
+    from lidarmt.engine.replay import TOLERANCES
+
+    out = tmp_path / "run"
+    _bundle(udacity, out, BATCHED)
+    b = next(p for p in sorted((out / "violations").iterdir())
+             if json.loads((p / "bundle.json").read_text())["transform"] == "fog")
+    info = json.loads((b / "bundle.json").read_text())
+    with np.load(b / "window.npz") as z:
+        seed_w, stored = z["seed"], z["transformed"]
+
+    def reseal(step: int, machine: dict | None) -> dict:
+        moved = stored.astype(np.int16)
+        moved[0, 3, 5, 1] += step if moved[0, 3, 5, 1] + step <= 255 else -step
+        np.savez_compressed(b / "window.npz", seed=seed_w, transformed=moved.astype(np.uint8))
+        doc = dict(info, machine=machine if machine is not None else info["machine"])
+        (b / "bundle.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        write_shown(b, doc, seed_w[-1], moved.astype(np.uint8)[-1], b)
+        write_manifest(b, [p.name for p in b.iterdir() if p.name != "MANIFEST.json"])
+        return doc
+
+    other = {"isa": "avx2", "cpu_isa": "avx2", "cpu": "another CPU"}
+    res = replay_camera_bundle(b, reseal(1, other), trust_code=True)
+    assert res.outcome == "reproduced", res.details
+    assert [d.diff for d in res.drift if d.kind == "pixel"] == [1.0]
+    assert replay_camera_bundle(b, reseal(1, None), trust_code=True).outcome == "not reproduced"
+    far = int(TOLERANCES["pixel"].abs) + 3
+    res = replay_camera_bundle(b, reseal(far, other), trust_code=True)
+    assert res.outcome == "not reproduced" and "grey levels" in " ".join(res.details)

@@ -12,7 +12,9 @@ is padded by repeating the first frame.
 
 Every random choice of a transformation (the weather's style, rain streaks, snow flakes, a translator's style
 vector) comes from a seed derived from (campaign seed, frame, transformation, parameter, trial), so any pair can
-be replayed alone.
+be replayed alone. The built-in transformations are made by the implementation the configuration names
+(``transform_impl``: ``batched-v1`` for new campaigns, ``reference`` for journals that name none;
+:mod:`lidarmt.camera.transforms.batched`), a transformation's settings for a frame in one call.
 
 Learned translators (``--transforms munit-night``, the family ``translator``) are transformations like the
 others: one setting (the style drawn from the prior with that seed), built in each worker on the campaign's

@@ -1,10 +1,12 @@
 """Camera campaigns: the transformed images of the next seed frame are made while the models judge this one's.
 
 A camera campaign judges one seed frame at a time: every (transformation, parameter, trial) image of the frame is
-made once, then every model predicts them in batches. Made one after the other, the transformations (about
-2.4 ms per 320×240 image on average) and the forward passes add up; opencv and NumPy release the GIL, so a small
+made once, then every model predicts them in batches. Made one after the other, the transformations and the
+forward passes add up; opencv, NumPy and the batched implementation's numba kernels release the GIL, so a small
 thread pool makes the images of frame i+1 while the models run on frame i (and, for the first frame, the images
-are spread over the threads).
+are spread over the threads). A unit of the pool's work is one transformation's settings of a frame, made in one
+batched call (:func:`make_group`, :func:`lidarmt.camera.transforms.batched.apply_settings`); a unit that raises
+is made again image by image, so a failing setting is recorded alone, with the same text.
 
 The campaign's thread does not wait idle for the pool: images of the frame it needs that no pool thread has
 started yet it makes itself (from the end of the queue, the pool working from the front). A model with history

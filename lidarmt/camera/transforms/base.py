@@ -58,8 +58,9 @@ def apply_window(transform: Any, window: np.ndarray, params: Mapping[str, Any], 
     """A transformation applied to every frame of a (T, H, W, 3) window with one setting and seed: in one call
     when the transformation batches (``apply_batch``: translators), frame by frame otherwise (the built-in
     ones through ``apply_same``, which makes what depends only on the setting and seed once per window, the
-    same bytes as frame by frame). Campaigns, searches and replay all go through here, so they make the same
-    bytes."""
+    same bytes as frame by frame). This is the reference implementation; campaigns and replay go through
+    :func:`lidarmt.camera.transforms.batched.apply_window`, which comes here for ``"reference"`` (searches call it
+    directly), so what a journal or bundle names is what is made again."""
     batch = getattr(transform, "apply_batch", None)
     if callable(batch):
         return np.asarray(batch(window, params, seed))
