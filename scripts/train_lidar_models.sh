@@ -32,6 +32,7 @@ KITTI=${KITTI:-../shared/data/kitti/training}
 DRIVE=${DRIVE:-../shared/data/kitti_raw/2011_09_26/2011_09_26_drive_0001_sync}
 WEIGHTS=lidarmt/lidar/perception/apollo/weights
 export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 RUNS KITTI DRIVE
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's code, whatever the venv points at
 mkdir -p "$LOGS"
 
 data() {
@@ -106,7 +107,41 @@ kitti40() {
   nice -n 10 $PY scripts/lidar_metrics.py kitti40 "$@"
 }
 
+# ---------------------------------------------------------------------------------------------------- v4 (issue 32)
+# Fine-tunes of the shipped v3 640 weights on drive 0001 (sweeps 0-85) + SemanticKITTI sequences (whole sweep,
+# instance labels; ../shared/data/semantickitti/sequences/NN) [+ simulated frames]. Every run: 640 grid, crop 256,
+# batch 4, one thread, checkpoints every 4 minutes, --resume (safe to repeat after an interruption).
+SK=${SK:-../shared/data/semantickitti/sequences}
+V3_640=${V3_640:-$WEIGHTS/cnnseg640.pt}
+
+# ft OUT GRID STEPS LR SEED DATA_WEIGHTS SEQS [SIM]: fine-tune V3_640 (or, for GRID 512, FROM) on the drive,
+# the SemanticKITTI sequences SEQS (comma-separated) and optionally the simulated folder SIM
+ft() {
+  local out=$1 grid=$2 steps=$3 lr=$4 seed=$5 dw=$6 seqs=$7 sim=${8:-}
+  local from=${FROM:-$V3_640}
+  local data=(--data "$DRIVE@0:86")
+  local s
+  for s in ${seqs//,/ }; do data+=(--data "$SK/$s"); done
+  [ -n "$sim" ] && data+=(--data "$sim")
+  # one weight for the drive, one shared by all sequences (split evenly), one for the simulated frames
+  local w_drive w_sk w_sim n
+  IFS=, read -r w_drive w_sk w_sim <<< "$dw"
+  n=$(echo "$seqs" | tr ',' '\n' | wc -l)
+  local weights=$w_drive
+  for s in ${seqs//,/ }; do weights+=",$($PY -c "print(round($w_sk / $n, 6))")"; done
+  [ -n "$sim" ] && weights+=",$w_sim"
+  [ -f "$out/last.pt" ] || $PY -c "from lidarmt.lidar.perception.apollo.train import write_start_checkpoint as w; \
+w('$from', '$out', grid=$grid, lr=$lr)"
+  nice -n 5 $LIDARMT train "${data[@]}" --data-weights "$weights" --out "$out" --grid "$grid" --seed "$seed" \
+    --steps "$steps" --crop 256 --batch 4 --lr "$lr" --warmup 10 --threads 1 --checkpoint-minutes 4 \
+    --pos-weight 1.5 --class-weights 1.5,1,0.7,1.5,1.5 --resume > "$LOGS/$(basename "$out").log" 2>&1
+}
+
+ALL_SEQS=01,02,03,04,05,06,07,09,10
+TRAIN_SEQS=01,02,03,04,05,06,07   # 09 and 10 are the validation sequences that choose the recipe
+
 case "${1:-all}" in
+  ft) shift; ft "$@" ;;
   data) data ;;
   init) init ;;
   train) train ;;

@@ -172,11 +172,15 @@ def build_targets(
     min_height: float = DEFAULT_MIN_HEIGHT,
     max_height: float = DEFAULT_MAX_HEIGHT,
     footprint: bool = True,
+    unlabelled: tuple[int, ...] = (),
 ) -> Targets:
     """Dense targets of a labelled frame (see the module docstring for what each head is taught).
 
     The frame needs ``labels.boxes`` and per-point ``labels.point_instance`` (the simulator writes both);
     ``point_meta`` is used to keep background points (meta -1) out of objects even if an instance id is set.
+    ``unlabelled``: semantic ids (``labels.point_semantic``) of points that are unlabelled rather than
+    background (SemanticKITTI's "unlabeled" and "outlier": the ego car's roof ring, gaps); a non-empty cell
+    holding only such points (and points outside ``labels.region``) is ignored unless it is an object cell.
     """
     if frame.labels is None or frame.labels.point_instance is None:
         raise ValueError("build_targets needs a frame with labels.boxes and labels.point_instance")
@@ -228,9 +232,15 @@ def build_targets(
 
     objectness = nonempty & (obj_id >= 0)
     obj_id[~objectness] = -1
-    if lb.region is not None:
+    has_unlabelled = bool(unlabelled) and lb.point_semantic is not None
+    if lb.region is not None or has_unlabelled:
+        known = valid.copy()
+        if lb.region is not None:
+            known &= lb.region.contains(pts)
+        if has_unlabelled:
+            known &= ~np.isin(np.asarray(lb.point_semantic), np.asarray(unlabelled, dtype=np.int64))
         labelled = np.zeros(n_cells, dtype=bool)
-        labelled[cell[valid & lb.region.contains(pts)]] = True
+        labelled[cell[known]] = True
         ignore |= ~labelled & ~objectness
     ignore &= nonempty
 
