@@ -17,16 +17,18 @@ GRID, R = 64, 16.0
 
 def sk_frame(seed: int = 0) -> Frame:
     """Road (class 40) all around, a car (10, instance 0) ahead, a person (30, instance 1) behind-left, and a
-    ring of "unlabeled" (class 0) points 2.5 m from the sensor, as SemanticKITTI labels the ego car's roof."""
+    ring of "unlabeled" (class 0) points 2 m from the sensor, as SemanticKITTI labels the ego car's roof, and a patch
+    of unlabelled points 10-17 m away."""
     rng = np.random.default_rng(seed)
     ground = np.c_[rng.uniform(-14, 14, (900, 2)), np.full(900, -1.7)]
     car = np.c_[rng.uniform([6, -1], [10, 1], (80, 2)), rng.uniform(-1.5, -0.3, 80)]
     person = np.c_[rng.uniform([-6.3, 4.7], [-5.7, 5.3], (20, 2)), rng.uniform(-1.6, 0.0, 20)]
     a = np.linspace(-math.pi, math.pi, 60, endpoint=False)
-    ring = np.c_[2.5 * np.cos(a), 2.5 * np.sin(a), np.full(60, -1.2)]
-    pts = make_points(np.concatenate([ground, car, person, ring]).astype(np.float32), 20.0)
-    sem = np.r_[np.full(900, 40), np.full(80, 10), np.full(20, 30), np.zeros(60)].astype(np.int32)
-    inst = np.r_[np.full(900, -1), np.full(80, 0), np.full(20, 1), np.full(60, -1)].astype(np.int32)
+    ring = np.c_[2.0 * np.cos(a), 2.0 * np.sin(a), np.full(60, -0.7)]
+    gap = np.c_[rng.uniform([-12, -12], [-8, -8], (30, 2)), rng.uniform(-1.0, 1.0, 30)]  # unlabelled, far from the car
+    pts = make_points(np.concatenate([ground, car, person, ring, gap]).astype(np.float32), 20.0)
+    sem = np.r_[np.full(900, 40), np.full(80, 10), np.full(20, 30), np.zeros(90)].astype(np.int32)
+    inst = np.r_[np.full(900, -1), np.full(80, 0), np.full(20, 1), np.full(90, -1)].astype(np.int32)
     return Frame(pts, labels=Labels(point_semantic=sem, point_instance=inst))
 
 
@@ -65,12 +67,17 @@ def test_whole_sweep_targets_from_instances_and_unlabelled_cells_ignored(sequenc
     # heights: the box top of each object (z max of its points)
     car = f.labels.point_instance == 0
     assert t.height[t.cls == int(MetaType.SMALLMOT)].max() == pytest.approx(float(f.points["z"][car].max()), abs=1e-4)
-    # the roof ring's cells hold only "unlabeled" points: ignored, not background; road cells stay background
+    # cells holding only "unlabeled" points are left out of the losses, except the ego car's roof ring (within
+    # EGO_RADIUS_M), which Apollo's feature generator sees like any point: background there
     cell = point_cells(f.points["x"], f.points["y"], f.points["z"], grid=GRID, range_=R)
     sem = f.labels.point_semantic
-    ring_cells = np.setdiff1d(np.unique(cell[sem == 0]), np.unique(cell[sem != 0]))
-    assert len(ring_cells) > 10
-    assert t.ignore.ravel()[ring_cells].all() and not plain.ignore.ravel()[ring_cells].any()
+    r = np.hypot(f.points["x"], f.points["y"])
+    only0 = np.setdiff1d(np.unique(cell[sem == 0]), np.unique(cell[sem != 0]))
+    ring_cells = np.intersect1d(only0, np.unique(cell[(sem == 0) & (r < 3)]))
+    gap_cells = np.intersect1d(only0, np.unique(cell[(sem == 0) & (r > 8)]))
+    assert len(ring_cells) > 10 and len(gap_cells) > 10
+    assert t.ignore.ravel()[gap_cells].all() and not plain.ignore.ravel()[gap_cells].any()
+    assert not t.ignore.ravel()[ring_cells].any() and not t.objectness.ravel()[ring_cells].any()
     road_only = np.setdiff1d(np.unique(cell[sem == 40]), np.unique(cell[sem != 40]))
     assert not t.ignore.ravel()[road_only].any()  # background (objects only under a box's footprint)
     assert t.objectness.ravel()[road_only].sum() < 0.1 * len(road_only)
