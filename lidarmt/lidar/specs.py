@@ -428,3 +428,21 @@ class _LazyLabels:
                               z[f"point_semantic_{k}"] if f"point_semantic_{k}" in z.files else None)
         except (OSError, KeyError, ValueError):
             return None  # an unreadable sweep: that frame is read without labels
+
+
+def weights_sha256(sut: Any) -> str | None:
+    """SHA-256 of the weights file a SUT loaded (its ``weights_path``: Apollo's CNN), for bundles to record so that
+    replay can find those weights again after the shipped default changes; None for SUTs without one."""
+    path = getattr(sut, "weights_path", None)
+    if path is None:
+        return None
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
