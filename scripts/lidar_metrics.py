@@ -2,6 +2,8 @@
 
     python scripts/lidar_metrics.py report SET GRID WEIGHTS [key=value ...]   # issue 32's evaluation (below)
     python scripts/lidar_metrics.py pool NAME FILE.json FILE.json ...         # pool reports (leave-one-out folds)
+    python scripts/lidar_metrics.py ioubound SET                              # what limits the IoU rule (no CNN)
+    python scripts/lidar_metrics.py table FILE.json ...                       # the model card's Markdown rows
     python scripts/lidar_metrics.py kitti40 GRID WEIGHTS [key=value ...]      # v3's test: 7 KITTI frames, road ROI
     python scripts/lidar_metrics.py drive GRID WEIGHTS [key=value ...]        # v3's validation: drive sweeps 86-107
     python scripts/lidar_metrics.py sim GRID WEIGHTS [key=value ...]          # held-out simulated frames
@@ -260,6 +262,84 @@ def pool(argv):
     _print(f"pooled {name}: {len(files)} reports, {len(records)} frames -> {out}", pooled)
 
 
+def table(argv):
+    """Markdown rows (one per report and rule) of the cars, with the pedestrian and cyclist counts: the model
+    card's tables. ``argv``: report or pool JSON files."""
+    def ci(v):
+        return "–" if v is None else f"[{v[0]:.2f}, {v[1]:.2f}]"
+
+    def f(v):
+        return "–" if v is None else f"{v:.2f}"
+
+    print("| report | rule | car GT | det | TP | FP | precision (Wilson; bootstrap) | recall (Wilson; bootstrap) | "
+          "AP\\|R40 | ped TP/GT, FP | cyc TP/GT, FP |")
+    print("|---|---|---:|---:|---:|---:|---|---|---:|---|---|")
+    for fn in argv:
+        d = json.loads(Path(fn).read_text(encoding="utf-8"))
+        name = d.get("name") or f"{d['set']} {d['grid']} {d['weights']}"
+        for rule in RULES:
+            c = d["pooled"]["rules"][rule]["car"]
+            p = d["pooled"]["rules"][rule]["pedestrian"]
+            y = d["pooled"]["rules"][rule]["cyclist"]
+            print(f"| {name} | {rule} | {c['gt']} | {c['det']} | {c['tp']} | {c['fp']} | **{f(c['precision'])}** "
+                  f"{ci(c['precision_wilson95'])}; {ci(c['precision_bootstrap95'])} | **{f(c['recall'])}** "
+                  f"{ci(c['recall_wilson95'])}; {ci(c['recall_bootstrap95'])} | {c['ap_r40']:.1f} | "
+                  f"{p['tp']}/{p['gt']}, {p['fp']} | {y['tp']}/{y['gt']}, {y['fp']} |")
+
+
+def iou_bound(argv):
+    """What limits the IoU rule: for every counted labelled car of SET, MinBox (Apollo's, lidarmt's port) fitted to
+    the car's own points (perfect segmentation: the points inside its label box, or its instance's points) against
+    the label box. The share of cars at IoU >= 0.5 is the recall the IoU rule allows a perfect CNN."""
+    from lidarmt.lidar.perception.apollo.evaluate import (
+        _in_box,
+        bev_iou,
+        box_polygon,
+        evaluated_fov,
+        frame_ground_truth,
+        rect_corners,
+    )
+    from lidarmt.lidar.perception.apollo.minbox import build_box
+    from shapely.geometry import Polygon
+
+    (set_name,) = argv
+    desc, frames, roi_of, max_range = _frames(set_name)
+    rows = []
+    for group, frame in frames:
+        roi = roi_of(frame)
+        gts = frame_ground_truth(frame, roi, fov_deg=evaluated_fov(frame, 82.0), max_range=max_range)
+        lb = frame.labels
+        for b, g in zip(lb.boxes, gts, strict=True):
+            if g.ignored or g.cls != ObstacleClass.CAR:
+                continue
+            if lb.point_instance is not None and int(b["instance"]) >= 0:
+                members = lb.point_instance == b["instance"]
+            else:
+                members = _in_box(frame.points, b)
+            p = frame.points[members]
+            xyz = np.c_[p["x"], p["y"], p["z"]].astype(np.float32)
+            mb = build_box(xyz)
+            yaw = float(np.arctan2(mb.direction[1], mb.direction[0]))
+            poly = Polygon(rect_corners(float(mb.center[0]), float(mb.center[1]), max(mb.length, 1e-3),
+                                        max(mb.width, 1e-3), yaw))
+            rows.append({"group": group, "points": int(len(p)), "distance": round(float(np.hypot(b["cx"], b["cy"])), 1),
+                         "label_lw": [round(float(b["length"]), 2), round(float(b["width"]), 2)],
+                         "minbox_lw": [round(float(mb.length), 2), round(float(mb.width), 2)],
+                         "iou": round(bev_iou(poly, box_polygon(b)), 3)})
+    ious = np.array([r["iou"] for r in rows])
+    n = len(ious)
+    ok = int((ious >= 0.5).sum())
+    print(f"{set_name} · {desc}: {n} labelled cars; MinBox of each car's own points vs its label box: "
+          f"IoU >= 0.5 for {ok} ({ok / max(n, 1):.2f}), median IoU {np.median(ious) if n else float('nan'):.2f}")
+    for r in rows:
+        print(f"  {r['group']}: {r['points']:5d} pts at {r['distance']:5.1f} m, label {r['label_lw']}, "
+              f"MinBox {r['minbox_lw']}, IoU {r['iou']:.2f}")
+    out = os.environ.get("OUT") or os.path.join(os.environ.get("RUNS", "runs"), "metrics", f"ioubound_{_slug(set_name)}.json")
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    Path(out).write_text(json.dumps({"set": set_name, "description": desc, "cars": n, "iou_ge_0.5": ok,
+                                     "rows": rows}) + "\n", encoding="utf-8")
+
+
 # ------------------------------------------------------------------------------------------ v3's measurements
 
 
@@ -268,6 +348,10 @@ def main(argv: list[str]) -> None:
         return report(argv[1:])
     if argv and argv[0] == "pool":
         return pool(argv[1:])
+    if argv and argv[0] == "table":
+        return table(argv[1:])
+    if argv and argv[0] == "ioubound":
+        return iou_bound(argv[1:])
     what, grid, weights, *sets = argv
     cfg = ApolloConfig(grid=int(grid), weights=weights).with_overrides(sets)
     lop = ApolloLOP(cfg)
