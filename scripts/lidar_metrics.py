@@ -1,7 +1,8 @@
 """The numbers of the LiDAR CNN's model card (lidarmt/lidar/perception/apollo/weights/MODEL_CARD.md), one command each.
 
     python scripts/lidar_metrics.py report SET GRID WEIGHTS [key=value ...]   # issue 32's evaluation (below)
-    python scripts/lidar_metrics.py pool NAME FILE.json FILE.json ...         # pool reports (leave-one-out folds)
+    python scripts/lidar_metrics.py pool NAME FILE.json FILE.json ...         # pool reports (leave-one-out folds;
+                                                                              # ONLY_GROUPS=09,10: only those groups)
     python scripts/lidar_metrics.py ioubound SET                              # what limits the IoU rule (no CNN)
     python scripts/lidar_metrics.py table FILE.json ...                       # the model card's Markdown rows
     python scripts/lidar_metrics.py kitti40 GRID WEIGHTS [key=value ...]      # v3's test: 7 KITTI frames, road ROI
@@ -250,10 +251,12 @@ def report(argv):
 
 def pool(argv):
     name, *files = argv
+    # ONLY_GROUPS=09,10: only those groups (not GROUPS: bash has its own)
+    keep = set(os.environ["ONLY_GROUPS"].split(",")) if os.environ.get("ONLY_GROUPS") else None
     records = []
     for f in files:
         d = json.loads(Path(f).read_text(encoding="utf-8"))
-        records += d["records"]
+        records += [r for r in d["records"] if keep is None or r["group"] in keep]
     pooled = _pooled(records)
     out = os.environ.get("OUT") or os.path.join(os.environ.get("RUNS", "runs"), "metrics", f"pool_{_slug(name)}.json")
     os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
@@ -291,6 +294,8 @@ def iou_bound(argv):
     """What limits the IoU rule: for every counted labelled car of SET, MinBox (Apollo's, lidarmt's port) fitted to
     the car's own points (perfect segmentation: the points inside its label box, or its instance's points) against
     the label box. The share of cars at IoU >= 0.5 is the recall the IoU rule allows a perfect CNN."""
+    from shapely.geometry import Polygon
+
     from lidarmt.lidar.perception.apollo.evaluate import (
         _in_box,
         bev_iou,
@@ -300,7 +305,6 @@ def iou_bound(argv):
         rect_corners,
     )
     from lidarmt.lidar.perception.apollo.minbox import build_box
-    from shapely.geometry import Polygon
 
     (set_name,) = argv
     desc, frames, roi_of, max_range = _frames(set_name)
