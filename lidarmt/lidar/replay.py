@@ -113,9 +113,9 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
         raise FuzzInputError(f"{folder / 'change.npz'}: lacks the array {err}") from err
     ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
     if not sut:  # the weights the bundle was made with: an older shipped file, or one line saying which
-        from lidarmt.lidar.mr1.replay import _recorded_weights
+        from lidarmt.lidar.specs import sut_on_recorded_weights
 
-        ev.sut = _recorded_weights(ev.sut, cfg.sut, info, check, origin=json_path, trust_code=trust_code)
+        ev.sut = sut_on_recorded_weights(ev.sut, cfg.sut, info, check, origin=json_path, trust_code=trust_code)
     roi = ev.rois.roi_for(frame)
     if info.get("library"):  # the objects insert cuts from: the same library, before it is used
         now = ev.library().fingerprint()

@@ -446,3 +446,19 @@ def weights_sha256(sut: Any) -> str | None:
     except OSError:
         return None
     return h.hexdigest()
+
+
+def sut_on_recorded_weights(sut_obj: Any, sut_spec: SutSpec, info: dict, check: Callable[..., bool], *,
+                            origin: Any, trust_code: bool) -> Any:
+    """``sut_obj``, or the same SUT on the shipped weights file whose SHA-256 the bundle recorded when the installed
+    default has changed since (:func:`lidarmt.lidar.perception.apollo.config.weights_for_replay`); a failed check
+    "SUT weights (SHA-256)" naming the digest when no shipped file has it."""
+    from lidarmt.lidar.perception.apollo.config import weights_for_replay
+
+    older, missing = weights_for_replay(sut_obj, info)
+    if older is not None:
+        spec = SutSpec(sut_spec.name, {**dict(sut_spec.options), "weights": str(older)})
+        return build_sut(spec, origin=origin, trust_code=trust_code)
+    if missing is not None:
+        check("SUT weights (SHA-256)", False, missing)
+    return sut_obj

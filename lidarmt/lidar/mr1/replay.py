@@ -65,6 +65,7 @@ from lidarmt.lidar.specs import (
     code_in_roi,
     code_in_sut,
     open_source,
+    sut_on_recorded_weights,
 )
 
 #: The bundle format replay reads (:data:`lidarmt.lidar.mr1.bundle.BUNDLE_VERSION`).
@@ -177,7 +178,7 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     roi = build_roi_provider(roi_spec, origin=None if map_path else json_path, trust_code=trust_code).roi_for(frame)
     sut_obj = build_sut(sut_spec, origin=None if sut else json_path, trust_code=trust_code)
     if not sut:  # the weights the bundle was made with: an older shipped file, or one line saying which
-        sut_obj = _recorded_weights(sut_obj, sut_spec, info, check, origin=json_path, trust_code=trust_code)
+        sut_obj = sut_on_recorded_weights(sut_obj, sut_spec, info, check, origin=json_path, trust_code=trust_code)
     if conditioned:
         fu = config.follow_up_of(frame, roi, seed_tuple)
     else:
@@ -253,21 +254,6 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-
-
-def _recorded_weights(sut_obj, sut_spec: SutSpec, info: dict, check: Callable[..., bool], *, origin, trust_code: bool):
-    """``sut_obj``, or the same SUT on the shipped weights file whose SHA-256 the bundle recorded when the installed
-    default has changed since (:func:`lidarmt.lidar.perception.apollo.config.weights_for_replay`); a failed check
-    "SUT weights (SHA-256)" naming the digest when no shipped file has it."""
-    from lidarmt.lidar.perception.apollo.config import weights_for_replay
-
-    older, missing = weights_for_replay(sut_obj, info)
-    if older is not None:
-        spec = SutSpec(sut_spec.name, {**dict(sut_spec.options), "weights": str(older)})
-        return build_sut(spec, origin=origin, trust_code=trust_code)
-    if missing is not None:
-        check("SUT weights (SHA-256)", False, missing)
-    return sut_obj
 
 
 def _specs(folder: Path, info: dict, *, map_path: str | None, sut: str | None):
