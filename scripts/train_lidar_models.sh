@@ -16,7 +16,8 @@
 #                                           # pedestrians, cyclists within 40 m on the 7 KITTI object frames
 #   scripts/train_lidar_models.sh all       # all of the above, in order (v3)
 #
-# v4 (issue 32): v3 fine-tuned on drive 0001 + nine SemanticKITTI sequences (whole sweep) + simulated frames:
+# v4 (issue 32, tried and NOT shipped: see the model card): v3 fine-tuned on drive 0001 + SemanticKITTI sequences
+# (whole sweep) + simulated frames:
 #   lidarmt simulate --dataset runs/data/sim_train --frames 80 --seed 1   # (and sim_val: --frames 24 --seed 2)
 #   scripts/train_lidar_models.sh ft runs/v4_a1 640 300 3e-4 11 1,2,0 01,02,03,04,05,06,07            # candidate A1
 #   scripts/train_lidar_models.sh ft runs/v4_a2 640 300 3e-4 11 1,2,1 01,02,03,04,05,06,07 runs/data/sim_train  # A2
