@@ -13,8 +13,10 @@ Losses are computed on the raw 12-channel ``deconv0`` blob (logits, for numerica
 losses are in fp32. AdamW with a linear warm-up and cosine decay.
 
 **Data.** Each ``--data`` entry is a *source*: a folder of the simulator's labelled ``.npz`` frames (or one
-such file), or a labelled recording, e.g. a KITTI raw drive with its ``tracklet_labels.xml``
-(:mod:`lidarmt.io.tracklets`). ``PATH@A:B`` keeps the source's frames ``A .. B-1`` (in its order: a drive's
+such file), or a labelled recording: a KITTI raw drive with its ``tracklet_labels.xml``
+(:mod:`lidarmt.io.tracklets`) or a SemanticKITTI sequence folder (:mod:`lidarmt.io.semantickitti`: every point
+labelled, the instances are the objects; its "unlabeled"/"outlier" points carry no loss except the ego car's roof
+ring, see :func:`~lidarmt.lidar.perception.apollo.targets.build_targets`). ``PATH@A:B`` keeps the source's frames ``A .. B-1`` (in its order: a drive's
 sweeps in time, so ``drive@0:86`` trains on the first 86 sweeps and leaves the rest for validation). A step
 picks each sample's source at random in proportion to ``data_weights`` (default: the sources' frame counts,
 i.e. every frame equally likely), then a frame of it. Frames whose labels cover only part of the sweep
