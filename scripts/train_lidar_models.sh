@@ -14,7 +14,14 @@
 #   scripts/train_lidar_models.sh eval      # every number of the card (test, validation, simulated)
 #   scripts/train_lidar_models.sh kitti40 GRID WEIGHTS [key=value ...]   # THE TARGET for any weights: cars,
 #                                           # pedestrians, cyclists within 40 m on the 7 KITTI object frames
-#   scripts/train_lidar_models.sh all       # all of the above, in order
+#   scripts/train_lidar_models.sh all       # all of the above, in order (v3)
+#
+# v4 (issue 32, tried and NOT shipped: see the model card): v3 fine-tuned on drive 0001 + SemanticKITTI sequences
+# (whole sweep) + simulated frames:
+#   lidarmt simulate --dataset runs/data/sim_train --frames 80 --seed 1   # (and sim_val: --frames 24 --seed 2)
+#   scripts/train_lidar_models.sh ft runs/v4_a1 640 300 3e-4 11 1,2,0 01,02,03,04,05,06,07            # candidate A1
+#   scripts/train_lidar_models.sh ft runs/v4_a2 640 300 3e-4 11 1,2,1 01,02,03,04,05,06,07 runs/data/sim_train  # A2
+#   scripts/train_lidar_models.sh final640 | final512 | loso SEQ...  # the chosen recipe (STEPS, LR, DW below)
 #
 # Environment: DATA (default runs/data), RUNS (default runs), LOGS (default runs/logs), MINUTES (wall-time cap of
 # phase 2, default 50), KITTI (default ../shared/data/kitti/training), DRIVE (the KITTI raw drive 0001 folder).
@@ -32,6 +39,7 @@ KITTI=${KITTI:-../shared/data/kitti/training}
 DRIVE=${DRIVE:-../shared/data/kitti_raw/2011_09_26/2011_09_26_drive_0001_sync}
 WEIGHTS=lidarmt/lidar/perception/apollo/weights
 export OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 RUNS KITTI DRIVE
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's code, whatever the venv points at
 mkdir -p "$LOGS"
 
 data() {
@@ -106,7 +114,68 @@ kitti40() {
   nice -n 10 $PY scripts/lidar_metrics.py kitti40 "$@"
 }
 
+# ---------------------------------------------------------------------------------------------------- v4 (issue 32)
+# Fine-tunes of the shipped v3 640 weights on drive 0001 (sweeps 0-85) + SemanticKITTI sequences (whole sweep,
+# instance labels; ../shared/data/semantickitti/sequences/NN) [+ simulated frames]. Every run: 640 grid, crop 256,
+# batch 4, one thread, checkpoints every 4 minutes, --resume (safe to repeat after an interruption).
+SK=${SK:-../shared/data/semantickitti/sequences}
+V3_640=${V3_640:-$WEIGHTS/cnnseg640.pt}
+
+# ft OUT GRID STEPS LR SEED DATA_WEIGHTS SEQS [SIM]: fine-tune V3_640 (or, for GRID 512, FROM) on the drive,
+# the SemanticKITTI sequences SEQS (comma-separated) and optionally the simulated folder SIM
+ft() {
+  local out=$1 grid=$2 steps=$3 lr=$4 seed=$5 dw=$6 seqs=$7 sim=${8:-}
+  local from=${FROM:-$V3_640}
+  local data=(--data "$DRIVE@0:86")
+  local s
+  for s in ${seqs//,/ }; do data+=(--data "$SK/$s"); done
+  [ -n "$sim" ] && data+=(--data "$sim")
+  # one weight for the drive, one shared by all sequences (split evenly), one for the simulated frames
+  local w_drive w_sk w_sim n
+  IFS=, read -r w_drive w_sk w_sim <<< "$dw"
+  n=$(echo "$seqs" | tr ',' '\n' | wc -l)
+  local weights=$w_drive
+  for s in ${seqs//,/ }; do weights+=",$($PY -c "print(round($w_sk / $n, 6))")"; done
+  [ -n "$sim" ] && weights+=",$w_sim"
+  [ -f "$out/last.pt" ] || $PY -c "from lidarmt.lidar.perception.apollo.train import write_start_checkpoint as w; \
+w('$from', '$out', grid=$grid, lr=$lr)"
+  nice -n 5 $LIDARMT train "${data[@]}" --data-weights "$weights" --out "$out" --grid "$grid" --seed "$seed" \
+    --steps "$steps" --crop 256 --batch 4 --lr "$lr" --warmup 10 --threads 1 --checkpoint-minutes 4 \
+    --pos-weight 1.5 --class-weights 1.5,1,0.7,1.5,1.5 --resume > "$LOGS/$(basename "$out").log" 2>&1
+}
+
+ALL_SEQS=01,02,03,04,05,06,07,09,10
+TRAIN_SEQS=01,02,03,04,05,06,07   # 09 and 10 are the validation sequences that choose the recipe
+
+# the v4 recipe (chosen on 09, 10, drive sweeps 86-107 and the simulated sim_val; MODEL_CARD.md): set by `recipe`
+STEPS=${STEPS:-300}
+LR=${LR:-3e-4}
+DW=${DW:-1,2,1}            # drive, all SemanticKITTI sequences together, simulated frames
+SIM_TRAIN=${SIM_TRAIN:-$DATA/sim_train}
+
+# the sequences of ALL_SEQS but one
+all_but() { echo "$ALL_SEQS" | tr ',' '\n' | grep -v "^$1$" | paste -sd, -; }
+
+# loso SEQ...: one fold per sequence: the recipe on the other eight, from the same start (v3), then the fold's
+# network on its own held-out sequence (scripts/lidar_metrics.py report sk:SEQ)
+loso() {
+  local s
+  for s in "$@"; do
+    ft "$RUNS/v4_loso_$s" 640 "$STEPS" "$LR" 21 "$DW" "$(all_but "$s")" "$SIM_TRAIN"
+    OUT="$RUNS/metrics/loso_$s.json" nice -n 8 $PY scripts/lidar_metrics.py report "sk:$s" 640 \
+      "$RUNS/v4_loso_$s/cnnseg640.pt" > "$LOGS/eval_loso_$s.log" 2>&1
+  done
+}
+
+# the shipped v4 networks: the recipe on every sequence, 640 from v3's 640, 512 from v3's 512 (on its grid)
+final640() { ft "$RUNS/v4_640" 640 "$STEPS" "$LR" 31 "$DW" "$ALL_SEQS" "$SIM_TRAIN"; }
+final512() { FROM=$WEIGHTS/cnnseg512.pt ft "$RUNS/v4_512" 512 "$STEPS" "$LR" 32 "$DW" "$ALL_SEQS" "$SIM_TRAIN"; }
+
 case "${1:-all}" in
+  ft) shift; ft "$@" ;;
+  loso) shift; loso "$@" ;;
+  final640) final640 ;;
+  final512) final512 ;;
   data) data ;;
   init) init ;;
   train) train ;;

@@ -1,5 +1,5 @@
-"""``lidarmt train``: train Apollo's CNN-seg network on labelled frames (simulated, or real KITTI raw sweeps
-with their tracklets)."""
+"""``lidarmt train``: train Apollo's CNN-seg network on labelled frames (simulated, real KITTI raw sweeps with
+their tracklets, or SemanticKITTI sequences)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ def register(app: typer.Typer) -> None:
 
 def train(
     data: Annotated[list[str], typer.Option("--data", help="A folder of labelled .npz frames "
-                                            "(`lidarmt simulate --dataset DIR`) or a KITTI raw drive with its "
-                                            "tracklet_labels.xml; PATH@A:B keeps frames A..B-1 (a drive's sweeps "
-                                            "in time order). Repeat for several.")],
+                                            "(`lidarmt simulate --dataset DIR`), a KITTI raw drive with its "
+                                            "tracklet_labels.xml, or a SemanticKITTI sequence folder (velodyne/ "
+                                            "and labels/: the whole sweep is labelled); PATH@A:B keeps frames "
+                                            "A..B-1 (a drive's sweeps in time order). Repeat for several.")],
     out: Annotated[Path, typer.Option("--out", help="Run folder: last.pt (checkpoint), cnnseg<grid>.pt, log.jsonl.")] = Path("runs/train"),
     seed: Annotated[int, typer.Option(help="Seeds the initialisation and every sample drawn.")] = 0,
     steps: Annotated[int, typer.Option(help="Optimizer steps (the learning-rate schedule spans them).")] = 1500,
@@ -55,6 +56,9 @@ def train(
 
     Real sweeps: lidarmt train --data data/train --data ../kitti_raw/2011_09_26/2011_09_26_drive_0001_sync@0:86
     --data-weights 1,1 ... (points outside the tracklets' camera view carry no loss)
+
+    SemanticKITTI: lidarmt train --data ../shared/data/semantickitti/sequences/03 --data sequences/04@0:2 ...
+    (every point labelled: the whole sweep is in the losses)
     """
     import shutil
 

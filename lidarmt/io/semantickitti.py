@@ -57,6 +57,10 @@ THING_META: dict[int, MetaType] = {
     11: MetaType.UNKNOWN, 15: MetaType.UNKNOWN, 16: MetaType.UNKNOWN, 256: MetaType.UNKNOWN,
 }
 
+#: SemanticKITTI classes that are not background but unlabelled: 0 "unlabeled" (the ego car's roof ring, points
+#: the annotators left) and 1 "outlier"; training leaves cells holding only these out of its losses.
+UNLABELLED_CLASSES: tuple[int, ...] = (0, 1)
+
 SEQUENCE_MARKERS = ("labels", "poses.txt", "calib.txt", "times.txt")
 
 

@@ -43,6 +43,7 @@ from lidarmt._show import md_code, md_code_line
 from lidarmt.errors import OutputError
 from lidarmt.lidar.mr1.bundle import full_scores, sut_implementation
 from lidarmt.lidar.relations import Thresholds, judge_facts
+from lidarmt.lidar.specs import weights_sha256
 
 BUNDLE_VERSION = 2  # the LiDAR bundles' format (MANIFEST.json); "kind" tells the relations apart
 KIND = "lidar-transform"
@@ -135,6 +136,7 @@ def make_transform_bundle(ev, key: tuple[int, ...], out_dir: Path, *, budget: in
         "minimal_findings": minimal_lost, "sut_name": str(getattr(ev.sut, "name", cfg.sut.name)),
         "sut_weights": getattr(ev.sut, "weights_label", None),
         "sut_implementation": sut_implementation(ev.sut),  # e.g. exact-v2: replay names it when it differs
+        "sut_weights_sha256": weights_sha256(ev.sut),  # replay finds these weights by it (issue 32)
         "environment": environment(), "command": command, "cwd": os.getcwd(),
         "torch_threads": _torch_threads(),
         "shown": SHOWN_VERSION,  # replay regenerates the files a person looks at (lidarmt.engine.verify)

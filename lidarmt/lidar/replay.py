@@ -112,6 +112,10 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     except KeyError as err:
         raise FuzzInputError(f"{folder / 'change.npz'}: lacks the array {err}") from err
     ev = LidarEvaluator(cfg, enforce_timeout=False, trust_code=trust_code, origin=None if sut else json_path)
+    if not sut:  # the weights the bundle was made with: an older shipped file, or one line saying which
+        from lidarmt.lidar.specs import sut_on_recorded_weights
+
+        ev.sut = sut_on_recorded_weights(ev.sut, cfg.sut, info, check, origin=json_path, trust_code=trust_code)
     from lidarmt.lidar.mr1.bundle import sut_implementation
 
     res.implementation = info.get("sut_implementation") if isinstance(info.get("sut_implementation"), str) else None

@@ -439,3 +439,37 @@ class _LazyLabels:
                               z[f"point_semantic_{k}"] if f"point_semantic_{k}" in z.files else None)
         except (OSError, KeyError, ValueError):
             return None  # an unreadable sweep: that frame is read without labels
+
+
+def weights_sha256(sut: Any) -> str | None:
+    """SHA-256 of the weights file a SUT loaded (its ``weights_path``: Apollo's CNN), for bundles to record so that
+    replay can find those weights again after the shipped default changes; None for SUTs without one."""
+    path = getattr(sut, "weights_path", None)
+    if path is None:
+        return None
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def sut_on_recorded_weights(sut_obj: Any, sut_spec: SutSpec, info: dict, check: Callable[..., bool], *,
+                            origin: Any, trust_code: bool) -> Any:
+    """``sut_obj``, or the same SUT on the shipped weights file whose SHA-256 the bundle recorded when the installed
+    default has changed since (:func:`lidarmt.lidar.perception.apollo.config.weights_for_replay`); a failed check
+    "SUT weights (SHA-256)" naming the digest when no shipped file has it."""
+    from lidarmt.lidar.perception.apollo.config import weights_for_replay
+
+    older, missing = weights_for_replay(sut_obj, info)
+    if older is not None:
+        spec = SutSpec(sut_spec.name, {**dict(sut_spec.options), "weights": str(older)})
+        return build_sut(spec, origin=origin, trust_code=trust_code)
+    if missing is not None:
+        check("SUT weights (SHA-256)", False, missing)
+    return sut_obj

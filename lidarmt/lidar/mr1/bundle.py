@@ -46,6 +46,7 @@ from lidarmt.engine.ddmin import ddmin
 from lidarmt.engine.manifest import write_manifest
 from lidarmt.errors import OutputError
 from lidarmt.lidar.mr1.oracle import Verdict, follow_names, judge
+from lidarmt.lidar.specs import weights_sha256
 from lidarmt.types import Frame, Obstacles
 
 BUNDLE_VERSION = 2
@@ -163,6 +164,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "config": cfg,
         "sut_name": str(getattr(ev.sut, "name", cfg["sut"]["name"])),
         "sut_weights": getattr(ev.sut, "weights_label", None),
+        "sut_weights_sha256": weights_sha256(ev.sut),  # replay finds these weights by it (issue 32)
         "topic": topic,
         "verdict": verdict.to_dict(),
         "n_source": len(source),

@@ -65,6 +65,7 @@ from lidarmt.lidar.specs import (
     code_in_roi,
     code_in_sut,
     open_source,
+    sut_on_recorded_weights,
 )
 
 #: The bundle format replay reads (:data:`lidarmt.lidar.mr1.bundle.BUNDLE_VERSION`).
@@ -176,6 +177,8 @@ def replay_bundle(path: str | Path, *, map_path: str | None = None, sut: str | N
     # the gate ran above on all the bundle names; the user's own --sut / --map are theirs to run
     roi = build_roi_provider(roi_spec, origin=None if map_path else json_path, trust_code=trust_code).roi_for(frame)
     sut_obj = build_sut(sut_spec, origin=None if sut else json_path, trust_code=trust_code)
+    if not sut:  # the weights the bundle was made with: an older shipped file, or one line saying which
+        sut_obj = sut_on_recorded_weights(sut_obj, sut_spec, info, check, origin=json_path, trust_code=trust_code)
     res.implementation = info.get("sut_implementation") if isinstance(info.get("sut_implementation"), str) else None
     res.implementation_now = sut_implementation(sut_obj)
     if conditioned:

@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 import lidarmt.lidar.transforms._corruption_kernels as KC
+from lidarmt.lidar.sensors import sensor_of
 from lidarmt.lidar.transforms._common import Builtin, ranges_of
 from lidarmt.lidar.transforms.base import Param, make_change
-from lidarmt.lidar.sensors import sensor_of
 from lidarmt.lidar.transforms.weather import _reflectance_beta0
 
 N_WATER = 1.328  # refractive index of water at 905 nm (as the weather module's Fresnel reflectance)

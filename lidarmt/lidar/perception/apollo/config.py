@@ -242,3 +242,58 @@ def _parse(name: str, type_name: str, raw: Any) -> Any:
         return raw
     except ValueError as err:
         raise ConfigError(f"bad value {raw!r} for {name} (expects {type_name.split(' ')[0]})") from err
+
+
+def shipped_weights_by_digest(digest: str) -> Path | None:
+    """The shipped weights file (any ``*.pt`` of :data:`WEIGHTS_DIR`) whose SHA-256 is ``digest`` or starts
+    with it (bundles before issue 32 recorded 12 hex digits: ``"weights 1a2b3c4d5e6f"``); None when none is."""
+    from lidarmt.lidar.perception.apollo.caffe import sha256_file
+
+    digest = digest.strip().lower()
+    if len(digest) < 12 or any(c not in "0123456789abcdef" for c in digest):
+        return None
+    for p in sorted(WEIGHTS_DIR.glob("*.pt")):
+        if sha256_file(p).startswith(digest):
+            return p
+    return None
+
+
+def recorded_weights_digest(info: dict[str, Any]) -> str | None:
+    """The SHA-256 (or its first 12 hex digits) of the weights a bundle was made with: ``sut_weights_sha256``,
+    else the digest in its ``sut_weights`` label (``"weights 1a2b3c4d5e6f"``); None for Apollo's official files
+    (named, not hashed, in the label), random or in-memory networks and bundles of other SUTs."""
+    full = info.get("sut_weights_sha256")
+    if isinstance(full, str) and full:
+        return full.lower()
+    label = info.get("sut_weights")
+    if isinstance(label, str):
+        parts = label.split()
+        if len(parts) == 2 and parts[0] in ("weights", "onnx", "caffemodel") and len(parts[1]) == 12:
+            return parts[1].lower()
+    return None
+
+
+def weights_for_replay(sut: Any, info: dict[str, Any]) -> tuple[Path | None, str | None]:
+    """What replay needs to run a bundle on the weights it was made with: ``(file, None)`` when the SUT ``sut``
+    (built from the bundle's config) loads other weights than the bundle recorded and a shipped file has the
+    recorded digest (older shipped weights stay in the package, e.g. ``cnnseg640_v3.pt``); ``(None, line)`` when
+    no shipped file has it (the line names the SHA-256 and where to put that file); ``(None, None)`` when the
+    weights are the recorded ones or nothing was recorded."""
+    want = recorded_weights_digest(info)
+    path = getattr(sut, "weights_path", None)
+    if want is None or path is None:
+        return None, None
+    from lidarmt.lidar.perception.apollo.caffe import sha256_file
+
+    try:
+        have = sha256_file(path)
+    except OSError:
+        have = ""
+    if have.startswith(want):
+        return None, None
+    found = shipped_weights_by_digest(want)
+    if found is not None:
+        return found, None
+    return None, (f"the bundle was made with weights of SHA-256 {want}{'…' if len(want) < 64 else ''}, not the "
+                  f"{Path(path).name} installed here ({have[:12]}…); copy the weights file of that digest into "
+                  "lidarmt/lidar/perception/apollo/weights/ (replay finds it there by its SHA-256)")

@@ -749,3 +749,64 @@ class SimRoi:
                 self._rois[town] = HDMapRoi(self.hdmap(town))
             return self._rois[town].frame_mask(frame)
         return label_area_roi(frame)
+
+
+# ------------------------------------------------------------------------------------------ the centre rule, intervals
+
+#: metres a labelled box is grown by (each side, BEV) for the centre rule
+CENTRE_GROW_M = 0.5
+
+
+def centre_matrix(dets: list[tuple[Any, ObstacleClass, float, bool]], gts: list[GroundTruth], *,
+                  grow: float = CENTRE_GROW_M) -> np.ndarray:
+    """The *centre rule* as a detections × ground truths matrix of 1.0 / 0.0 (1: the detection's centre, the
+    centre of MinBox's rectangle, lies inside the ground truth's BEV box grown by ``grow`` metres on every side).
+
+    Given to :func:`match_frame` as ``iou`` (any threshold in (0, 1]), it counts a detection as a true positive
+    when its centre lies in a labelled box of its class: the scorer of issue 32, which does not depend on how well
+    MinBox's rectangle of the visible points overlaps a full-extent label box."""
+    from shapely.geometry import Point
+
+    out = np.zeros((len(dets), len(gts)))
+    grown = [g.polygon.buffer(grow, join_style=2) for g in gts]
+    for i, (dp, *_rest) in enumerate(dets):
+        c = dp.centroid
+        pt = Point(c.x, c.y)
+        for j, gp in enumerate(grown):
+            out[i, j] = 1.0 if gp.covers(pt) else 0.0
+    return out
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float] | None:
+    """Wilson score interval (95 % by default) of a proportion k / n; None when n == 0. It treats the n trials
+    as independent: detections and boxes of one sweep or sequence are not, so it is narrower than the truth when
+    the errors cluster (:func:`cluster_bootstrap` resamples whole frames or sequences instead)."""
+    if n <= 0:
+        return None
+    p = k / n
+    den = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def cluster_bootstrap(num: np.ndarray, den: np.ndarray, *, resamples: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of a pooled ratio sum(num) / sum(den) when the data come in clusters
+    (``num[k]``, ``den[k]``: cluster k's counts, e.g. one SemanticKITTI sequence's true positives and ground
+    truths): whole clusters are drawn with replacement, so errors that cluster (one street, one odd sweep) widen
+    the interval as they should. Resamples whose denominator is 0 are dropped; None when every one is, or when
+    there are fewer than 2 clusters."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    if len(num) < 2 or den.sum() <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(num), size=(resamples, len(num)))
+    d = den[idx].sum(axis=1)
+    ok = d > 0
+    if not ok.any():
+        return None
+    r = num[idx].sum(axis=1)[ok] / d[ok]
+    a = (1.0 - level) / 2
+    return float(np.quantile(r, a)), float(np.quantile(r, 1 - a))

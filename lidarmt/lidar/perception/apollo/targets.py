@@ -53,6 +53,12 @@ from lidarmt.types import BOX_DTYPE, Frame
 
 NUM_CLASSES = 5
 
+#: horizontal distance (metres) within which ``unlabelled`` points are the ego car's own body (SemanticKITTI's
+#: "unlabeled" ring at 1.1-2.7 m, z -0.9 to -0.5 m around the HDL-64E): Apollo's feature generator counts them
+#: like any point (it keeps every point with |x|, |y| < range and -5 < z < 5, apollo-lop-facts.md §4), so they are
+#: taught as background rather than left out of the losses
+EGO_RADIUS_M = 3.0
+
 #: Apollo's range and height limits (apollo-lop-facts.md §3.1).
 DEFAULT_RANGE = 60.0
 DEFAULT_MIN_HEIGHT = -5.0
@@ -172,11 +178,17 @@ def build_targets(
     min_height: float = DEFAULT_MIN_HEIGHT,
     max_height: float = DEFAULT_MAX_HEIGHT,
     footprint: bool = True,
+    unlabelled: tuple[int, ...] = (),
+    ego_radius: float = EGO_RADIUS_M,
 ) -> Targets:
     """Dense targets of a labelled frame (see the module docstring for what each head is taught).
 
     The frame needs ``labels.boxes`` and per-point ``labels.point_instance`` (the simulator writes both);
     ``point_meta`` is used to keep background points (meta -1) out of objects even if an instance id is set.
+    ``unlabelled``: semantic ids (``labels.point_semantic``) of points that are unlabelled rather than
+    background (SemanticKITTI's "unlabeled" and "outlier": the ego car's roof ring, gaps); a non-empty cell
+    holding only such points (and points outside ``labels.region``) is ignored unless it is an object cell;
+    such points within ``ego_radius`` metres of the sensor (horizontally) are background (the ego car's roof ring).
     """
     if frame.labels is None or frame.labels.point_instance is None:
         raise ValueError("build_targets needs a frame with labels.boxes and labels.point_instance")
@@ -228,9 +240,16 @@ def build_targets(
 
     objectness = nonempty & (obj_id >= 0)
     obj_id[~objectness] = -1
-    if lb.region is not None:
+    has_unlabelled = bool(unlabelled) and lb.point_semantic is not None
+    if lb.region is not None or has_unlabelled:
+        known = valid.copy()
+        if lb.region is not None:
+            known &= lb.region.contains(pts)
+        if has_unlabelled:
+            ego = np.hypot(pts["x"].astype(np.float64), pts["y"].astype(np.float64)) < ego_radius
+            known &= ~np.isin(np.asarray(lb.point_semantic), np.asarray(unlabelled, dtype=np.int64)) | ego
         labelled = np.zeros(n_cells, dtype=bool)
-        labelled[cell[valid & lb.region.contains(pts)]] = True
+        labelled[cell[known]] = True
         ignore |= ~labelled & ~objectness
     ignore &= nonempty
 

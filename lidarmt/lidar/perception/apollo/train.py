@@ -13,8 +13,10 @@ Losses are computed on the raw 12-channel ``deconv0`` blob (logits, for numerica
 losses are in fp32. AdamW with a linear warm-up and cosine decay.
 
 **Data.** Each ``--data`` entry is a *source*: a folder of the simulator's labelled ``.npz`` frames (or one
-such file), or a labelled recording, e.g. a KITTI raw drive with its ``tracklet_labels.xml``
-(:mod:`lidarmt.io.tracklets`). ``PATH@A:B`` keeps the source's frames ``A .. B-1`` (in its order: a drive's
+such file), or a labelled recording: a KITTI raw drive with its ``tracklet_labels.xml``
+(:mod:`lidarmt.io.tracklets`) or a SemanticKITTI sequence folder (:mod:`lidarmt.io.semantickitti`: every point
+labelled, the instances are the objects; its "unlabeled"/"outlier" points carry no loss except the ego car's roof
+ring, see :func:`~lidarmt.lidar.perception.apollo.targets.build_targets`). ``PATH@A:B`` keeps the source's frames ``A .. B-1`` (in its order: a drive's
 sweeps in time, so ``drive@0:86`` trains on the first 86 sweeps and leaves the rest for validation). A step
 picks each sample's source at random in proportion to ``data_weights`` (default: the sources' frame counts,
 i.e. every frame equally likely), then a frame of it. Frames whose labels cover only part of the sweep
@@ -181,6 +183,8 @@ class Source:
         path, sl = split_spec(spec)
         self.path = path
         self._rec: Any = None
+        #: semantic ids of points that are unlabelled rather than background (build_targets' ``unlabelled``)
+        self.unlabelled: tuple[int, ...] = ()
         if (path.is_dir() and not _is_recording_dir(path)) or (path.is_file() and path.suffix.lower() == ".npz"):
             files = list_frames([path])
             self.kind = "npz"
@@ -196,6 +200,12 @@ class Source:
                                     "tracklet_labels.xml") from err
             self.kind = "recording"
             self.items = list(range(len(self._rec)))[sl]
+            if getattr(self._rec, "format", None) == "semantickitti":
+                # SemanticKITTI labels every point; its "unlabeled" and "outlier" points (the ego car's roof
+                # ring, gaps) are not background: cells holding only those carry no loss
+                from lidarmt.io.semantickitti import UNLABELLED_CLASSES
+
+                self.unlabelled = UNLABELLED_CLASSES
         else:
             list_frames([path])  # the one wording for a missing folder
             raise AssertionError("unreachable")
@@ -212,7 +222,8 @@ class Source:
         frame = self._rec[self.items[k]]
         if frame.labels is None or frame.labels.point_instance is None:
             raise TrainingError(f"--data {self.spec}: frame {self.items[k]} has no per-point labels (a KITTI raw "
-                                "drive needs its tracklet_labels.xml); train on labelled frames")
+                                "drive needs its tracklet_labels.xml, a SemanticKITTI sequence its labels/); train "
+                                "on labelled frames")
         return frame
 
     def describe(self) -> str:
@@ -220,10 +231,12 @@ class Source:
 
 
 def _is_recording_dir(path: Path) -> bool:
-    """A folder that is a recording rather than a folder of .npz frames (a KITTI raw drive)."""
+    """A folder that is a recording rather than a folder of .npz frames: a KITTI raw drive or a SemanticKITTI
+    sequence (``velodyne/`` beside ``labels/``)."""
     from lidarmt.io.kitti_raw import drive_folder
+    from lidarmt.io.semantickitti import sequence_folder
 
-    return drive_folder(path) is not None
+    return drive_folder(path) is not None or sequence_folder(path) is not None
 
 
 def open_sources(specs: Sequence[str | os.PathLike[str]]) -> list[Source]:
@@ -288,6 +301,7 @@ def make_sample(
     object_crop_prob: float = 0.75,
     near_range: float = 40.0,
     in_channels: int = 8,
+    unlabelled: tuple[int, ...] = (),
 ) -> Sample:
     """Augment (if ``augment``), featurise and crop one labelled frame (``in_channels``: the network's feature
     channels, ``config.FEATURE_CHANNELS``)."""
@@ -296,7 +310,7 @@ def make_sample(
     if augment is not None:
         frame = augment_frame(frame, rng, augment)
     feats = compute_features(frame.points, grid=grid, range=range_)
-    tg = build_targets(frame, grid=grid, range_=range_)
+    tg = build_targets(frame, grid=grid, range_=range_, unlabelled=unlabelled)
     # Apollo's mask is the feature generator's non-empty channel: use it so the two agree exactly.
     tg.nonempty = feats[7] > 0.5
     tg.objectness &= tg.nonempty
@@ -597,7 +611,7 @@ def train(
                     frame = sources[i].load(int(rng.integers(len(sources[i]))))
                 samples.append(make_sample(frame, rng, grid=cfg.grid, range_=cfg.range, crop=cfg.crop, augment=aug,
                                            object_crop_prob=cfg.object_crop_prob, near_range=cfg.near_range,
-                                           in_channels=cfg.in_channels))
+                                           in_channels=cfg.in_channels, unlabelled=sources[i].unlabelled))
             batch = collate(samples)
             t_net = time.perf_counter()
             for g in opt.param_groups:
