@@ -17,8 +17,11 @@ DDMIN_BUDGET ?= 20
 # worker processes of both campaigns (the engine clamps them to the cores, frames and memory; results do not depend
 # on them: the journal's verdicts are the same with 1 or 2)
 DEMO_WORKERS ?= 2
-# pytest options of every test target: the 25 slowest tests in the log (CI keeps them)
-PYTEST_OPTS ?= -q --durations=25
+# pytest options of every test target: the 25 slowest tests in the log (CI keeps them), run by TEST_WORKERS
+# pytest-xdist processes (TEST_WORKERS=0: in this process), a test file to a process (its module fixtures, such as a
+# campaign several tests read or a local Ray, are made once)
+TEST_WORKERS ?= 2
+PYTEST_OPTS ?= -q --durations=25 -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test test-slow test-all lint bench clean-demo
 

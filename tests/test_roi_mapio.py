@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -169,7 +168,8 @@ def test_empty_folder_names_what_it_looked_for(tmp_path: Path):
 @pytest.mark.parametrize(
     ("name", "content", "match"),
     [
-        ("base_map.bin", os.urandom(64) + b"\xff\xff\xff", "not a binary Apollo map"),
+        # fixed noise (a seeded draw, not os.urandom): every process collects the same test (pytest-xdist)
+        ("base_map.bin", np.random.default_rng(64).bytes(64) + b"\xff\xff\xff", "not a binary Apollo map"),
         ("base_map.bin", b"", "holds no lanes"),
         ("base_map.txt", b"lane { id { id: 'x' } bogus: 1 }", "not a protobuf-text Apollo map"),
         ("base_map.txt", b"\xff\xfe\x00binary", "not a text map"),
