@@ -268,3 +268,19 @@ def test_a_campaign_journal_names_the_implementations(tmp_path, monkeypatch):
                  "--n", "10", "--bundles", "0", "--out", str(tmp_path / "run"), "--quiet"]) == 0
     header = read_header(tmp_path / "run" / JOURNAL_NAME)
     assert header["implementations"] == {"apollo_cnn_exact": "exact-v2"} and "environment" in header
+
+
+def test_a_copy_of_a_fused_network_computes_with_its_own_weights():
+    import copy
+
+    runner = CnnRunner(_net(), mode="exact")
+    if not runner.relu_fused:
+        pytest.skip("this torch build has no oneDNN fused convolution")
+    twin = copy.deepcopy(runner.net)
+    assert twin.conv0.forward.__self__ is twin.conv0 and twin.relu_fused
+    x = torch.from_numpy(_grid(seed=3))[None].contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        before = twin(x)["instance_pt"].clone()
+        twin.conv0.weight.mul_(0.5)  # the copy's weights, not the original's, decide its outputs
+        assert not torch.equal(twin(x)["instance_pt"], before)
+        assert torch.equal(runner.net(x)["instance_pt"], before)
