@@ -250,3 +250,37 @@ def test_layout_copies_move_values_only(shape):
     z = to_nchw(y)
     assert z.is_contiguous() and torch.equal(z, x)
     assert to_nchw(x) is x  # already NCHW: no copy
+
+
+def test_a_campaign_journal_names_the_implementations(tmp_path, monkeypatch):
+    """`lidarmt fuzz` writes the versions of the implementations it runs into the journal's header, beside the
+    environment (a small MR1 campaign with the grid test SUT; the header is what matters)."""
+    from test_fuzz_support import write_road_geojson, write_scenes
+    from test_replay_hardening import _install_plugin
+
+    from lidarmt.cli import main
+    from lidarmt.engine.journal import JOURNAL_NAME, read_header
+
+    _install_plugin(monkeypatch)
+    rec = write_scenes(tmp_path / "frames", 1)
+    world = write_road_geojson(tmp_path / "world.geojson")
+    assert main(["fuzz", "--bag", str(rec), "--map", str(world), "--sut", "grid-test", "--radius", "30",
+                 "--n", "10", "--bundles", "0", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    header = read_header(tmp_path / "run" / JOURNAL_NAME)
+    assert header["implementations"] == {"apollo_cnn_exact": "exact-v2"} and "environment" in header
+
+
+def test_a_copy_of_a_fused_network_computes_with_its_own_weights():
+    import copy
+
+    runner = CnnRunner(_net(), mode="exact")
+    if not runner.relu_fused:
+        pytest.skip("this torch build has no oneDNN fused convolution")
+    twin = copy.deepcopy(runner.net)
+    assert twin.conv0.forward.__self__ is twin.conv0 and twin.relu_fused
+    x = torch.from_numpy(_grid(seed=3))[None].contiguous(memory_format=torch.channels_last)
+    with torch.inference_mode():
+        before = twin(x)["instance_pt"].clone()
+        twin.conv0.weight.mul_(0.5)  # the copy's weights, not the original's, decide its outputs
+        assert not torch.equal(twin(x)["instance_pt"], before)
+        assert torch.equal(runner.net(x)["instance_pt"], before)

@@ -50,7 +50,7 @@ class Tolerance:
 
 #: The tolerances, by kind of quantity, for both halves. Measured with ``benchmarks/isa_drift.py`` (the seven
 #: steering models and Apollo's CNN under ONEDNN_MAX_CPU_ISA=AVX512_CORE, AVX2, SSE41 against AMX;
-#: docs/replay-tolerances.md): steering angles moved by at most 4.1e-7 rad, the CNN's outputs by 3.8e-6, obstacle
+#: docs/replay-tolerances.md): steering angles moved by at most 4.1e-7 rad, the CNN's outputs by 4.3e-6, obstacle
 #: scores by 1e-6 (one step of their rounding), boxes not at all. Each tolerance is over 20x its measurement and
 #: at least two steps of the coarsest rounding its numbers are stored with (facts' scores and overlaps: 4
 #: decimals; verdicts' distances and sizes: 3).

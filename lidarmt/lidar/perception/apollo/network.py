@@ -210,22 +210,27 @@ def fuse_relu(net: CnnSegNet) -> bool:
     probe's own ReLU leaves as they are). Returns False, changing nothing, where torch lacks the fused operator."""
     if not _mkldnn_pointwise():
         return False
-    ops = torch.ops.mkldnn
+    import types
+
     for name, m in net.named_children():
-        if name == "deconv0":
-            continue
-        if isinstance(m, nn.ConvTranspose2d):
-            def fwd(x: torch.Tensor, m: nn.ConvTranspose2d = m) -> torch.Tensor:
-                return ops._convolution_transpose_pointwise(x, m.weight, m.bias, list(m.padding),
-                                                            list(m.output_padding), list(m.stride),
-                                                            list(m.dilation), m.groups, "relu", [], "")
-        else:
-            def fwd(x: torch.Tensor, m: nn.Conv2d = m) -> torch.Tensor:  # type: ignore[misc]
-                return ops._convolution_pointwise(x, m.weight, m.bias, list(m.padding), list(m.stride),
-                                                  list(m.dilation), m.groups, "relu", [], "")
-        m.forward = fwd  # an instance attribute: nn.Module.__call__ (and its hooks) call it
+        if name != "deconv0":
+            # an instance attribute that nn.Module.__call__ (and its hooks) call; a bound method, so that a deepcopy
+            # of the network binds it to the copy
+            fn = _conv_transpose_relu if isinstance(m, nn.ConvTranspose2d) else _conv_relu
+            m.forward = types.MethodType(fn, m)
     net.relu_fused = True
     return True
+
+
+def _conv_relu(m: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._convolution_pointwise(x, m.weight, m.bias, list(m.padding), list(m.stride),
+                                                   list(m.dilation), m.groups, "relu", [], "")
+
+
+def _conv_transpose_relu(m: nn.ConvTranspose2d, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._convolution_transpose_pointwise(x, m.weight, m.bias, list(m.padding),
+                                                             list(m.output_padding), list(m.stride),
+                                                             list(m.dilation), m.groups, "relu", [], "")
 
 
 def build_network(grid: int = 640, *, seed: int | None = None, in_channels: int = 8) -> CnnSegNet:
