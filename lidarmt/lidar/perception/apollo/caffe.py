@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from lidarmt.lidar.perception.apollo.config import sha256_file  # noqa: F401 - re-exported
 from lidarmt.lidar.perception.apollo.errors import WeightsError
 
 #: SHA-256 -> (label, bytes) of Apollo's official cnnseg weight files (apollo-lop-facts, shared/data/apollo/cnnseg)
@@ -65,14 +66,6 @@ HEAD_SLICE = (1, 3, 4, 9, 11)
 
 _V1_TYPES = {4: "Convolution", 39: "Deconvolution", 3: "Concat", 18: "ReLU", 19: "Sigmoid", 33: "Slice",
              25: "Eltwise", 36: "Silence"}
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def label_for(digest: str, kind: str = "caffemodel") -> str:

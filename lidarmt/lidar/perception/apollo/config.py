@@ -9,7 +9,9 @@ inside it). ``ApolloConfig.apollo_2_0()`` gives the 512x512 model of the paper's
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -244,11 +246,18 @@ def _parse(name: str, type_name: str, raw: Any) -> Any:
         raise ConfigError(f"bad value {raw!r} for {name} (expects {type_name.split(' ')[0]})") from err
 
 
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a file's bytes, hex (read in 1 MiB pieces)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def shipped_weights_by_digest(digest: str) -> Path | None:
     """The shipped weights file (any ``*.pt`` of :data:`WEIGHTS_DIR`) whose SHA-256 is ``digest`` or starts
     with it (bundles before issue 32 recorded 12 hex digits: ``"weights 1a2b3c4d5e6f"``); None when none is."""
-    from lidarmt.lidar.perception.apollo.caffe import sha256_file
-
     digest = digest.strip().lower()
     if len(digest) < 12 or any(c not in "0123456789abcdef" for c in digest):
         return None
@@ -283,8 +292,6 @@ def weights_for_replay(sut: Any, info: dict[str, Any]) -> tuple[Path | None, str
     path = getattr(sut, "weights_path", None)
     if want is None or path is None:
         return None, None
-    from lidarmt.lidar.perception.apollo.caffe import sha256_file
-
     try:
         have = sha256_file(path)
     except OSError:
