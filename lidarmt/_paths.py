@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -269,3 +270,13 @@ def load_npz(path: str | os.PathLike[str], *, max_bytes: int | None = None, what
         except (OSError, ValueError, EOFError, KeyError, AttributeError, zipfile.BadZipFile, zlib.error) as err:
             shown = f"{what} {path}" if what else str(path)
             raise error(f"{shown}: not a readable .npz file ({err})") from err
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 of a local file's bytes, hex, read in 1 MiB pieces (weights and model files the user or the
+    package names; OSError propagates)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

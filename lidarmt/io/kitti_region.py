@@ -79,8 +79,9 @@ def object_region(calib: Mapping[str, np.ndarray], *, width: float = DEFAULT_IMA
     return region_from_projection(p2 @ rect @ velo, width=width, source=f"camera 2 view from {where}")
 
 
-def raw_region(date_folder: str | Path, *, where: str | None = None) -> LabelledRegion:
-    """Camera 2's view for a KITTI raw date folder (``calib_velo_to_cam.txt`` and ``calib_cam_to_cam.txt``)."""
+def _raw_calibration(date_folder: str | Path, where: str | None) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(velodyne -> rectified camera 0 as 4x4, ``P_rect_02``, image width, image height) of a KITTI raw date folder
+    (``calib_velo_to_cam.txt``: R, T; ``calib_cam_to_cam.txt``: ``R_rect_00``, ``P_rect_02``, ``S_rect_02``)."""
     folder = Path(date_folder)
     v2c = read_calib(folder / "calib_velo_to_cam.txt")
     c2c = read_calib(folder / "calib_cam_to_cam.txt")
@@ -92,12 +93,23 @@ def raw_region(date_folder: str | Path, *, where: str | None = None) -> Labelled
         rect[:3, :3] = np.asarray(c2c["R_rect_00"], dtype=np.float64).reshape(3, 3)
         p2 = np.asarray(c2c["P_rect_02"], dtype=np.float64).reshape(3, 4)
         size = c2c.get("S_rect_02")
-        width = float(np.asarray(size).reshape(-1)[0]) if size is not None else DEFAULT_IMAGE_WIDTH
+        if size is not None and np.size(size) >= 2:
+            w, h = (float(v) for v in np.asarray(size).reshape(-1)[:2])
+        elif size is not None and np.size(size) == 1:
+            w, h = float(np.asarray(size).reshape(-1)[0]), float(DEFAULT_IMAGE_HEIGHT)
+        else:
+            w, h = float(DEFAULT_IMAGE_WIDTH), float(DEFAULT_IMAGE_HEIGHT)
     except (KeyError, TypeError, ValueError) as err:
         raise FormatError(f"{where or folder}: calib_velo_to_cam.txt needs R, T and calib_cam_to_cam.txt needs "
                           "R_rect_00 and P_rect_02") from err
-    return region_from_projection(p2 @ rect @ velo, width=width,
-                                  source=f"camera 2 view from {where or folder.name}/calib_*_to_cam.txt")
+    return rect @ velo, p2, w, h
+
+
+def raw_region(date_folder: str | Path, *, where: str | None = None) -> LabelledRegion:
+    """Camera 2's view for a KITTI raw date folder (``calib_velo_to_cam.txt`` and ``calib_cam_to_cam.txt``)."""
+    ext, p2, width, _ = _raw_calibration(date_folder, where)
+    return region_from_projection(p2 @ ext, width=width,
+                                  source=f"camera 2 view from {where or Path(date_folder).name}/calib_*_to_cam.txt")
 
 
 def read_calib(path: Path) -> dict[str, np.ndarray]:
@@ -138,21 +150,6 @@ def raw_camera(date_folder: str | Path, *, where: str | None = None) -> CameraLi
     """Camera 2 of a KITTI raw date folder (``calib_velo_to_cam.txt``: R, T; ``calib_cam_to_cam.txt``:
     ``R_rect_00``, ``P_rect_02``, ``S_rect_02``), as the stream of a drive (10 Hz, one image per sweep); the
     reader sets each frame's image index, stamp and file."""
-    folder = Path(date_folder)
-    v2c = read_calib(folder / "calib_velo_to_cam.txt")
-    c2c = read_calib(folder / "calib_cam_to_cam.txt")
-    try:
-        velo = np.eye(4)
-        velo[:3, :3] = np.asarray(v2c["R"], dtype=np.float64).reshape(3, 3)
-        velo[:3, 3] = np.asarray(v2c["T"], dtype=np.float64).reshape(3)
-        rect = np.eye(4)
-        rect[:3, :3] = np.asarray(c2c["R_rect_00"], dtype=np.float64).reshape(3, 3)
-        p2 = np.asarray(c2c["P_rect_02"], dtype=np.float64).reshape(3, 4)
-        size = c2c.get("S_rect_02")
-        w, h = ((float(v) for v in np.asarray(size).reshape(-1)[:2]) if size is not None and np.size(size) >= 2
-                else (DEFAULT_IMAGE_WIDTH, DEFAULT_IMAGE_HEIGHT))
-    except (KeyError, TypeError, ValueError) as err:
-        raise FormatError(f"{where or folder}: calib_velo_to_cam.txt needs R, T and calib_cam_to_cam.txt needs "
-                          "R_rect_00 and P_rect_02") from err
-    return CameraLink(rect @ velo, p2, int(round(w)), int(round(h)), period_s=KITTI_CAMERA_PERIOD_S,
-                      source=f"camera 2 from {where or folder.name}/calib_*_to_cam.txt")
+    ext, p2, w, h = _raw_calibration(date_folder, where)
+    return CameraLink(ext, p2, int(round(w)), int(round(h)), period_s=KITTI_CAMERA_PERIOD_S,
+                      source=f"camera 2 from {where or Path(date_folder).name}/calib_*_to_cam.txt")

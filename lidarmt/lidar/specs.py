@@ -447,16 +447,12 @@ def weights_sha256(sut: Any) -> str | None:
     path = getattr(sut, "weights_path", None)
     if path is None:
         return None
-    import hashlib
+    from lidarmt._paths import sha256_file
 
-    h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
+        return sha256_file(path)
     except OSError:
         return None
-    return h.hexdigest()
 
 
 def sut_on_recorded_weights(sut_obj: Any, sut_spec: SutSpec, info: dict, check: Callable[..., bool], *,

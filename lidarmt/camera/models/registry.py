@@ -264,19 +264,15 @@ def file_sha256(spec: str) -> str | None:
     """The SHA-256 of the file a model spec names (a Keras or weights file), or None for names and code."""
     if kind_of(spec) not in ("keras", "onnx", "weights"):
         return None
-    import hashlib
+    from lidarmt._paths import sha256_file
 
     p = Path(spec.strip())
     if not p.is_file():
         return None
-    h = hashlib.sha256()
     try:
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
+        return sha256_file(p)
     except OSError as err:
         raise ModelError(f"{p}: unreadable model file ({err.strerror or err})") from err
-    return h.hexdigest()
 
 
 def training_mean(spec: str, options: dict[str, Any] | None = None) -> tuple[float | None, str]:

@@ -9,13 +9,12 @@ inside it). ``ApolloConfig.apollo_2_0()`` gives the 512x512 model of the paper's
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
-import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from lidarmt._paths import sha256_file  # noqa: F401 - re-exported (caffe.sha256_file)
 from lidarmt.lidar.perception.apollo.errors import ConfigError
 
 #: Where ``lidarmt train`` ships the default weights of each grid size.
@@ -244,15 +243,6 @@ def _parse(name: str, type_name: str, raw: Any) -> Any:
         return raw
     except ValueError as err:
         raise ConfigError(f"bad value {raw!r} for {name} (expects {type_name.split(' ')[0]})") from err
-
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 of a file's bytes, hex (read in 1 MiB pieces)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def shipped_weights_by_digest(digest: str) -> Path | None:
