@@ -252,7 +252,10 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
         from lidarmt.engine.timeouts import auto_timeout
 
         limit = self.config.timeout if self.config.timeout is not None else auto_timeout(self._first, work)
-        return since + max(0.5 * limit, limit - 0.25)  # as the local workers' faulthandler does
+        # a second before the limit (the local workers' faulthandler takes 0.25 s): the stack travels through the
+        # actor's generator and Ray's object store before the campaign's process kills the actor at the limit, which
+        # takes longer than 0.25 s on a loaded machine (the timeout finding then had no stack)
+        return since + max(0.5 * limit, limit - 1.0)
 
     def run(self, task: tuple[str, Any]):
         """Run one task in a thread; yield lists of the worker protocol's messages as they come."""
