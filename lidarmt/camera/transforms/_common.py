@@ -257,13 +257,20 @@ def linear_to_srgb(lin: np.ndarray) -> np.ndarray:
     return _LINEAR_TO_SRGB[idx.astype(np.intp)]
 
 
-def smooth_noise(rng: np.random.Generator, h: int, w: int, *, cells: int = 6, octaves: int = 3) -> np.ndarray:
+def smooth_noise(rng: np.random.Generator, h: int, w: int, *, cells: int = 6, octaves: int = 3,
+                 add_octave: Any = None) -> np.ndarray:
     """A smooth random field in [0, 1] of shape (h, w): value noise, ``octaves`` bicubically upsampled grids.
 
     The coarsest grid has ``cells`` cells across the longer side; each octave doubles the cells and halves
     the amplitude (a fractal sum, the usual model of heterogeneous fog density; Tarel et al. 2012).
+    ``add_octave(grid, amp, acc)`` adds ``amp`` times the grid upsampled to (h, w) to ``acc`` in place (default:
+    ``cv2.resize``'s bicubic; the batched implementation passes a kernel with the same taps).
     """
-    import cv2
+    if add_octave is None:
+        import cv2
+
+        def add_octave(grid: np.ndarray, amp: float, acc: np.ndarray) -> None:
+            acc += amp * cv2.resize(grid, (w, h), interpolation=cv2.INTER_CUBIC)
 
     acc = np.zeros((h, w), np.float32)
     amp, total = 1.0, 0.0
@@ -272,7 +279,7 @@ def smooth_noise(rng: np.random.Generator, h: int, w: int, *, cells: int = 6, oc
         gh = max(2, int(round(n * h / max(h, w))) + 1)
         gw = max(2, int(round(n * w / max(h, w))) + 1)
         grid = rng.random((gh, gw), dtype=np.float32)
-        acc += amp * cv2.resize(grid, (w, h), interpolation=cv2.INTER_CUBIC)
+        add_octave(grid, amp, acc)
         total += amp
         amp *= 0.5
         n *= 2

@@ -224,26 +224,12 @@ def smooth_noise_fast(rng: np.random.Generator, h: int, w: int, *, cells: int = 
     upsampling done by a numba kernel with ``cv2.resize``'s taps (rows, then columns) and added in place: the same
     field to float32 rounding."""
     from lidarmt.camera.transforms import _batched_kernels as K
+    from lidarmt.camera.transforms._common import smooth_noise
 
-    acc = np.zeros((h, w), np.float32)
-    amp, total = 1.0, 0.0
-    n = cells
-    for _ in range(octaves):
-        gh = max(2, int(round(n * h / max(h, w))) + 1)
-        gw = max(2, int(round(n * w / max(h, w))) + 1)
-        grid = rng.random((gh, gw), dtype=np.float32)
-        K.upsample_add(grid, *_taps(h, gh), *_taps(w, gw), np.float32(amp), acc)
-        total += amp
-        amp *= 0.5
-        n *= 2
-    acc /= total
-    lo, hi = float(acc.min()), float(acc.max())
-    if hi > lo:
-        acc -= lo
-        acc *= 1.0 / (hi - lo)
-    else:
-        acc[:] = 0.5
-    return acc
+    def add_octave(grid: np.ndarray, amp: float, acc: np.ndarray) -> None:
+        K.upsample_add(grid, *_taps(h, grid.shape[0]), *_taps(w, grid.shape[1]), np.float32(amp), acc)
+
+    return smooth_noise(rng, h, w, cells=cells, octaves=octaves, add_octave=add_octave)
 
 
 def _f32(v: float) -> np.float32:
