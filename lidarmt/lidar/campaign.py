@@ -96,8 +96,13 @@ class LidarTransformRef:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LidarTransformRef:
-        return cls(str(d["name"]), tuple(str(v) for v in d["levels"]),
-                   tuple({str(k): float(v) for k, v in p.items()} for p in d["params"]), str(d["relation"]))
+        """A reference read back from a journal or bundle; a parameter the transformation gained since is
+        filled with what it computed then (:func:`~lidarmt.lidar.transforms.base.complete_recorded`)."""
+        from lidarmt.lidar.transforms.base import complete_recorded
+
+        name = str(d["name"])
+        return cls(name, tuple(str(v) for v in d["levels"]),
+                   tuple(complete_recorded(name, p) for p in d["params"]), str(d["relation"]))
 
 
 def transform_refs(names: Sequence[str], *, levels: Sequence[str] = LEVEL_NAMES,

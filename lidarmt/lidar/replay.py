@@ -89,9 +89,12 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     check_mcap(folder, check, LIDAR_TRANSFORM_BUNDLE_TOPICS)
     if problems:
         return res
+    from lidarmt.lidar.transforms.base import complete_recorded
+
     check("bundle.json is consistent", cfg.seed_of(key) == int(info["seed"])
           and cfg.transforms[key[1]].name == info["transform"] and dict(cfg.transforms[key[1]].params[key[2]])
-          == {k: float(v) for k, v in info["params"].items()}, "the key, seed and parameters do not fit together")
+          == complete_recorded(str(info["transform"]), info["params"]),
+          "the key, seed and parameters do not fit together")
     if info.get("torch_threads"):
         import torch
 

@@ -47,6 +47,9 @@ class Param:
     hi: float
     help: str = ""
     integer: bool = False
+    # the value a setting recorded (journal, bundle) before this parameter existed implies: what the
+    # transformation computed then; None for a parameter it always had
+    recorded_default: float | None = None
 
     def describe(self) -> str:
         """e.g. ``visibility_m [10, 1000] m``."""
@@ -173,6 +176,23 @@ def resolve_params(transform: Any, params: Mapping[str, Any] | str | None) -> di
         if p.integer and v != round(v):
             raise LidarTransformError(f"{transform.name}: {p.name}={v:g} must be a whole number")
         out[p.name] = v
+    return out
+
+
+def complete_recorded(name: str, params: Mapping[str, Any]) -> dict[str, float]:
+    """A setting read back from a journal or bundle, completed with the ``recorded_default`` of each parameter
+    the transformation gained after it was recorded (so an old record keeps meaning what it computed then);
+    a transformation that is not installed here is left as recorded (its own error comes when it is applied)."""
+    out = {str(k): float(v) for k, v in params.items()}
+    try:
+        from lidarmt.lidar.transforms.registry import get_transform
+
+        t = get_transform(name)
+    except Exception:  # noqa: BLE001 - an unknown plug-in: whoever applies it says so in one line
+        return out
+    for p in getattr(t, "params", ()):
+        if p.name not in out and getattr(p, "recorded_default", None) is not None:
+            out[p.name] = float(p.recorded_default)
     return out
 
 

@@ -35,7 +35,11 @@ from lidarmt.lidar.transforms.base import Param, make_change
 C = 299_792_458.0  # m/s
 TAU_H = 20e-9  # half-power pulse width, s (Hahner et al. 2021)
 PULSE_LEN = C * TAU_H  # c tau_H: the pulse's length in range, 6.0 m
-R1, R2 = 0.9, 1.0  # crossover of transmitter and receiver fields of view, m (Hahner et al. 2021)
+R1, R2 = 0.9, 1.0  # crossover of transmitter and receiver fields of view, m (Hahner et al. 2021): where the
+# overlap xi starts (R1, for every setting) and where Hahner et al. take it complete (their R2; fog's overlap_m = 1)
+OVERLAP_M = 9.5  # m: fog's default complete overlap (the nearest focus of an HDL-64E's upper-block receivers;
+# docs/sensors.md "The near range")
+ECHO_MIN_RANGE = 1.0  # m: a fog return is never reported nearer (the HDL-64E reports nothing nearer than ~0.9 m)
 # Hahner et al.'s code fixes the hard target's differential reflectivity at gamma / pi = 1e-6 / pi for every point
 # and compares in intensity units with the echo's time integral: not used (see Fog and docs/sensors.md)
 HAHNER_BETA0 = 1e-6 / math.pi
@@ -68,13 +72,15 @@ def _intensity(power: np.ndarray, r: np.ndarray, profile: SensorProfile = HDL64)
     return profile.intensity_of_power(power, r)
 
 
-@lru_cache(maxsize=16)
-def _echo_table(alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fog's echo per target range (see :func:`~lidarmt.lidar.transforms._weather_kernels.fog_echo_table`);
-    its reported ranges are kept at or beyond R2, where the sensor's fields of view fully overlap (the pulse's
-    own length would otherwise place part of the echo nearer than any return the HDL-64E reports)."""
-    peak, lo, hi = K.fog_echo_table(alpha, dr=ECHO_DR, r0_max=ECHO_R0_MAX, pulse_len=PULSE_LEN, r1=R1, r2=R2)
-    return peak, np.maximum(lo, R2), np.maximum(hi, R2)
+@lru_cache(maxsize=32)
+def _echo_table(alpha: float, overlap_m: float = R2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fog's echo per target range (see :func:`~lidarmt.lidar.transforms._weather_kernels.fog_echo_table`)
+    with the fields of view overlapping from R1 = 0.9 m, completely from ``overlap_m``; its reported ranges are
+    kept at or beyond ECHO_MIN_RANGE (the pulse's own length would otherwise place part of the echo nearer than
+    any return the HDL-64E reports)."""
+    r0_max = max(ECHO_R0_MAX, overlap_m + 4 * PULSE_LEN)
+    peak, lo, hi = K.fog_echo_table(alpha, dr=ECHO_DR, r0_max=r0_max, pulse_len=PULSE_LEN, r1=R1, r2=overlap_m)
+    return peak, np.maximum(lo, ECHO_MIN_RANGE), np.maximum(hi, ECHO_MIN_RANGE)
 
 
 def fog_coefficients(visibility_m: float) -> tuple[float, float]:
@@ -88,11 +94,16 @@ class Fog(Builtin):
     name = "fog"
     family = "weather"
     summary = "attenuation exp(-2 alpha R) and fog backscatter (Hahner et al. 2021), calibrated per sensor"
-    params = (Param("visibility_m", "m", 10.0, 2000.0, "meteorological optical range (visibility)"),)
+    params = (Param("visibility_m", "m", 10.0, 2000.0, "meteorological optical range (visibility)"),
+              Param("overlap_m", "m", 1.0, 30.0, "range from which the sensor's transmitter and receiver fields of "
+                    "view overlap completely (from 0.9 m they start to); 1: Hahner et al.'s choice",
+                    recorded_default=R2))
     doc = ("Fog after Hahner et al. (ICCV 2021): alpha = ln(20)/V, beta = 0.046/V; every return's intensity "
            "attenuated by exp(-2 alpha R); the fog's echo (the pulse sin^2, tau_H = 20 ns, convolved with the fog's "
-           "impulse response exp(-2 alpha R') xi(R')/R'^2 in front of the target, xi rising from 0 at 0.9 m to 1 at "
-           "1.0 m) has the power beta x its peak; the return's power is (rho/pi) exp(-2 alpha R0)/R0^2 with rho "
+           "impulse response exp(-2 alpha R') xi(R')/R'^2 in front of the target, the overlap xi rising linearly "
+           "from 0 at 0.9 m to 1 at overlap_m: 9.5 m by default, the nearest focus of the HDL-64E's upper-block "
+           "receivers; Hahner et al. take 1.0 m, which makes the first metre of fog echo as strongly as a dark "
+           "car at 15 m in 300 m fog) has the power beta x its peak; the return's power is (rho/pi) exp(-2 alpha R0)/R0^2 with rho "
            "the point's reflectance through the sensor profile's intensity calibration (intensity / "
            "intensity_scale: KITTI 255, Velodyne and Ouster calibrated reflectivity 100). The stronger echo is "
            "reported when it reaches the profile's detection threshold (HDL-64E: pavement at 50 m), else the "
@@ -102,22 +113,24 @@ class Fog(Builtin):
            "compares in intensity units (their issues #7/#11: almost every KITTI point becomes fog); here both "
            "echoes are powers in the same units (docs/sensors.md, checked on KITTI against an independent "
            "integral).")
-    levels = {"light": {"visibility_m": 300.0}, "moderate": {"visibility_m": 100.0},
-              "heavy": {"visibility_m": 50.0}}
+    levels = {"light": {"visibility_m": 300.0, "overlap_m": OVERLAP_M},
+              "moderate": {"visibility_m": 100.0, "overlap_m": OVERLAP_M},
+              "heavy": {"visibility_m": 50.0, "overlap_m": OVERLAP_M}}
 
     def _apply(self, frame, p, rng, context):
         prof = sensor_of(context)
-        v = p["visibility_m"]
+        v, overlap = p["visibility_m"], p["overlap_m"]
         alpha, beta = fog_coefficients(v)
         pts = frame.points
         r = _finite_ranges(pts)
         u = rng.random(len(pts))
-        peak, lo, hi = _echo_table(alpha)
+        peak, lo, hi = _echo_table(alpha, overlap)
         floor = prof.noise_floor
         action, new_r, power = K.fog_decide(r, _reflectance_beta0(pts, r, prof), u, peak, lo, hi, ECHO_DR, alpha,
                                             beta, floor)
         return _weather_change(frame, r, action, new_r, _intensity(power, new_r, prof), alpha, {
-            "visibility_m": v, "alpha": alpha, "beta": beta, "noise_floor": floor, **_sensor_info(prof)})
+            "visibility_m": v, "overlap_m": overlap, "alpha": alpha, "beta": beta, "noise_floor": floor,
+            **_sensor_info(prof)})
 
 
 def _sensor_info(prof: SensorProfile) -> dict[str, str]:
