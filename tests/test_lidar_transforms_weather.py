@@ -224,7 +224,7 @@ def test_a_fog_setting_recorded_before_overlap_existed_replays_as_it_was_made():
     import hashlib
 
     from lidarmt.lidar.campaign import LidarTransformRef
-    from lidarmt.lidar.transforms.base import complete_recorded
+    from lidarmt.lidar.transforms.registry import complete_recorded
 
     assert complete_recorded("fog", {"visibility_m": 50}) == {"visibility_m": 50.0, "overlap_m": 1.0}
     assert complete_recorded("fog", {"visibility_m": 50, "overlap_m": 9.5})["overlap_m"] == 9.5

@@ -98,7 +98,7 @@ class LidarTransformRef:
     def from_dict(cls, d: Mapping[str, Any]) -> LidarTransformRef:
         """A reference read back from a journal or bundle; a parameter the transformation gained since is
         filled with what it computed then (:func:`~lidarmt.lidar.transforms.base.complete_recorded`)."""
-        from lidarmt.lidar.transforms.base import complete_recorded
+        from lidarmt.lidar.transforms.registry import complete_recorded
 
         name = str(d["name"])
         return cls(name, tuple(str(v) for v in d["levels"]),

@@ -89,7 +89,7 @@ def replay_transform_bundle(folder: Path, info: dict[str, Any], *, map_path: str
     check_mcap(folder, check, LIDAR_TRANSFORM_BUNDLE_TOPICS)
     if problems:
         return res
-    from lidarmt.lidar.transforms.base import complete_recorded
+    from lidarmt.lidar.transforms.registry import complete_recorded
 
     check("bundle.json is consistent", cfg.seed_of(key) == int(info["seed"])
           and cfg.transforms[key[1]].name == info["transform"] and dict(cfg.transforms[key[1]].params[key[2]])

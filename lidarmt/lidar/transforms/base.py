@@ -179,23 +179,6 @@ def resolve_params(transform: Any, params: Mapping[str, Any] | str | None) -> di
     return out
 
 
-def complete_recorded(name: str, params: Mapping[str, Any]) -> dict[str, float]:
-    """A setting read back from a journal or bundle, completed with the ``recorded_default`` of each parameter
-    the transformation gained after it was recorded (so an old record keeps meaning what it computed then);
-    a transformation that is not installed here is left as recorded (its own error comes when it is applied)."""
-    out = {str(k): float(v) for k, v in params.items()}
-    try:
-        from lidarmt.lidar.transforms.registry import get_transform
-
-        t = get_transform(name)
-    except Exception:  # noqa: BLE001 - an unknown plug-in: whoever applies it says so in one line
-        return out
-    for p in getattr(t, "params", ()):
-        if p.name not in out and getattr(p, "recorded_default", None) is not None:
-            out[p.name] = float(p.recorded_default)
-    return out
-
-
 def parse_params(text: str) -> dict[str, float]:
     """``"visibility_m=50,seed_scale=2"`` -> {"visibility_m": 50.0, ...}; a level name is returned as is by
     :func:`resolve_params`'s callers; a malformed item is a one-line error."""

@@ -134,3 +134,18 @@ def select_for_frame(spec: str, frame: Any, *, streams: bool = True) -> tuple[li
 def validate_params(name: str, params: Mapping[str, Any] | str | None) -> dict[str, float]:
     """The complete parameter setting of transformation ``name`` (a level name or a partial mapping), checked."""
     return resolve_params(get_transform(name), params)
+
+
+def complete_recorded(name: str, params: Mapping[str, Any]) -> dict[str, float]:
+    """A setting read back from a journal or bundle, completed with the ``recorded_default`` of each parameter
+    the transformation gained after it was recorded (so an old record keeps meaning what it computed then);
+    a transformation that is not installed here is left as recorded (its own error comes when it is applied)."""
+    out = {str(k): float(v) for k, v in params.items()}
+    try:
+        t = get_transform(name)
+    except Exception:  # noqa: BLE001 - an unknown plug-in: whoever applies it says so in one line
+        return out
+    for p in getattr(t, "params", ()):
+        if p.name not in out and getattr(p, "recorded_default", None) is not None:
+            out[p.name] = float(p.recorded_default)
+    return out
