@@ -335,3 +335,40 @@ def test_the_configuration_round_trips_through_the_engines_kinds():
     from lidarmt.lidar.campaign import transform_seed
 
     assert cfg.seed_of((3, 0, 1, 1)) == cfg.seed_of((3, 1, 1, 1)) == transform_seed(2, 3, "fog", 1, 0)
+
+
+def test_object_level_corruptions_are_scored_against_the_boxes_as_they_changed(tmp_path):
+    """object-shear/-scale/-rotate deform each labelled object in place: the truth of a follow-up is its own boxes
+    (one per clean box, same order), with the clean frame's classes and ignore rules; a module that reports the
+    changed boxes exactly scores IoU 1 against them, less against the clean ones."""
+    from lidarmt.lidar.perception.apollo.evaluate import GridRoi, box_polygon, frame_ground_truth, iou_matrix
+    from lidarmt.lidar.robustness import corruption_refs, followup_truth
+    from lidarmt.lidar.synthetic import synthetic_sweep
+    from lidarmt.lidar.transforms import get_transform
+
+    refs = corruption_refs(["object-shear", "object-scale", "object-rotate", "fog"])
+    assert [r.name for r in refs] == ["object-shear", "object-scale", "object-rotate", "fog"]
+    frame = synthetic_sweep(seed=3, n_azimuth=512)
+    roi = GridRoi()
+    gts = frame_ground_truth(frame, roi)
+    assert len(gts) >= 3
+    change = get_transform("object-rotate").apply(frame, "heavy", seed=5)
+    truth = followup_truth(gts, change.frame)
+    assert [(g.cls, g.ignored, g.num_points) for g in truth] == [(g.cls, g.ignored, g.num_points) for g in gts]
+    dets = [(box_polygon(b), g.cls, 1.0, True) for b, g in zip(change.frame.labels.boxes, gts, strict=True)]
+    on_new, on_clean = iou_matrix(dets, truth), iou_matrix(dets, gts)
+    assert np.allclose(np.diag(on_new), 1.0)
+    assert np.diag(on_clean).min() < 0.99  # the heavy rotation turned the boxes: the clean ones no longer fit
+    with pytest.raises(RuntimeError, match="in place"):
+        followup_truth(gts[:-1], change.frame)
+
+
+def test_an_object_level_corruption_runs_end_to_end(tmp_path):
+    data = write_frames(tmp_path / "frames", n=1)
+    out = tmp_path / "run"
+    assert main(["robustness", "--data", str(data), "--sut", "test_fuzz_support:grid_sut", "--transforms",
+                 "object-scale", "--quiet", "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    cells = {(c["corruption"], c["level"]) for c in s["cells"]}
+    assert cells == {("clean", "clean"), ("object-scale", "light"), ("object-scale", "moderate"), ("object-scale", "heavy")}
+    assert "object-scale" in (out / "table.txt").read_text()

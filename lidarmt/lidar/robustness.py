@@ -13,9 +13,12 @@ CNN grid — all decided on the clean sweep and its ROI), so every corruption is
 and the same denominators, as KITTI-C and Robo3D score their corrupted copies against the original annotations.
 The module sees the corrupted sweep with the clean frame's ROI (moved with the sweep when a transformation moves
 it). Transformations that move or change the objects themselves (families ``object`` and ``alignment``) are
-refused: the clean labels do not describe their follow-ups; the LiDAR-camera misalignments
-(``spatial-misalignment``, ``temporal-misalignment``: the truth stays, the sweep arrives misaligned with it) are
-scored when named and the frames have a camera.
+refused: the clean labels do not describe their follow-ups; two kinds are scored when named. The LiDAR-camera
+misalignments (``spatial-misalignment``, ``temporal-misalignment``: the truth stays, the sweep arrives misaligned
+with it; the frames need a camera) against the clean truth. Dong et al.'s object-level corruptions
+(``object-shear``, ``object-scale``, ``object-rotate``: each labelled object deformed in place) against the
+follow-up's boxes, the same objects as changed, with the clean frame's classes and ignore rules (Dong et al. score
+them against the unchanged annotations; a box that no longer fits its points would count against the module).
 
 **Journal records** hold raw facts: the detections (class, score, whether counted: centre inside the evaluated
 area, as ``lidarmt evaluate`` decides it), the ground truths (class, ignored) and their BEV IoU matrix (nonzero
@@ -106,6 +109,21 @@ def mean_of(values: Sequence[float | None]) -> float | None:
     return float(sum(values)) / len(values)  # type: ignore[arg-type]
 
 
+def followup_truth(gts: list, follow: Any) -> list:
+    """The clean frame's ground truths with each box replaced by the follow-up's box of the same object (an
+    object-level corruption changes every labelled box in place, one for one, in label order): classes, ignore
+    flags and point counts stay the clean frame's, so every corruption keeps the same denominators."""
+    import dataclasses
+
+    from lidarmt.lidar.perception.apollo.evaluate import box_polygon
+
+    boxes = follow.labels.boxes if follow.labels is not None else []
+    if len(boxes) != len(gts):
+        raise RuntimeError(f"the follow-up has {len(boxes)} labelled boxes for the clean frame's {len(gts)}: an "
+                           "object-level corruption must change each box in place")
+    return [dataclasses.replace(g, polygon=box_polygon(b)) for g, b in zip(gts, boxes, strict=True)]
+
+
 # ----------------------------------------------------------------------------------------------- configuration
 
 
@@ -121,7 +139,8 @@ def corruption_refs(names: Sequence[str], levels: Sequence[str] = LEVEL_NAMES) -
     refs = []
     for name in names:
         t = get_transform(name)
-        if t.family not in SCORED_FAMILIES and not getattr(t, "clean_labels_hold", False):
+        if t.family not in SCORED_FAMILIES and not (getattr(t, "clean_labels_hold", False)
+                                                    or getattr(t, "followup_labels_hold", False)):
             raise FuzzArgumentError(
                 f"--transforms {name}: {t.family} transformations move or change the objects, so the clean "
                 f"frame's labels do not describe their follow-ups; robustness scores {', '.join(SCORED_FAMILIES)} "
@@ -301,8 +320,11 @@ class RobustnessEvaluator(EvaluatorBase):
                     continue
                 follow, froi = change.frame, follow_roi(roi, change)
                 t_transform = time.perf_counter() - t0
+            truth = gts
+            if c > 0 and getattr(self.transforms[c - 1], "followup_labels_hold", False):
+                truth = followup_truth(gts, follow)
             for key in group:
-                emit("pair", self._perceive(key, frame, follow, froi, gts, gt_rows, fov, t_transform))
+                emit("pair", self._perceive(key, frame, follow, froi, truth, gt_rows, fov, t_transform))
 
     def _perceive(self, key: Key, frame: Any, follow: Any, roi: Any, gts: list, gt_rows: list, fov: float | None,
                   t_transform: float) -> dict[str, Any]:

@@ -43,6 +43,9 @@ class _Local(Builtin):
     #: the objects stay where they were, deformed a little: every source obstacle should persist
     #: (lidarmt.lidar.campaign.default_relation reads this; the object family's default is insertion/removal)
     relation = "robustness"
+    #: the follow-up's labels are the same objects, one box each in the same order, as changed (scaled, turned,
+    #: sheared): ``lidarmt robustness`` scores these against them (the clean frame's ignore rules kept)
+    followup_labels_hold = True
     param: str
 
     def _apply(self, frame, p, rng, context):
