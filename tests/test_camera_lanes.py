@@ -142,3 +142,24 @@ def test_second_lane_failures_are_recorded_as_without_lanes(udacity, tmp_path, m
     assert b"failed on purpose" in serial and b"wrote into its input images" in serial
     assert b'"status":"ok"' in serial
     assert laned == serial
+
+
+def test_a_resumed_campaign_judges_the_same_batches(udacity, tmp_path, monkeypatch, one_torch_thread,
+                                                    lanes_counted):
+    """Cut in the middle of a frame, then resumed with lanes: the frame's batches are cut from its whole key
+    list as before, so the resumed records equal the uninterrupted run's."""
+    full = tmp_path / "full"
+    _journal(udacity, full, 2, monkeypatch)
+    lines = (full / JOURNAL_NAME).read_bytes().splitlines(keepends=True)
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / JOURNAL_NAME).write_bytes(b"".join(lines[:1 + len(lines) // 3]))  # the header and a third, mid-frame
+    lanes_counted.clear()
+    run_campaign(_config(udacity), cut, resume=True)
+    assert lanes_counted
+
+    def records(path):
+        return sorted(TIMING.sub(b'"\\1":0', line) for line in path.read_bytes().splitlines()
+                       if b'"type":"pair"' in line)
+
+    assert records(cut / JOURNAL_NAME) == records(full / JOURNAL_NAME)

@@ -5,7 +5,10 @@ Source image ─► transformation ─► steering model ─► relation ─► 
 A key is ``(frame, model, transformation, parameter, trial)`` (indices into the campaign's lists); the unit of
 work is one seed frame: every model predicts the seed once, every (transformation, parameter, trial) image is
 made once and shared by the models, and each model judges all of them in batches (one forward pass per batch),
-so transformations and bookkeeping stay cheap next to the models. Models with history (Chauffeur) get windows of
+so transformations and bookkeeping stay cheap next to the models. In the campaign's own process, next to the
+prefetch pool, the project's plain torch models judge a frame's batches two at a time, each on its share of
+the cores (:meth:`CameraEvaluator._second_lane`): the same batches and records, without torch's threads and the
+pool's fighting over the cores. Models with history (Chauffeur) get windows of
 consecutive frames, oldest first; a transformation is applied to every frame of the window with the same
 parameters and seed (the weather is the same across the window); before the first frames of a source the window
 is padded by repeating the first frame.
