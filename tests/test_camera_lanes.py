@@ -100,9 +100,11 @@ def test_journal_bytes_do_not_depend_on_lanes(udacity, tmp_path, monkeypatch, on
     assert laned == serial and pooled == serial
 
 
-def test_torch_threads_are_given_back(udacity, tmp_path, monkeypatch, lanes_counted):
+@pytest.mark.parametrize(("threads", "per_lane"), [(2, 1), (4, 2), (1, 1)])
+def test_torch_threads_are_given_back(udacity, tmp_path, monkeypatch, lanes_counted, threads, per_lane):
+    """Each lane runs on half of torch's threads (at least one); torch's count is given back after."""
     before = torch.get_num_threads()
-    torch.set_num_threads(2)
+    torch.set_num_threads(threads)
     try:
         monkeypatch.setenv(prefetch.ENV, "2")
         seen = []
@@ -114,8 +116,8 @@ def test_torch_threads_are_given_back(udacity, tmp_path, monkeypatch, lanes_coun
 
         monkeypatch.setattr(TorchSteeringModel, "predict", spy)
         run_campaign(_config(udacity), tmp_path / "run")
-        assert lanes_counted and set(seen) == {1}  # (2 cores - 2 pool threads) // 2, at least 1
-        assert torch.get_num_threads() == 2
+        assert lanes_counted and set(seen) == {per_lane}
+        assert torch.get_num_threads() == threads
     finally:
         torch.set_num_threads(before)
 

@@ -474,8 +474,8 @@ class CameraEvaluator(EvaluatorBase):
         (:mod:`lidarmt.camera.prefetch`), a model that ran on all the cores would share them with the pool's
         threads: torch's OpenMP threads then wait for one another at every layer while a pool thread holds the
         core (on 2 cores, a pair cost ~2x its CPU time). So the model's batches run two at a time instead, each
-        on ``max(1, (cores - pool threads) // 2)`` torch threads (one on 2 cores): the second batch of a pair in
-        a helper thread, the first in the campaign's thread, and the pool fills what is left. The batches are
+        on half of torch's threads (at least one; one each on 2 cores): the second batch of a pair in a helper
+        thread, the first in the campaign's thread, and the pool fills what is left. The batches are
         the same, each is judged by one call with the same number of threads, records are emitted by the
         campaign's thread in the order of the keys, and the time limit covers the wait for the helper's batch
         (:meth:`EvaluatorBase.call`). Only in the campaign's process (worker processes get their share of the
@@ -490,8 +490,10 @@ class CameraEvaluator(EvaluatorBase):
             if self._enforce and pool > 0 and cores >= 2 and any(_lane_safe(m) for m in self.models):
                 from concurrent.futures import ThreadPoolExecutor
 
+                import torch
+
                 self._lanes = (ThreadPoolExecutor(1, thread_name_prefix="lidarmt-model"),
-                               max(1, (cores - pool) // 2))
+                               max(1, torch.get_num_threads() // 2))
         return self._lanes or None
 
 
