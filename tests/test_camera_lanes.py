@@ -93,8 +93,10 @@ def test_journal_bytes_do_not_depend_on_lanes(udacity, tmp_path, monkeypatch, on
     laned = _journal(udacity, tmp_path / "laned", 2, monkeypatch)
     assert lanes_counted and set(lanes_counted) <= {5}  # whole batches of dave-orig, none of the plug-in
     assert torch.get_num_threads() == 1
-    monkeypatch.setattr(camera_campaign, "_lane_safe", lambda model: False)
+    n = len(lanes_counted)
+    monkeypatch.setenv(camera_campaign.LANES_ENV, "0")
     pooled = _journal(udacity, tmp_path / "pooled", 2, monkeypatch)  # the pool without lanes
+    assert len(lanes_counted) == n
     recs = list(iter_records(tmp_path / "laned" / JOURNAL_NAME))
     assert len(recs) == _config(udacity).total and all(r["status"] == "ok" for r in recs)
     assert laned == serial and pooled == serial

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, SutTimeout, failur
 from lidarmt.engine.journal import JOURNAL_NAME
 from lidarmt.errors import LidarmtError
 
+LANES_ENV = "LIDARMT_MODEL_LANES"  # "0": a frame's batches one after the other (CameraEvaluator._second_lane)
 OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "worst.png",
          "mse.png", "violations")
 
@@ -480,14 +482,17 @@ class CameraEvaluator(EvaluatorBase):
         campaign's thread in the order of the keys, and the time limit covers the wait for the helper's batch
         (:meth:`EvaluatorBase.call`). Only in the campaign's process (worker processes get their share of the
         cores from the engine) and only for models known to be safe to call from two threads at once: the
-        project's plain torch models on the CPU (:func:`_lane_safe`)."""
+        project's plain torch models on the CPU (:func:`_lane_safe`). ``LIDARMT_MODEL_LANES=0`` turns it off
+        (then the model runs on all of torch's threads, one batch after the other, as before: a model's last
+        digits depend on its number of threads, so that reproduces a journal made that way bit for bit)."""
         if self._lanes is None:
             import lidarmt.camera.prefetch as prefetch
             from lidarmt._limits import cpu_cores
 
             pool, cores = prefetch.default_threads(), cpu_cores()
             self._lanes = False
-            if self._enforce and pool > 0 and cores >= 2 and any(_lane_safe(m) for m in self.models):
+            wanted = os.environ.get(LANES_ENV, "").strip() != "0"
+            if wanted and self._enforce and pool > 0 and cores >= 2 and any(_lane_safe(m) for m in self.models):
                 from concurrent.futures import ThreadPoolExecutor
 
                 import torch
