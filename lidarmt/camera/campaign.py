@@ -475,7 +475,8 @@ class CameraEvaluator(EvaluatorBase):
         In the campaign's own process, with the prefetch pool making the next frame's images
         (:mod:`lidarmt.camera.prefetch`), a model that ran on all the cores would share them with the pool's
         threads: torch's OpenMP threads then wait for one another at every layer while a pool thread holds the
-        core (on 2 cores, a pair cost ~2x its CPU time). So the model's batches run two at a time instead, each
+        core (on 2 cores with other work on the machine, a dave-orig campaign ran 2-3x slower for it). So the
+        model's batches run two at a time instead, each
         on half of torch's threads (at least one; one each on 2 cores): the second batch of a pair in a helper
         thread, the first in the campaign's thread, and the pool fills what is left. The batches are
         the same, each is judged by one call with the same number of threads, records are emitted by the
