@@ -9,7 +9,9 @@ cache cold at the start as in a campaign; only the ``predict`` calls are timed; 
 settings, 7 weathers × 4 intensities, the mirror), pairs/s, where each pair is one transformed image judged
 (the seed predictions, the transformations, the journal and the bookkeeping included), with the batched
 transformations (``batched-v1``, :mod:`lidarmt.camera.transforms.batched`, what campaigns use) made ahead in a
-thread pool (:mod:`lidarmt.camera.prefetch`, the default); (3) the same campaign with the reference
+thread pool (:mod:`lidarmt.camera.prefetch`, the default) and the project's torch models judging a frame's
+batches two at a time on half of torch's threads each (``model_lanes`` in the JSON; ``LIDARMT_MODEL_LANES=0``
+turns that off); (3) the same campaign with the reference
 transformations (``ratio_reference``); with ``--serial`` also (4) the batched campaign without prefetch
 (``ratio_serial``). The ratio campaign / model-only says what everything around the model costs (target ≥ 0.8).
 Reported: the best of the rounds of each, the median of the per-round ratios, and the process's CPU
@@ -53,7 +55,13 @@ sys.path.insert(0, str(ROOT))
 
 from lidarmt import _machine  # noqa: E402
 from lidarmt.camera import prefetch  # noqa: E402
-from lidarmt.camera.campaign import CameraCampaignConfig, ModelRef, transform_refs, transform_seed  # noqa: E402
+from lidarmt.camera.campaign import (  # noqa: E402
+    LANES_ENV,
+    CameraCampaignConfig,
+    ModelRef,
+    transform_refs,
+    transform_seed,
+)
 from lidarmt.camera.models.registry import available  # noqa: E402
 from lidarmt.camera.sources.factory import open_images  # noqa: E402
 from lidarmt.camera.transforms.batched import BATCHED, CURRENT, IMPLEMENTATIONS, REFERENCE, apply_settings  # noqa: E402
@@ -308,6 +316,7 @@ def main() -> None:
                 "source": images, "frames": len(frames), "per_frame": made // len(frames),
                 "transform_impl": CURRENT, "isa": mach["isa"], "transform_ms_per_image": transform_ms,
                 "transforms": costs, "torch_threads": torch.get_num_threads(), "models": rows,
+                "model_lanes": os.environ.get(LANES_ENV, "").strip() != "0",  # CameraEvaluator._second_lane
                 "gpu_matmul_8192_tflops": peaks, "machine": mach, "loadavg_end": _machine.load_average(),
                 "environment": environment()}, indent=2) + "\n")
 

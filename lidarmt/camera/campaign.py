@@ -5,7 +5,10 @@ Source image ─► transformation ─► steering model ─► relation ─► 
 A key is ``(frame, model, transformation, parameter, trial)`` (indices into the campaign's lists); the unit of
 work is one seed frame: every model predicts the seed once, every (transformation, parameter, trial) image is
 made once and shared by the models, and each model judges all of them in batches (one forward pass per batch),
-so transformations and bookkeeping stay cheap next to the models. Models with history (Chauffeur) get windows of
+so transformations and bookkeeping stay cheap next to the models. In the campaign's own process, next to the
+prefetch pool, the project's plain torch models judge a frame's batches two at a time, each on its share of
+the cores (:meth:`CameraEvaluator._second_lane`): the same batches and records, without torch's threads and the
+pool's fighting over the cores. Models with history (Chauffeur) get windows of
 consecutive frames, oldest first; a transformation is applied to every frame of the window with the same
 parameters and seed (the weather is the same across the window); before the first frames of a source the window
 is padded by repeating the first frame.
@@ -24,7 +27,9 @@ by its trials.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,10 +42,11 @@ from lidarmt.camera.errors import CameraArgumentError
 from lidarmt.camera.relations import CameraTally, Criteria
 from lidarmt.camera.transforms.base import transform_seed  # noqa: F401  (the campaign's seeds)
 from lidarmt.camera.types import MAX_ANGLE_RAD
-from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, failure, pair_record
+from lidarmt.engine.campaign import Emit, EvaluatorBase, Key, SutTimeout, failure, pair_record
 from lidarmt.engine.journal import JOURNAL_NAME
 from lidarmt.errors import LidarmtError
 
+LANES_ENV = "LIDARMT_MODEL_LANES"  # "0": a frame's batches one after the other (CameraEvaluator._second_lane)
 OWNED = (JOURNAL_NAME, "summary.json", "run.json", "junit.xml", "report.md", "table.txt", "worst.png",
          "mse.png", "violations")
 
@@ -296,6 +302,41 @@ def _finite(values: np.ndarray, n: int, model: str) -> np.ndarray:
     return out
 
 
+def _lane_safe(model: Any) -> bool:
+    """Whether ``model`` may be called from two threads at once: the project's plain torch models on the CPU
+    (:class:`~lidarmt.camera.models.torchmodel.TorchSteeringModel` itself with the project's own preprocessing
+    and layers: the zoo and Keras files, stateless in inference). Not models with a cache (Chauffeur's), ONNX
+    sessions, plug-ins (even ones built on TorchSteeringModel), nor a GPU."""
+    from lidarmt.camera.models.torchmodel import TorchSteeringModel
+
+    if type(model) is not TorchSteeringModel or getattr(model.device, "type", None) != "cpu":
+        return False
+    ours = "lidarmt.camera.models."
+    steps = [model._pre] + ([model._post] if model._post is not None else [])
+    return (all(str(getattr(f, "__module__", "")).startswith(ours) for f in steps)
+            and all(type(mod).__module__.startswith((ours, "torch.nn.")) for mod in model.module.modules()))
+
+
+def _timed(fn: Any, x: np.ndarray) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn(x)
+    return out, time.perf_counter() - t0
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int):
+    import torch
+
+    before = torch.get_num_threads()
+    if before != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if before != n:
+            torch.set_num_threads(before)
+
+
 class CameraEvaluator(EvaluatorBase):
     """Builds a campaign's image source, models and transformations, and judges the keys of a frame."""
 
@@ -322,6 +363,7 @@ class CameraEvaluator(EvaluatorBase):
         self.history = max(int(m.input_spec.history) for m in self.models)
         self._decoded: dict[int, Any] = {}  # the last few decoded frames (windows of consecutive seeds overlap)
         self._prefetch: Any = None  # lidarmt.camera.prefetch: the next frame's images made while models judge
+        self._lanes: Any = None  # the second lane of model batches (:meth:`_second_lane`); False: none
 
     def _images(self, index: int, wanted: list[tuple[int, int, int]]) -> Any:
         """The transformed images ``wanted`` of frame ``index`` (:mod:`lidarmt.camera.prefetch`: made in a
@@ -412,11 +454,54 @@ class CameraEvaluator(EvaluatorBase):
             whole = False
         given.flags.writeable = False
         out = self.call(model.predict, given, keys=keys, stage=stage, work=len(batch))
+        return self._checked(m, given, out, sources, whole)
+
+    def _checked(self, m: int, given: np.ndarray, out: Any, sources: Sequence[np.ndarray], whole: bool) -> np.ndarray:
+        """What :meth:`predict` returns for ``out``, the model's answer on ``given``, after checking that the model
+        left its images as they were (:class:`ModelInputModified`) and answered one finite number per image."""
+        model = self.models[m]
         if not (_same_bytes(given, sources[0]) if whole else
                 len(sources) == len(given) and all(_same_bytes(g, s) for g, s in zip(given, sources, strict=True))):
             raise ModelInputModified(f"model {model.name} wrote into its input images during predict; a steering "
                                      "model must not modify the images it is given")
-        return _finite(out, len(batch), model.name)
+        return _finite(out, len(given), model.name)
+
+    # ------------------------------------------------------------------------------------------ two lanes
+
+    def _second_lane(self) -> tuple[Any, int] | None:
+        """(a one-thread executor, torch threads per lane) when a frame's follow-up batches are judged two at a
+        time, else None.
+
+        In the campaign's own process, with the prefetch pool making the next frame's images
+        (:mod:`lidarmt.camera.prefetch`), a model that ran on all the cores would share them with the pool's
+        threads: torch's OpenMP threads then wait for one another at every layer while a pool thread holds the
+        core (on 2 cores with other work on the machine, a dave-orig campaign ran 2-3x slower for it). So the
+        model's batches run two at a time instead, each
+        on half of torch's threads (at least one; one each on 2 cores): the second batch of a pair in a helper
+        thread, the first in the campaign's thread, and the pool fills what is left. The batches are
+        the same, each is judged by one call with the same number of threads, records are emitted by the
+        campaign's thread in the order of the keys, and the time limit covers the wait for the helper's batch
+        (:meth:`EvaluatorBase.call`). Only in the campaign's process (worker processes get their share of the
+        cores from the engine) and only for models known to be safe to call from two threads at once: the
+        project's plain torch models on the CPU (:func:`_lane_safe`). ``LIDARMT_MODEL_LANES=0`` turns it off
+        (then the model runs on all of torch's threads, one batch after the other, as before: a model's last
+        digits depend on its number of threads, so that reproduces a journal made that way bit for bit)."""
+        if self._lanes is None:
+            import lidarmt.camera.prefetch as prefetch
+            from lidarmt._limits import cpu_cores
+
+            pool, cores = prefetch.default_threads(), cpu_cores()
+            self._lanes = False
+            wanted = os.environ.get(LANES_ENV, "").strip() != "0"
+            if wanted and self._enforce and pool > 0 and cores >= 2 and any(_lane_safe(m) for m in self.models):
+                from concurrent.futures import ThreadPoolExecutor
+
+                import torch
+
+                self._lanes = (ThreadPoolExecutor(1, thread_name_prefix="lidarmt-model"),
+                               max(1, torch.get_num_threads() // 2))
+        return self._lanes or None
+
 
     def run_item(self, index: int, keys: list[Key], emit: Emit) -> None:
         cfg = self.config
@@ -435,59 +520,112 @@ class CameraEvaluator(EvaluatorBase):
         # failure is recorded, not the model's
         wanted = sorted({(k[2], k[3], k[4]) for k in keys_for_images})
         got = self._images(index, wanted)
-        window, cur, made, broken, t_transform = got.window, got.current, got.made, got.broken, got.seconds
-        label = None if cfg.follow_ups else cur.label  # pairs: the label-free relations only
         for m, model in enumerate(self.models):
             mkeys = [k for k in keys if k[1] == m]
             if not mkeys:
                 continue
-            h = int(model.input_spec.history)
+            lane = self._second_lane() if _lane_safe(model) else None
+            with _torch_threads(lane[1]) if lane is not None else contextlib.nullcontext():
+                self._judge(m, mkeys, [k for k in keys_for_images if k[1] == m], asked, got, len(wanted), emit,
+                            lane)
+
+    def _start(self, pool: Any, m: int, chunk: list[Key], made: Mapping[Any, np.ndarray],
+               h: int) -> tuple[list[np.ndarray], np.ndarray, Any] | None:
+        """Start judging ``chunk`` in the second lane: (its inputs, its read-only batch, the future of
+        (predictions, seconds)); None when its batch cannot be stacked (the campaign's thread then meets the
+        same error at the same point as without lanes)."""
+        inputs = [self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk]
+        try:
+            batch = np.stack(inputs)
+        except Exception:
+            return None
+        batch.flags.writeable = False
+        return inputs, batch, pool.submit(_timed, self.models[m].predict, batch)
+
+    def _finish(self, m: int, batch: np.ndarray, chunk: list[Key], inputs: list[np.ndarray],
+                started: Any) -> tuple[np.ndarray, float] | None:
+        """The checked predictions of a batch judged in the second lane and its seconds per image. Waiting for
+        it is the SUT call (announced, under the time limit); a wait that runs past the limit turns the second
+        lane off for the rest of the campaign (the helper may still be inside the model) and is the batch's
+        timeout. None when the batch failed in the second lane (the model raised, wrote into its images,
+        answered the wrong number of angles): the caller judges it again in the campaign's thread, on a fresh
+        batch, so that its finding is recorded exactly as without lanes (the same text and traceback)."""
+        try:
+            out, secs = self.call(started.result, keys=chunk, stage="follow", work=len(batch))
+            return self._checked(m, batch, out, inputs, False), secs / len(chunk)
+        except SutTimeout:
+            self._lanes = False
+            raise
+        except Exception:
+            return None
+
+    def _judge(self, m: int, mkeys: list[Key], image_keys: list[Key], asked: set, got: Any, n_wanted: int,
+               emit: Emit, lane: tuple[Any, int] | None) -> None:
+        """Judge model ``m``'s keys ``mkeys`` of a frame (``image_keys``: its keys whose images were made, in
+        the order of the frame's whole key list, so that batches are cut as in an uninterrupted run) on the
+        frame's images ``got``; ``lane``: the second lane (:meth:`_second_lane`) or None."""
+        cfg = self.config
+        model = self.models[m]
+        window, cur, made, broken, t_transform = got.window, got.current, got.made, got.broken, got.seconds
+        label = None if cfg.follow_ups else cur.label  # pairs: the label-free relations only
+        h = int(model.input_spec.history)
+        try:
+            pred = float(self.predict(m, self.model_input(window, h)[None], mkeys, "source")[0])
+        except Exception as err:
+            fail = failure(err)
+            status = fail.pop("status")
+            for k in mkeys:
+                emit("pair", pair_record(cfg, k, status, "source", **fail))
+            return
+        if not math.isfinite(pred) or abs(pred) > MAX_ANGLE_RAD:
+            for k in mkeys:
+                emit("pair", pair_record(cfg, k, "crash", "source", error=_bad_angle(model.name, pred)))
+            return
+        todo = []
+        for k in image_keys:
+            tpr = (k[2], k[3], k[4])
+            if tpr in broken:
+                if k in asked:
+                    emit("pair", pair_record(cfg, k, stage="follow", **broken[tpr]))
+            else:
+                todo.append(k)
+        chunks = [c for c in (todo[i:i + cfg.batch_size] for i in range(0, len(todo), cfg.batch_size))
+                  if any(k in asked for k in c)]  # a batch judged before is not run again
+        ahead: tuple[list[np.ndarray], np.ndarray, Any] | None = None  # the next batch, in the second lane
+        for j, chunk in enumerate(chunks):
+            if ahead is not None:
+                (inputs, batch, started), ahead = ahead, None
+            else:
+                inputs = [self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk]
+                batch = np.stack(inputs)
+                started = None
+                if lane is not None and j + 1 < len(chunks) and self._lanes:
+                    ahead = self._start(lane[0], m, chunks[j + 1], made, h)
             try:
-                pred = float(self.predict(m, self.model_input(window, h)[None], mkeys, "source")[0])
+                done = None if started is None else self._finish(m, batch, chunk, inputs, started)
+                if done is None:  # in this thread (again, on a fresh batch, when the second lane failed)
+                    if started is not None:
+                        batch = np.stack(inputs)
+                    t1 = time.perf_counter()
+                    preds = self.predict(m, batch, chunk, "follow", sources=inputs)
+                    done = preds, (time.perf_counter() - t1) / len(chunk)
+                preds, per = done
             except Exception as err:
                 fail = failure(err)
                 status = fail.pop("status")
-                for k in mkeys:
-                    emit("pair", pair_record(cfg, k, status, "source", **fail))
-                continue
-            if not math.isfinite(pred) or abs(pred) > MAX_ANGLE_RAD:
-                for k in mkeys:
-                    emit("pair", pair_record(cfg, k, "crash", "source", error=_bad_angle(model.name, pred)))
-                continue
-            todo = []
-            for k in (x for x in keys_for_images if x[1] == m):
-                tpr = (k[2], k[3], k[4])
-                if tpr in broken:
+                for k in chunk:
                     if k in asked:
-                        emit("pair", pair_record(cfg, k, stage="follow", **broken[tpr]))
-                else:
-                    todo.append(k)
-            for i in range(0, len(todo), cfg.batch_size):
-                chunk = todo[i:i + cfg.batch_size]
-                if not any(k in asked for k in chunk):
-                    continue  # judged before: not run again
-                inputs = [self.model_input(made[(k[2], k[3], k[4])], h) for k in chunk]
-                batch = np.stack(inputs)
-                t1 = time.perf_counter()
-                try:
-                    preds = self.predict(m, batch, chunk, "follow", sources=inputs)
-                except Exception as err:
-                    fail = failure(err)
-                    status = fail.pop("status")
-                    for k in chunk:
-                        if k in asked:
-                            emit("pair", pair_record(cfg, k, status, "follow", **fail))
+                        emit("pair", pair_record(cfg, k, status, "follow", **fail))
+                continue
+            for k, v in zip(chunk, preds, strict=True):
+                if k not in asked:
                     continue
-                per = (time.perf_counter() - t1) / len(chunk)
-                for k, v in zip(chunk, preds, strict=True):
-                    if k not in asked:
-                        continue
-                    if not math.isfinite(v) or abs(v) > MAX_ANGLE_RAD:
-                        emit("pair", pair_record(cfg, k, "crash", "follow", error=_bad_angle(model.name, v)))
-                        continue
-                    emit("pair", pair_record(cfg, k, "ok", "follow", frame_id=cur.frame_id, label=label, pred=pred,
-                                             pred_t=float(v), model_s=round(per, 7),
-                                             transform_s=round(t_transform / max(1, len(wanted)), 7)))
+                if not math.isfinite(v) or abs(v) > MAX_ANGLE_RAD:
+                    emit("pair", pair_record(cfg, k, "crash", "follow", error=_bad_angle(model.name, v)))
+                    continue
+                emit("pair", pair_record(cfg, k, "ok", "follow", frame_id=cur.frame_id, label=label, pred=pred,
+                                         pred_t=float(v), model_s=round(per, 7),
+                                         transform_s=round(t_transform / max(1, n_wanted), 7)))
 
     def judge_key(self, key: Key) -> dict[str, Any]:
         """Recompute one pair from scratch (for bundles and replay)."""
