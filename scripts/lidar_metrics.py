@@ -356,6 +356,11 @@ def main(argv: list[str]) -> None:
         return table(argv[1:])
     if argv and argv[0] == "ioubound":
         return iou_bound(argv[1:])
+    if len(argv) < 3:
+        print("usage: python scripts/lidar_metrics.py report SET GRID WEIGHTS [key=value ...] | pool NAME "
+              "FILE.json ... | table FILE.json ... | ioubound SET | kitti40|drive|sim GRID WEIGHTS "
+              "[key=value ...] (the module docstring says what each measures)", file=sys.stderr)
+        raise SystemExit(2)
     what, grid, weights, *sets = argv
     cfg = ApolloConfig(grid=int(grid), weights=weights).with_overrides(sets)
     lop = ApolloLOP(cfg)

@@ -16,12 +16,16 @@
 #                                           # pedestrians, cyclists within 40 m on the 7 KITTI object frames
 #   scripts/train_lidar_models.sh all       # all of the above, in order (v3)
 #
-# v4 (issue 32, tried and NOT shipped: see the model card): v3 fine-tuned on drive 0001 + SemanticKITTI sequences
-# (whole sweep) + simulated frames:
+# v4 (issue 32; shipped as the named weights `streets`, cnnseg640_streets.pt, beside the v3 default: see the model
+# card): v3 fine-tuned on drive 0001 + SemanticKITTI sequences (whole sweep) + simulated frames:
 #   lidarmt simulate --dataset runs/data/sim_train --frames 80 --seed 1   # (and sim_val: --frames 24 --seed 2)
 #   scripts/train_lidar_models.sh ft runs/v4_a1 640 300 3e-4 11 1,2,0 01,02,03,04,05,06,07            # candidate A1
 #   scripts/train_lidar_models.sh ft runs/v4_a2 640 300 3e-4 11 1,2,1 01,02,03,04,05,06,07 runs/data/sim_train  # A2
-#   scripts/train_lidar_models.sh final640 | final512 | loso SEQ...  # the chosen recipe (STEPS, LR, DW below)
+#   scripts/train_lidar_models.sh ft runs/v4_a3 640 300 3e-4 11 1,2,2 01,02,03,04,05,06,07 runs/data/sim_train  # A3
+#   scripts/train_lidar_models.sh ft runs/v4_b1 640 900 3e-4 11 1,2,2 01,02,03,04,05,06,07 runs/data/sim_train  # B1
+#   scripts/train_lidar_models.sh ft runs/v4_b2 640 300 1e-3 11 1,2,2 01,02,03,04,05,06,07 runs/data/sim_train  # B2
+#   scripts/train_lidar_models.sh final640 | final512 | loso SEQ...  # the chosen recipe B1 (STEPS, LR, DW below)
+#   scripts/train_lidar_models.sh shipstreets   # copy final640's weights as cnnseg640_streets.pt
 #
 # Environment: DATA (default runs/data), RUNS (default runs), LOGS (default runs/logs), MINUTES (wall-time cap of
 # phase 2, default 50), KITTI (default ../shared/data/kitti/training), DRIVE (the KITTI raw drive 0001 folder).
@@ -148,9 +152,9 @@ ALL_SEQS=01,02,03,04,05,06,07,09,10
 TRAIN_SEQS=01,02,03,04,05,06,07   # 09 and 10 are the validation sequences that choose the recipe
 
 # the v4 recipe (chosen on 09, 10, drive sweeps 86-107 and the simulated sim_val; MODEL_CARD.md): set by `recipe`
-STEPS=${STEPS:-300}
+STEPS=${STEPS:-900}         # B1, chosen on the validation sequences (A2, the first choice: 300 steps, DW 1,2,1)
 LR=${LR:-3e-4}
-DW=${DW:-1,2,1}            # drive, all SemanticKITTI sequences together, simulated frames
+DW=${DW:-1,2,2}            # drive, all SemanticKITTI sequences together, simulated frames
 SIM_TRAIN=${SIM_TRAIN:-$DATA/sim_train}
 
 # the sequences of ALL_SEQS but one
@@ -175,6 +179,7 @@ case "${1:-all}" in
   ft) shift; ft "$@" ;;
   loso) shift; loso "$@" ;;
   final640) final640 ;;
+  shipstreets) cp "$RUNS/v4_640/cnnseg640.pt" "$WEIGHTS/cnnseg640_streets.pt" ;;
   final512) final512 ;;
   data) data ;;
   init) init ;;
@@ -186,5 +191,5 @@ case "${1:-all}" in
   eval) evaluate ;;
   kitti40) shift; kitti40 "$@" ;;
   all) data; init; train; ship; evaluate ;;
-  *) echo "usage: $0 data|init|train|train1|train2|train512|ship|eval|kitti40|all" >&2; exit 2 ;;
+  *) echo "usage: $0 data|init|train|train1|train2|train512|ship|eval|kitti40|all|ft|loso|final640|final512|shipstreets" >&2; exit 2 ;;
 esac

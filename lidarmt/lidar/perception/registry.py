@@ -3,7 +3,8 @@
 * Built-ins: ``"apollo"`` (Apollo 2.5/3.0, 640x640 grid), ``"apollo-512"`` (the 2.0-era 512x512 model, as in
   the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter),
   ``"apollo-sim"`` and ``"apollo-512-sim"`` (those grids with the shipped weights trained on simulated sweeps
-  only, ``weights=sim``).
+  only, ``weights=sim``), ``"apollo-streets"`` (the 640 grid with the v4 weights trained on many real streets,
+  ``weights=streets``).
 * Plugins: any package declaring an entry point in the group ``lidarmt.perception``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.perception"]
@@ -78,6 +79,8 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     # the shipped weights trained on simulated sweeps only (weights/MODEL_CARD.md; = --sut-option weights=sim)
     "apollo-sim": _apollo(640, weights="sim"),
     "apollo-512-sim": _apollo(512, weights="sim"),
+    # v4: drive 0001 + nine SemanticKITTI sequences + simulated frames (weights/MODEL_CARD.md; = weights=streets)
+    "apollo-streets": _apollo(640, weights="streets"),
 }
 
 

@@ -25,6 +25,8 @@ DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640.pt", 512: WEIGHTS_DIR / "cnnseg
 NAMED_WEIGHTS: dict[str, dict[int, str]] = {
     "default": {640: "cnnseg640.pt", 512: "cnnseg512.pt"},
     "sim": {640: "cnnseg640_sim.pt", 512: "cnnseg512_sim.pt"},  # trained on simulated sweeps only (v2)
+    # v4 (issue 32): v3 fine-tuned on drive 0001, the nine SemanticKITTI sequences and simulated frames
+    "streets": {640: "cnnseg640_streets.pt"},
 }
 
 MODES = ("exact", "fast")
