@@ -231,10 +231,12 @@ def test_object_corruptions_are_judged_by_robustness_in_fuzz():
     assert default_relation(get_transform("remove")) == "removal"
 
 
-def test_robustness_scores_the_new_sensor_and_weather_ones_and_refuses_the_object_ones():
-    refs = corruption_refs(["sunlight", "impulse", "wet-ground"])
-    assert [r.name for r in refs] == ["sunlight", "impulse", "wet-ground"]
-    for name in ("object-shear", "object-scale", "object-rotate"):
+def test_robustness_scores_the_new_corruptions_and_refuses_what_moves_objects_elsewhere():
+    """sunlight, impulse and wet ground are scored against the clean labels, the object-level ones against their
+    follow-ups' changed boxes (tests/test_robustness.py); insertion, removal and the rigid motions stay refused."""
+    names = ["sunlight", "impulse", "wet-ground", "object-shear", "object-scale", "object-rotate"]
+    assert [r.name for r in corruption_refs(names)] == names
+    for name in ("insert", "remove", "rotate", "mirror"):
         with pytest.raises(FuzzArgumentError, match="labels do not describe"):
             corruption_refs([name])
 
