@@ -982,7 +982,7 @@ def _open_journal(config: CampaignSpec, out: Path, resuming: bool,
         fold_records(tally, path, repair=True, config=config)
         journal = Journal(path, sync_interval=_sync_interval(config))
         if tally.done < config.total:  # verdicts follow, perhaps from another CPU: say which
-            journal.write(segment_record())
+            journal.write(segment_record((header_extra or {}).get("implementations")))
     else:
         journal = create_journal(path, {"config": config.to_dict(), "machine": machine_record(),
                                         **dict(header_extra or {})}, sync_interval=_sync_interval(config))

@@ -20,7 +20,7 @@ import contextlib
 import errno
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +122,16 @@ def read_journal(path: str | os.PathLike[str], *, repair: bool = False) -> tuple
     return header, records
 
 
-def segment_record() -> dict[str, Any]:
-    """The line a resumed campaign appends before its verdicts: the machine they are made on."""
+def segment_record(implementations: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The line a resumed campaign appends before its verdicts: the machine they are made on and, where the
+    campaign records them (as its header does), the implementations that compute them (e.g. the Apollo CNN's
+    ``exact-v2``): a journal resumed by another release says what its later verdicts were computed with."""
     from lidarmt._machine import record
 
-    return {"type": "segment", "machine": record()}
+    out: dict[str, Any] = {"type": "segment", "machine": record()}
+    if implementations:
+        out["implementations"] = dict(implementations)
+    return out
 
 
 def machines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -144,7 +149,7 @@ def machines(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         for line in fh:
             if not line.endswith(b"\n"):
                 break
-            if line.startswith(b'{"machine":') and b'"type":"segment"' in line:
+            if line.startswith((b'{"implementations":', b'{"machine":')) and b'"type":"segment"' in line:
                 rec = loads_json(line, what=f"{path}: corrupt segment line", error=FuzzInputError)
                 label = isa_label(rec.get("machine") if isinstance(rec, dict) else None)
             elif b'"type":"pair"' in line:
