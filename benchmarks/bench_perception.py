@@ -159,6 +159,30 @@ def cpu_peaks(measure=matmul_gflops) -> dict[str, float]:
     return {pr: measure(DTYPES[pr]) for pr in _machine.matmul_precisions()}
 
 
+def _warm_matmul(p: ApolloLOP, features: np.ndarray, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two 4096^2 matrices in ``dtype``, after one call of the CNN and one product (the warm-up of each)."""
+    a = torch.randn(4096, 4096).to(dtype)
+    b = torch.randn(4096, 4096).to(dtype)
+    p.runner(features)
+    a @ b
+    return a, b
+
+
+def _timed_pairs(p: ApolloLOP, features: np.ndarray, a: torch.Tensor, b: torch.Tensor,
+                 repeat: int) -> list[tuple[float, ...]]:
+    """``repeat`` pairs of the product ``a @ b`` and the CNN on ``features``, back to back: (matmul wall s, matmul
+    CPU s, CNN wall s, CNN CPU s) per pair."""
+    out = []
+    for _ in range(repeat):
+        c0, t0 = time.process_time(), time.perf_counter()
+        a @ b
+        c1, t1 = time.process_time(), time.perf_counter()
+        p.runner(features)
+        c2, t2 = time.process_time(), time.perf_counter()
+        out.append((t1 - t0, c1 - c0, t2 - t1, c2 - c1))
+    return out
+
+
 def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int) -> dict:
     """CNN forward and a 4096^2 matmul in the CNN's own precision timed back to back, ``repeat`` times: the
     machine is shared, so the ratio of the two rates within each pair is what stays comparable; medians over
@@ -167,21 +191,13 @@ def paired_cnn_rate(p: ApolloLOP, features: np.ndarray, flops: int, repeat: int)
     precision = p.runner.precision
     if precision not in _machine.matmul_precisions():  # never time an emulated bf16 product
         raise RuntimeError(f"the CNN runs in {precision}, which this CPU ({_machine.isa()}) emulates")
-    a = torch.randn(4096, 4096).to(DTYPES[precision])
-    b = torch.randn(4096, 4096).to(DTYPES[precision])
-    p.runner(features)
-    a @ b
     ratios, cnn_s, mm, ratios_cpu = [], [], [], []
-    for _ in range(repeat):
-        c0, t0 = time.process_time(), time.perf_counter()
-        a @ b
-        c1, t1 = time.process_time(), time.perf_counter()
-        p.runner(features)
-        c2, t2 = time.process_time(), time.perf_counter()
-        mm_rate = 2 * 4096**3 / (t1 - t0) / 1e9
-        ratios.append(flops / (t2 - t1) / 1e9 / mm_rate)
-        ratios_cpu.append((c1 - c0) / max(c2 - c1, 1e-9) * flops / (2 * 4096**3))
-        cnn_s.append(t2 - t1)
+    a, b = _warm_matmul(p, features, DTYPES[precision])
+    for mm_w, mm_c, cnn_w, cnn_c in _timed_pairs(p, features, a, b, repeat):
+        mm_rate = 2 * 4096**3 / mm_w / 1e9
+        ratios.append(flops / cnn_w / 1e9 / mm_rate)
+        ratios_cpu.append(mm_c / max(cnn_c, 1e-9) * flops / (2 * 4096**3))
+        cnn_s.append(cnn_w)
         mm.append(mm_rate)
     return {
         "precision": precision,
@@ -229,25 +245,14 @@ def layer_profile(p: ApolloLOP, features: np.ndarray, repeat: int) -> dict:
             flops[name] = _layer_flops(m, inp[0], out)
         return hook
 
-    a, b = torch.randn(4096, 4096), torch.randn(4096, 4096)
-    p.runner(features)
-    a @ b
-    total_w, total_c, mm_w, mm_c = [], [], [], []
+    a, b = _warm_matmul(p, features, torch.float32)  # before the hooks: the warm-up call is not a sample
     handles = [h for n, m in convs.items() for h in (m.register_forward_pre_hook(pre(n)), m.register_forward_hook(post(n)))]
     try:
-        for _ in range(repeat):
-            c0, t0 = time.process_time(), time.perf_counter()
-            a @ b
-            c1, t1 = time.process_time(), time.perf_counter()
-            p.runner(features)
-            c2, t2 = time.process_time(), time.perf_counter()
-            mm_w.append(t1 - t0)
-            mm_c.append(c1 - c0)
-            total_w.append(t2 - t1)
-            total_c.append(c2 - c1)
+        pairs = _timed_pairs(p, features, a, b, repeat)
     finally:
         for h in handles:
             h.remove()
+    mm_w, mm_c, total_w, total_c = (list(col) for col in zip(*pairs, strict=True))
     mm_gflop = 2 * 4096**3 / 1e9
     rate_w, rate_c = mm_gflop / statistics.median(mm_w), mm_gflop / statistics.median(mm_c)
     layers = {}
