@@ -16,10 +16,17 @@
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh          # all steps
 #   STEPS="tests perception" bash benchmarks/gpu_run.sh
+#   STEP_TIMEOUT=480 TIMEOUT_camera=240 CAMERA_MODELS=dave2,epoch bash benchmarks/gpu_run.sh
+# Without .venv (a machine whose image already holds torch with CUDA) it runs the project from this checkout with
+# python3 (PY=... picks another interpreter).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-.venv/bin/python}
-LIDARMT=${LIDARMT:-.venv/bin/lidarmt}
+if [ -z "${PY:-}" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+if [ -n "${LIDARMT:-}" ]; then LIDARMT_CMD=("$LIDARMT"); else LIDARMT_CMD=("$PY" -m lidarmt); fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+CAMERA_MODELS=${CAMERA_MODELS:-}
 OUT=${OUT:-benchmarks/results/gpu}
 STEPS=${STEPS:-tests perception camera translate campaign}
 STEP_TIMEOUT=${STEP_TIMEOUT:-480}
@@ -35,9 +42,11 @@ STATUS="$OUT/steps.tsv"
 : > "$STATUS"
 run_step() {  # name, command...
   local name=$1; shift
-  echo "gpu_run: $(date +%H:%M:%S) $name: $*"
+  local limit_var="TIMEOUT_$name"
+  local limit=${!limit_var:-$STEP_TIMEOUT}
+  echo "gpu_run: $(date +%H:%M:%S) $name (at most ${limit} s): $*"
   local t0=$SECONDS
-  timeout "$STEP_TIMEOUT" "$@" > "$OUT/$name.log" 2>&1
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" >> "$STATUS"
   tail -n 25 "$OUT/$name.log"
@@ -49,14 +58,14 @@ for step in $STEPS; do
            --junitxml="$OUT/tests.xml" ;;
     perception) run_step perception "$PY" benchmarks/bench_perception.py --device cuda --skip-cpu --frames 4 \
            --out "$OUT/perception.json" ;;
-    camera) run_step camera "$PY" benchmarks/bench_camera_fuzz.py --device cuda --frames 12 --repeats 2 \
-           --out "$OUT/camera_fuzz.json" ;;
+    camera) run_step camera "$PY" benchmarks/bench_camera_fuzz.py --device cuda --skip-cpu --frames 12 --repeats 2 \
+           ${CAMERA_MODELS:+--models "$CAMERA_MODELS"} --out "$OUT/camera_fuzz.json" ;;
     translate) run_step translate "$PY" benchmarks/bench_translate.py --device cuda --out "$OUT/translate.json" ;;
     campaign)
       if [ ! -f bags/demo.bag ] || [ ! -f hdmaps/demo/base_map.bin ]; then
-        run_step simulate "$LIDARMT" simulate --seed 7 --frames 30 --out bags/demo.bag --map-out hdmaps/demo
+        run_step simulate "${LIDARMT_CMD[@]}" simulate --seed 7 --frames 30 --out bags/demo.bag --map-out hdmaps/demo
       fi
-      run_step campaign "$LIDARMT" fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000 --device cuda \
+      run_step campaign "${LIDARMT_CMD[@]}" fuzz --bag bags/demo.bag --map hdmaps/demo --n 10,100,1000 --device cuda \
         --workers 2 --bundles 0 --out "$OUT/campaign" --force --quiet
       "$PY" - "$OUT" <<'EOF'
 import json, sys
