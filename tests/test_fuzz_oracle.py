@@ -79,3 +79,27 @@ def test_empty_lists():
     assert not judge(Obstacles(), Obstacles()).subset_violation
     v = judge(Obstacles([ob(CAR, range(5))]), Obstacles())
     assert v.count_violation and v.missing[0].kind == "vanished"
+
+
+def test_a_verdict_stored_with_sorted_keys_shows_its_classes_in_class_order():
+    """A bundle's JSON is written with sorted keys (car, cyclist, pedestrian, unknown); reloaded, the verdict's
+    counts come back in CLASS_ORDER, so that replay regenerates the report's "4 car, 1 pedestrian, 3 cyclist"
+    byte for byte (it once wrote "3 cyclist, 1 pedestrian" and replay called the bundle not reproduced)."""
+    import json
+
+    from lidarmt.lidar.mr1.bundle import _counts
+    from lidarmt.lidar.mr1.oracle import Verdict
+    from lidarmt.types import CLASS_ORDER
+
+    cyc = ObstacleClass.CYCLIST
+    o = Obstacles([ob(CAR, range(50)), ob(PED, range(50, 100)), ob(cyc, range(100, 120)), ob(cyc, range(120, 150))])
+    v = judge(o, Obstacles([ob(CAR, range(50))]))
+    stored = json.loads(json.dumps(v.to_dict(), sort_keys=True))
+    assert list(stored["counts_source"]) == sorted(stored["counts_source"])  # not class order
+    back = Verdict.from_dict(stored)
+    assert list(back.counts_source) == list(CLASS_ORDER) == list(v.counts_source)
+    assert _counts(back.counts_source) == _counts(v.counts_source) == "1 car, 1 pedestrian, 2 cyclist"
+    assert back.to_dict() == v.to_dict()
+    # a count stored without some classes keeps only those it has, in class order
+    partial = Verdict.from_dict({"counts_source": {"unknown": 1, "car": 2}, "counts_follow": {"car": 2}})
+    assert list(partial.counts_source) == [CAR, UNK] and _counts(partial.counts_source) == "2 car, 1 unknown"

@@ -579,4 +579,8 @@ def _bag_topic(info: dict) -> str:
 
 
 def _counts(counts) -> str:
-    return ", ".join(f"{v} {k.value}" for k, v in counts.items() if v) or "none"
+    """``"4 car, 1 pedestrian, 3 cyclist"``: the non-zero classes in :data:`~lidarmt.types.CLASS_ORDER`."""
+    from lidarmt.types import CLASS_ORDER
+
+    order = [c for c in CLASS_ORDER if c in counts] + [c for c in counts if c not in CLASS_ORDER]
+    return ", ".join(f"{counts[c]} {c.value}" for c in order if counts[c]) or "none"

@@ -201,11 +201,19 @@ class Verdict:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Verdict:
         return cls(
-            {ObstacleClass(k): int(v) for k, v in d["counts_source"].items()},
-            {ObstacleClass(k): int(v) for k, v in d["counts_follow"].items()},
+            _ordered_counts(d["counts_source"]),
+            _ordered_counts(d["counts_follow"]),
             [(int(i), int(j), float(s)) for i, j, s in d.get("matches", [])],
             [Missing.from_dict(m) for m in d.get("missing", [])],
         )
+
+
+def _ordered_counts(raw: dict[str, Any]) -> dict[ObstacleClass, int]:
+    """A stored per-class count in :data:`CLASS_ORDER`, as :meth:`Obstacles.counts` makes it, whatever the order of
+    the stored keys (a bundle's JSON is written with sorted keys: car, cyclist, pedestrian, unknown), so that what
+    is shown from a reloaded verdict is what was shown when it was made."""
+    got = {ObstacleClass(k): int(v) for k, v in raw.items()}
+    return {c: got.pop(c) for c in CLASS_ORDER if c in got} | got
 
 
 def describe_lost(m: dict[str, Any]) -> str:
