@@ -3,7 +3,7 @@
 # and 12 frames of KITTI raw drive 0001 (its tracklets' labelled view as the ROI, and a GeoJSON corridor), each with
 # n = 10, 100, 1000 in the disk and the grid region. Three chains run side by side, one process each.
 #
-#   scripts/real_frame_campaigns.sh OUT [WEIGHTS]     # e.g. runs/real; WEIGHTS: a .pt file or "sim" (default: shipped)
+#   scripts/real_frame_campaigns.sh OUT [WEIGHTS]     # e.g. runs/real; WEIGHTS: a .pt file or a shipped name (sim, v3; default: the default weights)
 #
 # Every report (OUT/<name>_<region>/report.md, summary.json) splits the lost obstacles into labelled objects and
 # unlabelled junk. Bundles: 1 per n, not minimised (--ddmin-budget 0) to keep the runs to minutes.

@@ -161,7 +161,11 @@ def test_shipped_weights_by_name():
     from lidarmt.lidar.perception.apollo.errors import ConfigError
 
     assert ApolloConfig(weights="sim").weights_path() == WEIGHTS_DIR / "cnnseg640_sim.pt"
-    assert ApolloConfig(weights="default").weights_path() == WEIGHTS_DIR / "cnnseg640.pt"
+    # issue 32: the 640 default is v4 ("streets"); v3, the default before it, by name
+    assert ApolloConfig(weights="default").weights_path() == WEIGHTS_DIR / "cnnseg640_streets.pt"
+    assert ApolloConfig().weights_path() == ApolloConfig(weights="streets").weights_path()
+    assert ApolloConfig(weights="v3").weights_path() == WEIGHTS_DIR / "cnnseg640.pt"
+    assert ApolloConfig(grid=512).weights_path() == ApolloConfig(grid=512, weights="v3").weights_path()
     assert ApolloConfig(grid=512, weights="sim").weights_path() == WEIGHTS_DIR / "cnnseg512_sim.pt"
     for name, grids in NAMED_WEIGHTS.items():  # every name points at a file that ships
         for grid in grids:

@@ -4,7 +4,8 @@
   the CACM paper's checkout), ``"apollo-3.0"`` (640 plus the 3.0 noise filter and the 2.5+ LowObjectFilter),
   ``"apollo-sim"`` and ``"apollo-512-sim"`` (those grids with the shipped weights trained on simulated sweeps
   only, ``weights=sim``), ``"apollo-streets"`` (the 640 grid with the v4 weights trained on many real streets,
-  ``weights=streets``).
+  ``weights=streets``, what ``"apollo"`` loads), ``"apollo-v3"`` (the v3 weights, the default before v4,
+  ``weights=v3``).
 * Plugins: any package declaring an entry point in the group ``lidarmt.perception``, e.g. in pyproject.toml::
 
       [project.entry-points."lidarmt.perception"]
@@ -79,8 +80,11 @@ BUILTINS: dict[str, Callable[..., Perception]] = {
     # the shipped weights trained on simulated sweeps only (weights/MODEL_CARD.md; = --sut-option weights=sim)
     "apollo-sim": _apollo(640, weights="sim"),
     "apollo-512-sim": _apollo(512, weights="sim"),
-    # v4: drive 0001 + nine SemanticKITTI sequences + simulated frames (weights/MODEL_CARD.md; = weights=streets)
+    # v4: drive 0001 + nine SemanticKITTI sequences + simulated frames (weights/MODEL_CARD.md; = weights=streets),
+    # what "apollo" loads since issue 32
     "apollo-streets": _apollo(640, weights="streets"),
+    # v3: drive 0001 + simulated frames, the default before v4 (= weights=v3)
+    "apollo-v3": _apollo(640, weights="v3"),
 }
 
 

@@ -19,12 +19,16 @@ from lidarmt.lidar.perception.apollo.errors import ConfigError
 
 #: Where ``lidarmt train`` ships the default weights of each grid size.
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
-DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640.pt", 512: WEIGHTS_DIR / "cnnseg512.pt"}
+#: The default of the 640 grid is v4, "streets" (issue 32: v3 fine-tuned on drive 0001, the nine SemanticKITTI
+#: sequences and simulated frames); v3 (drive 0001 + simulated frames, the default before it) stays by name.
+DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640_streets.pt", 512: WEIGHTS_DIR / "cnnseg512.pt"}
 #: Shipped weights selectable by name (``--sut-option weights=sim``), per grid: files of WEIGHTS_DIR (see its
 #: MODEL_CARD.md). A name is looked up here only, never taken as a path. "default" is what loads without one.
 NAMED_WEIGHTS: dict[str, dict[int, str]] = {
-    "default": {640: "cnnseg640.pt", 512: "cnnseg512.pt"},
+    "default": {640: "cnnseg640_streets.pt", 512: "cnnseg512.pt"},
     "sim": {640: "cnnseg640_sim.pt", 512: "cnnseg512_sim.pt"},  # trained on simulated sweeps only (v2)
+    # v3: v2 fine-tuned on drive 0001 + simulated frames (the 640 default until issue 32; the 512 default)
+    "v3": {640: "cnnseg640.pt", 512: "cnnseg512.pt"},
     # v4 (issue 32): v3 fine-tuned on drive 0001, the nine SemanticKITTI sequences and simulated frames
     "streets": {640: "cnnseg640_streets.pt"},
 }
@@ -50,7 +54,8 @@ def implementations() -> dict[str, str]:
 
 
 def shipped_name(grid: int, in_channels: int = 8) -> str:
-    """The file name of the shipped weights of a network: ``cnnseg640.pt``; Apollo 3.5+'s ``cnnseg672_6ch.pt``."""
+    """The file name of a network's shipped weights by its grid and channels: ``cnnseg512.pt``; Apollo 3.5+'s
+    ``cnnseg672_6ch.pt`` (the 640 grid's default is :data:`DEFAULT_WEIGHTS`' file)."""
     return f"cnnseg{grid}.pt" if in_channels == 8 else f"cnnseg{grid}_{in_channels}ch.pt"
 
 #: the feature channels each network takes, as indices into the 8 of Apollo 2.x's feature generator (max height,
