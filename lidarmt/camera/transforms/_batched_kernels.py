@@ -160,6 +160,24 @@ def dim_veil(img, dim, keep, add, out):
 
 
 @njit(cache=True, nogil=True)
+def u8_to_float(img, out):
+    """``to_float``: out = img · float32(1/255), one float32 product per value (the same bytes)."""
+    src = img.reshape(img.size)
+    dst = out.reshape(out.size)
+    for j in range(src.shape[0]):
+        dst[j] = np.float32(src[j]) * _INV255
+
+
+@njit(cache=True, nogil=True)
+def max_scaled(z, layer, k):
+    """z = max(z, layer·k) in place (rain's layers into its opacity, as ``np.maximum(z, layer * k)``)."""
+    h, w = z.shape
+    for y in range(h):
+        for x in range(w):
+            z[y, x] = max(z[y, x], layer[y, x] * k)
+
+
+@njit(cache=True, nogil=True)
 def mean_dimmed(img, dim):
     """The mean of img/255·dim (rain's grey level): the byte sum in integers, then scaled."""
     h, w, c = img.shape
