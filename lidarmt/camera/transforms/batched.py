@@ -482,7 +482,8 @@ def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) 
         # ghosts as the reference draws them, each into its own patch (the disc's box), summed, then blurred
         g = rng(TEXTURE_STREAM)
         cx, cy = w / 2.0, h / 2.0
-        ghosts = np.zeros((h, w, 3), np.float32)
+        ghosts = _scratch("glare.ghosts", (h, w, 3))
+        ghosts.fill(0.0)
         for _ in range(p["ghosts"]):
             k = g.uniform(0.25, 2.0)
             gx, gy = sx + k * (cx - sx), sy + k * (cy - sy)
@@ -611,20 +612,50 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
     return out
 
 
+def dirt_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lidarmt.camera.transforms.optics.dirt_maps` with the same draws (the specks' four values each drawn
+    in one call, in the same order), the same noise field (:func:`smooth_noise_fast`) and the same OpenCV calls;
+    the blotches' threshold and the specks taken in by a kernel (the same float32 operations): the same bytes."""
+    import cv2
+
+    from lidarmt.camera.transforms import _batched_kernels as K
+
+    i = p["intensity"]
+    s = h / 240.0
+    g = rng(TEXTURE_STREAM)
+    cells = max(2, int(round(7 / p["blotch"])))
+    n = smooth_noise_fast(g, h, w, cells=cells, octaves=4)
+    cover = p["coverage"] * i ** 0.7
+    thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
+    nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
+    # per speck, in the reference's order: x, y, radius, opacity (one uniform draw each)
+    u = g.uniform(np.array([0.0, 0.0, 1.0, 0.4]), np.array([w, h, 3.5, 0.9], np.float64), size=(nsp, 4))
+    xs, ys = (u[:, 0] * 16).astype(np.int64).tolist(), (u[:, 1] * 16).astype(np.int64).tolist()
+    rs, vs = (u[:, 2] * s * 16).astype(np.int64).tolist(), u[:, 3].tolist()
+    specks = _scratch("dirt.specks", (h, w))
+    specks.fill(0.0)
+    for k in range(nsp):
+        cv2.circle(specks, (xs[k], ys[k]), rs[k], vs[k], -1, cv2.LINE_AA, 4)
+    m0 = _scratch("dirt.m0", (h, w))
+    K.blotches(n, np.float32(thr), specks, m0)
+    m = cv2.GaussianBlur(m0, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
+    m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
+    thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
+    return m, thin
+
+
 def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
-    from lidarmt.camera.transforms.optics import dirt_maps
 
     h, w = image.shape[:2]
     s = h / 240.0
-    m, thin = once(rng, ("dirt", h, w), lambda: dirt_maps(h, w, p, rng, smooth_noise_fast))
-    if "dirt" not in shared:  # the scene and its blur behind the dirt: the same for every setting
-        f0 = to_float(image)
-        shared["dirt"] = (f0, cv2.GaussianBlur(f0, (0, 0), 3.0 * s))
-    f, blurred = shared["dirt"]
-    f2 = np.empty_like(f)
+    m, thin = once(rng, ("dirt", h, w), lambda: dirt_layers(h, w, p, rng))
+    if "dirt" not in shared:  # the scene's blur behind the dirt: the same for every setting
+        shared["dirt"] = cv2.GaussianBlur(_float_of(image, shared), (0, 0), 3.0 * s)
+    f, blurred = _float_of(image, shared), shared["dirt"]
+    f2 = _scratch("dirt.f2", image.shape)
     K.dirt_mix(f, blurred, thin, f2)
     small = cv2.resize(f2, (max(1, w // 8), max(1, h // 8)), interpolation=cv2.INTER_AREA)
     small = cv2.GaussianBlur(small, (0, 0), 3.0)
@@ -632,7 +663,8 @@ def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     albedo = np.array([0.55 + 0.05 * b, 0.52 - 0.12 * b, 0.48 - 0.26 * b], np.float32)
     small *= albedo * np.float32(0.55)
     small += albedo * np.float32(0.08)
-    scatter = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
+    scatter = _scratch("dirt.scatter", image.shape)
+    cv2.resize(small, (w, h), dst=scatter, interpolation=cv2.INTER_LINEAR)
     out = np.empty_like(image)
     K.dirt_u8(f2, scatter, m, out)
     return out
