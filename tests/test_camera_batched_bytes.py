@@ -97,6 +97,25 @@ def test_the_digests_see_a_change_of_one_grey_level():
     assert len(set(digests("fog", img[None]))) == 12  # every setting and seed its own picture
 
 
+def test_scratch_arrays_are_per_thread_reused_and_bounded(monkeypatch):
+    import threading
+
+    from lidarmt.camera.transforms import batched
+
+    a = batched._scratch("f1a", (5, 7))
+    assert a.shape == (5, 7) and a.dtype == np.float32
+    assert batched._scratch("f1a", (5, 7)) is a  # reused call after call
+    assert batched._scratch("f1a", (5, 8)) is not a and batched._scratch("u3a", (5, 7), np.uint8).dtype == np.uint8
+    other: list[np.ndarray] = []
+    th = threading.Thread(target=lambda: other.append(batched._scratch("f1a", (5, 7))))
+    th.start()
+    th.join()
+    assert other[0] is not a  # another thread never gets this thread's array
+    monkeypatch.setattr(batched, "SCRATCH_BYTES", 1000)
+    big = batched._scratch("f1b", (10, 20))  # 800 bytes more than the bound allows: the pool is emptied first
+    assert batched._scratch("f1a", (5, 7)) is not a and batched._scratch("f1b", (10, 20)) is big
+
+
 if __name__ == "__main__":  # regenerate (only with the code the digests pin: see the module docstring)
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python tests/test_camera_batched_bytes.py --write")

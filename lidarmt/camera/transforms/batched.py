@@ -195,8 +195,12 @@ def _scratch(tag: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.nd
     """The calling thread's own uninitialised array for a temporary ``tag`` of this shape and type, the same one
     call after call: a weather's intermediate images (~1 MB each at 320×240) made afresh for every image cost more
     in page faults than in arithmetic, as malloc hands large blocks back to the system when they are freed. Only
-    for what a function uses and drops before it returns (never what it returns or :func:`once` keeps); per thread,
-    so the prefetch pool's threads never share one, and bounded (:data:`SCRATCH_BYTES`)."""
+    for what a function uses and drops before it returns (never what it returns or :func:`once` keeps). Tags name
+    a role (``f3a``: a first (H, W, 3) float32 image, ``f1a``: a first (H, W) map, ``u3a``: a uint8 image), shared
+    by the transformations, which run one at a time in a thread: a layer builder a transformation calls uses only
+    tags in which the transformation holds nothing live at that point (droplets: its film in ``f3a``, its drops'
+    builder ``f1a``–``f1d``).
+    Per thread, so the prefetch pool's threads never share one, and bounded (:data:`SCRATCH_BYTES`)."""
     pool = getattr(_SCRATCH, "pool", None)
     if pool is None:
         pool = _SCRATCH.pool = {}
@@ -296,8 +300,8 @@ def rain_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarra
     angle = math.radians(p["angle"])
     length = p["length"] * h
     alpha = np.zeros((h, w), np.float32)
-    layer = _scratch("rain.layer", (h, w))
-    blurred = _scratch("rain.blurred", (h, w))
+    layer = _scratch("f1a", (h, w))
+    blurred = _scratch("f1b", (h, w))
     for count, scale, thick, blur, opacity in rain_streak_layers(s):
         layer.fill(0.0)
         n = int(round(count * i * p["density"] * area))
@@ -319,9 +323,9 @@ def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     dim = _f32(1.0 - 0.45 * i * p["darkness"])
     veil = 0.35 * i
     grey = float(K.mean_dimmed(image, dim))
-    f = _scratch("rain.f", image.shape)
+    f = _scratch("f3a", image.shape)
     K.dim_veil(image, dim, _f32(1.0 - veil), _f32(veil * (0.5 * grey + 0.25)), f)
-    fb = _scratch("rain.fb", image.shape)
+    fb = _scratch("f3b", image.shape)
     cv2.GaussianBlur(f, (0, 0), 0.3 + 0.8 * i * s, dst=fb)
     alpha = once(rng, ("rain", h, w), lambda: rain_layers(h, w, p, rng))
     drop = (np.array([0.82, 0.84, 0.88]) * min(1.0, 0.75 + grey)).astype(np.float32)
@@ -482,7 +486,7 @@ def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) 
         # ghosts as the reference draws them, each into its own patch (the disc's box), summed, then blurred
         g = rng(TEXTURE_STREAM)
         cx, cy = w / 2.0, h / 2.0
-        ghosts = _scratch("glare.ghosts", (h, w, 3))
+        ghosts = _scratch("f3a", (h, w, 3))
         ghosts.fill(0.0)
         for _ in range(p["ghosts"]):
             k = g.uniform(0.25, 2.0)
@@ -538,15 +542,15 @@ def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     ex, ey = np.round(cx * 16).astype(np.int64).tolist(), np.round(cy * 16).astype(np.int64).tolist()
     ax = np.maximum(1, np.round(r * 16).astype(np.int64)).tolist()
     ay = np.maximum(1, np.round(r * ecc * 16).astype(np.int64)).tolist()
-    label = _scratch("drops.label", (h, w))
+    label = _scratch("f1a", (h, w))
     label.fill(0.0)
     for k in range(n):
         cv2.ellipse(label, (ex[k], ey[k]), (ax[k], ay[k]), 0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
     gx, gy = _grid(h, w)
     mx, my = gx.copy(), gy.copy()
-    shade = _scratch("drops.shade", (h, w))
-    highlight = _scratch("drops.highlight", (h, w))
-    mask = _scratch("drops.mask", (h, w))
+    shade = _scratch("f1b", (h, w))
+    highlight = _scratch("f1c", (h, w))
+    mask = _scratch("f1d", (h, w))
     shade.fill(1.0)
     highlight.fill(0.0)
     mask.fill(0.0)
@@ -593,7 +597,7 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
     h, w = image.shape[:2]
     i = p["intensity"]
     s = h / 240.0
-    base = _scratch("drops.base", image.shape)
+    base = _scratch("f3a", image.shape)
     cv2.GaussianBlur(_float_of(image, shared), (0, 0), 0.2 + 0.5 * i * s, dst=base)  # the water film
     drops = once(rng, ("droplets", h, w), lambda: drop_layers(h, w, p, rng))
     out = np.empty_like(image)
@@ -602,11 +606,11 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
                       np.zeros((h, w), np.float32), out)
         return out
     mx, my, shade, highlight, soft = drops
-    refr8 = _scratch("drops.refr8", image.shape, np.uint8)
+    refr8 = _scratch("u3a", image.shape, np.uint8)
     cv2.remap(image, mx, my, cv2.INTER_LINEAR, dst=refr8, borderMode=cv2.BORDER_REFLECT_101)
-    rf = _scratch("drops.rf", image.shape)
+    rf = _scratch("f3b", image.shape)
     K.u8_to_float(refr8, rf)
-    refr = _scratch("drops.refr", image.shape)
+    refr = _scratch("f3c", image.shape)
     cv2.GaussianBlur(rf, (0, 0), 2.0 * p["defocus"] * s, dst=refr)
     K.droplets_u8(base, refr, shade, highlight, soft, out)
     return out
@@ -632,11 +636,11 @@ def dirt_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     u = g.uniform(np.array([0.0, 0.0, 1.0, 0.4]), np.array([w, h, 3.5, 0.9], np.float64), size=(nsp, 4))
     xs, ys = (u[:, 0] * 16).astype(np.int64).tolist(), (u[:, 1] * 16).astype(np.int64).tolist()
     rs, vs = (u[:, 2] * s * 16).astype(np.int64).tolist(), u[:, 3].tolist()
-    specks = _scratch("dirt.specks", (h, w))
+    specks = _scratch("f1a", (h, w))
     specks.fill(0.0)
     for k in range(nsp):
         cv2.circle(specks, (xs[k], ys[k]), rs[k], vs[k], -1, cv2.LINE_AA, 4)
-    m0 = _scratch("dirt.m0", (h, w))
+    m0 = _scratch("f1b", (h, w))
     K.blotches(n, np.float32(thr), specks, m0)
     m = cv2.GaussianBlur(m0, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
     m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
@@ -655,7 +659,7 @@ def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     if "dirt" not in shared:  # the scene's blur behind the dirt: the same for every setting
         shared["dirt"] = cv2.GaussianBlur(_float_of(image, shared), (0, 0), 3.0 * s)
     f, blurred = _float_of(image, shared), shared["dirt"]
-    f2 = _scratch("dirt.f2", image.shape)
+    f2 = _scratch("f3a", image.shape)
     K.dirt_mix(f, blurred, thin, f2)
     small = cv2.resize(f2, (max(1, w // 8), max(1, h // 8)), interpolation=cv2.INTER_AREA)
     small = cv2.GaussianBlur(small, (0, 0), 3.0)
@@ -663,7 +667,7 @@ def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     albedo = np.array([0.55 + 0.05 * b, 0.52 - 0.12 * b, 0.48 - 0.26 * b], np.float32)
     small *= albedo * np.float32(0.55)
     small += albedo * np.float32(0.08)
-    scatter = _scratch("dirt.scatter", image.shape)
+    scatter = _scratch("f3b", image.shape)
     cv2.resize(small, (w, h), dst=scatter, interpolation=cv2.INTER_LINEAR)
     out = np.empty_like(image)
     K.dirt_u8(f2, scatter, m, out)
