@@ -66,7 +66,7 @@ def windows(shared: Path | None) -> dict[str, np.ndarray]:
 def _opencv_avx2() -> bool:
     import cv2
 
-    return "*AVX2" in cv2.getCPUFeaturesLine()
+    return "*AVX2" in cv2.getCPUFeaturesLine().split()  # "*AVX2?" when turned off (OPENCV_CPU_DISABLE)
 
 
 @pytest.fixture(scope="module")
