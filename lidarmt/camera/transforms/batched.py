@@ -306,7 +306,7 @@ def rain_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarra
         layer.fill(0.0)
         n = int(round(count * i * p["density"] * area))
         _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
-        cv2.GaussianBlur(layer, (0, 0), blur * s, dst=blurred)
+        blurred = cv2.GaussianBlur(layer, (0, 0), blur * s, dst=blurred)
         K.max_scaled(alpha, blurred, np.float32(opacity))
     np.minimum(alpha, np.float32(1.0), out=alpha)
     return alpha
@@ -326,7 +326,7 @@ def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     f = _scratch("f3a", image.shape)
     K.dim_veil(image, dim, _f32(1.0 - veil), _f32(veil * (0.5 * grey + 0.25)), f)
     fb = _scratch("f3b", image.shape)
-    cv2.GaussianBlur(f, (0, 0), 0.3 + 0.8 * i * s, dst=fb)
+    fb = cv2.GaussianBlur(f, (0, 0), 0.3 + 0.8 * i * s, dst=fb)
     alpha = once(rng, ("rain", h, w), lambda: rain_layers(h, w, p, rng))
     drop = (np.array([0.82, 0.84, 0.88]) * min(1.0, 0.75 + grey)).astype(np.float32)
     out = np.empty_like(image)
@@ -598,7 +598,7 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
     i = p["intensity"]
     s = h / 240.0
     base = _scratch("f3a", image.shape)
-    cv2.GaussianBlur(_float_of(image, shared), (0, 0), 0.2 + 0.5 * i * s, dst=base)  # the water film
+    base = cv2.GaussianBlur(_float_of(image, shared), (0, 0), 0.2 + 0.5 * i * s, dst=base)  # the water film
     drops = once(rng, ("droplets", h, w), lambda: drop_layers(h, w, p, rng))
     out = np.empty_like(image)
     if drops is None:
@@ -607,11 +607,11 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
         return out
     mx, my, shade, highlight, soft = drops
     refr8 = _scratch("u3a", image.shape, np.uint8)
-    cv2.remap(image, mx, my, cv2.INTER_LINEAR, dst=refr8, borderMode=cv2.BORDER_REFLECT_101)
+    refr8 = cv2.remap(image, mx, my, cv2.INTER_LINEAR, dst=refr8, borderMode=cv2.BORDER_REFLECT_101)
     rf = _scratch("f3b", image.shape)
     K.u8_to_float(refr8, rf)
     refr = _scratch("f3c", image.shape)
-    cv2.GaussianBlur(rf, (0, 0), 2.0 * p["defocus"] * s, dst=refr)
+    refr = cv2.GaussianBlur(rf, (0, 0), 2.0 * p["defocus"] * s, dst=refr)
     K.droplets_u8(base, refr, shade, highlight, soft, out)
     return out
 
@@ -668,7 +668,7 @@ def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     small *= albedo * np.float32(0.55)
     small += albedo * np.float32(0.08)
     scatter = _scratch("f3b", image.shape)
-    cv2.resize(small, (w, h), dst=scatter, interpolation=cv2.INTER_LINEAR)
+    scatter = cv2.resize(small, (w, h), dst=scatter, interpolation=cv2.INTER_LINEAR)
     out = np.empty_like(image)
     K.dirt_u8(f2, scatter, m, out)
     return out
