@@ -116,6 +116,45 @@ def test_scratch_arrays_are_per_thread_reused_and_bounded(monkeypatch):
     assert batched._scratch("f1a", (5, 7)) is not a and batched._scratch("f1b", (10, 20)) is big
 
 
+def test_the_new_kernels_are_their_numpy_expressions():
+    from lidarmt.camera.transforms import _batched_kernels as K
+    from lidarmt.camera.transforms._common import to_float
+
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, (17, 23, 3), dtype=np.uint8)
+    img[0, :3] = (0, 255, 128)
+    out = np.empty(img.shape, np.float32)
+    K.u8_to_float(img, out)
+    assert np.array_equal(out, to_float(img))
+    z = rng.random((17, 23), dtype=np.float32) * np.float32(0.6)
+    layer = rng.random((17, 23), dtype=np.float32) * np.float32(3.0)
+    want = np.maximum(z, layer * np.float32(0.22))
+    K.max_scaled(z, layer, np.float32(0.22))
+    assert np.array_equal(z, want)
+    n = rng.random((17, 23), dtype=np.float32)
+    specks = np.where(rng.random((17, 23)) < 0.2, rng.uniform(0.4, 0.9, (17, 23)), 0.0).astype(np.float32)
+    thr = float(np.quantile(n, 0.7))
+    got = np.empty_like(n)
+    K.blotches(n, np.float32(thr), specks, got)
+    assert np.array_equal(got, np.maximum(np.clip((n - thr) / 0.12, 0.0, 1.0), specks))
+
+
+def test_night_reads_its_noise_field_across_the_wrap_as_a_rolled_field():
+    from lidarmt.camera.transforms import get_transform
+    from lidarmt.camera.transforms._common import rng_factory
+    from lidarmt.camera.transforms.batched import night_kernel, night_layers
+
+    t = get_transform("night")
+    img = _road(40, 64, 6)
+    p = t.resolve({"intensity": 0.75}, 4)
+    base = dict(night_layers(40, 64, p, rng_factory(4, "night")))
+    bank = np.random.default_rng(1).standard_normal((48, 80, 3), dtype=np.float32)  # smaller than the image + wrap
+    for oy, ox, oc in ((0, 0, 0), (30, 70, 1), (47, 79, 2), (10, 16, 0)):
+        wrapped = night_kernel(img, p, {**base, "bank": bank, "oy": oy, "ox": ox, "oc": oc})
+        rolled = np.roll(np.roll(np.roll(bank, -oy, 0), -ox, 1), -oc, 2)
+        assert np.array_equal(wrapped, night_kernel(img, p, {**base, "bank": rolled, "oy": 0, "ox": 0, "oc": 0}))
+
+
 if __name__ == "__main__":  # regenerate (only with the code the digests pin: see the module docstring)
     if sys.argv[1:] != ["--write"]:
         sys.exit("usage: python tests/test_camera_batched_bytes.py --write")
