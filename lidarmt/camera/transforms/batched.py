@@ -214,7 +214,6 @@ def _scratch(tag: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.nd
     return a
 
 
-
 def _cubic_taps(n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:
     """Per output index along one axis, the four source indices and weights of ``cv2.resize(...,
     INTER_CUBIC)``: source position (i + 0.5)·n_in/n_out − 0.5, Keys' kernel with A = −0.75, indices clamped to
@@ -528,6 +527,7 @@ def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
+    from lidarmt.camera.transforms.optics import _pixel_grid
 
     i = p["intensity"]
     s = h / 240.0
@@ -546,7 +546,7 @@ def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     label.fill(0.0)
     for k in range(n):
         cv2.ellipse(label, (ex[k], ey[k]), (ax[k], ay[k]), 0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
-    gx, gy = _grid(h, w)
+    gx, gy = _pixel_grid(h, w)
     mx, my = gx.copy(), gy.copy()
     shade = _scratch("f1b", (h, w))
     highlight = _scratch("f1c", (h, w))
@@ -560,25 +560,6 @@ def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
     highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
     return mx, my, shade, highlight, soft
-
-
-_GRIDS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
-_GRID_LOCK = threading.Lock()
-
-
-def _grid(h: int, w: int) -> tuple[np.ndarray, np.ndarray]:
-    """The pixel grid (x, y) of an (h, w) image as float32 maps (``np.meshgrid``), read-only, kept for the last
-    few sizes."""
-    got = _GRIDS.get((h, w))
-    if got is None:
-        mx, my = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-        mx.flags.writeable = my.flags.writeable = False
-        got = (mx, my)
-        with _GRID_LOCK:
-            if len(_GRIDS) >= 8:
-                _GRIDS.clear()
-            _GRIDS[(h, w)] = got
-    return got
 
 
 def _float_of(image: np.ndarray, shared: dict) -> np.ndarray:
