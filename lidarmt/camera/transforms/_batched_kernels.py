@@ -160,6 +160,36 @@ def dim_veil(img, dim, keep, add, out):
 
 
 @njit(cache=True, nogil=True)
+def u8_to_float(img, out):
+    """``to_float``: out = img · float32(1/255), one float32 product per value (the same bytes)."""
+    src = img.reshape(img.size)
+    dst = out.reshape(out.size)
+    for j in range(src.shape[0]):
+        dst[j] = np.float32(src[j]) * _INV255
+
+
+@njit(cache=True, nogil=True)
+def blotches(n, thr, specks, out):
+    """Dirt's pattern before its defocus: out = max(clip((n − thr) / 0.12, 0, 1), specks), in float32 (the
+    reference's ``np.maximum(np.clip((n - thr) / 0.12, 0, 1), specks)``)."""
+    h, w = n.shape
+    c = np.float32(0.12)
+    for y in range(h):
+        for x in range(w):
+            v = min(max((n[y, x] - thr) / c, _F0), _F1)
+            out[y, x] = max(v, specks[y, x])
+
+
+@njit(cache=True, nogil=True)
+def max_scaled(z, layer, k):
+    """z = max(z, layer·k) in place (rain's layers into its opacity, as ``np.maximum(z, layer * k)``)."""
+    h, w = z.shape
+    for y in range(h):
+        for x in range(w):
+            z[y, x] = max(z[y, x], layer[y, x] * k)
+
+
+@njit(cache=True, nogil=True)
 def mean_dimmed(img, dim):
     """The mean of img/255·dim (rain's grey level): the byte sum in integers, then scaled."""
     h, w, c = img.shape
@@ -206,6 +236,7 @@ def night_u8(img, lin_lut, shift, fall, beam, head_gain, ambient, blue, hy, hx, 
     noise = np.empty(w * 3, np.float32)
     idx = np.empty(w * 3, np.int32)
     row = np.empty(w, np.float32)
+    ch0, ch1, ch2 = oc % 3, (oc + 1) % 3, (oc + 2) % 3
     for y in range(h):
         fy = head_gain * fall[y]
         for x in range(w):
@@ -234,12 +265,16 @@ def night_u8(img, lin_lut, shift, fall, beam, head_gain, ambient, blue, hy, hx, 
             tr[3 * x] = shift[0, 0] * r + shift[0, 1] * g + shift[0, 2] * b
             tr[3 * x + 1] = shift[1, 0] * r + shift[1, 1] * g + shift[1, 2] * b
             tr[3 * x + 2] = shift[2, 0] * r + shift[2, 1] * g + shift[2, 2] * b
-        by = (y + oy) % hb
-        for x in range(w):
-            bx = (x + ox) % wb
-            noise[3 * x] = bank[by, bx, oc % 3] * sign
-            noise[3 * x + 1] = bank[by, bx, (oc + 1) % 3] * sign
-            noise[3 * x + 2] = bank[by, bx, (oc + 2) % 3] * sign
+        brow = bank[(y + oy) % hb]
+        x0 = 0
+        while x0 < w:  # the bank's columns from (x0 + ox) mod its width, in runs that do not wrap
+            bx0 = (x0 + ox) % wb
+            run = min(w - x0, wb - bx0)
+            for x in range(run):
+                noise[3 * (x0 + x)] = brow[bx0 + x, ch0] * sign
+                noise[3 * (x0 + x) + 1] = brow[bx0 + x, ch1] * sign
+                noise[3 * (x0 + x) + 2] = brow[bx0 + x, ch2] * sign
+            x0 += run
         for j in range(w * 3):
             v = lin[j]
             v = v + (tr[j] - v) * m3[j]

@@ -186,6 +186,33 @@ def _reference(name: str) -> FastApply:
 
 # -- weather --------------------------------------------------------------------------------------------------
 
+_SCRATCH = threading.local()
+#: what one thread's scratch arrays may hold before they are dropped and made again (bytes)
+SCRATCH_BYTES = 64 << 20
+
+
+def _scratch(tag: str, shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
+    """The calling thread's own uninitialised array for a temporary ``tag`` of this shape and type, the same one
+    call after call: a weather's intermediate images (~1 MB each at 320×240) made afresh for every image cost more
+    in page faults than in arithmetic, as malloc hands large blocks back to the system when they are freed. Only
+    for what a function uses and drops before it returns (never what it returns or :func:`once` keeps). Tags name
+    a role (``f3a``: a first (H, W, 3) float32 image, ``f1a``: a first (H, W) map, ``u3a``: a uint8 image), shared
+    by the transformations, which run one at a time in a thread: a layer builder a transformation calls uses only
+    tags in which the transformation holds nothing live at that point (droplets: its film in ``f3a``, its drops'
+    builder ``f1a``–``f1d``).
+    Per thread, so the prefetch pool's threads never share one, and bounded (:data:`SCRATCH_BYTES`)."""
+    pool = getattr(_SCRATCH, "pool", None)
+    if pool is None:
+        pool = _SCRATCH.pool = {}
+    key = (tag, shape, np.dtype(dtype).char)
+    a = pool.get(key)
+    if a is None:
+        a = np.empty(shape, dtype)
+        if sum(b.nbytes for b in pool.values()) + a.nbytes > SCRATCH_BYTES:
+            pool.clear()
+        pool[key] = a
+    return a
+
 
 def _cubic_taps(n_out: int, n_in: int) -> tuple[np.ndarray, np.ndarray]:
     """Per output index along one axis, the four source indices and weights of ``cv2.resize(...,
@@ -256,11 +283,38 @@ def _fog(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) ->
     return out
 
 
+def rain_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
+    """:func:`lidarmt.camera.transforms.weather.rain_alpha` with the same draws and the same OpenCV calls, the
+    layers drawn and blurred in the thread's scratch arrays and taken into the opacity by a kernel (the same
+    float32 products, maxima and minimum): the same bytes."""
+    import cv2
+
+    from lidarmt.camera.transforms import _batched_kernels as K
+    from lidarmt.camera.transforms.weather import _line_kernel_streaks, rain_streak_layers
+
+    i = p["intensity"]
+    s = h / 240.0
+    g = rng(TEXTURE_STREAM)
+    area = h * w / (320.0 * 240.0)
+    angle = math.radians(p["angle"])
+    length = p["length"] * h
+    alpha = np.zeros((h, w), np.float32)
+    layer = _scratch("f1a", (h, w))
+    blurred = _scratch("f1b", (h, w))
+    for count, scale, thick, blur, opacity in rain_streak_layers(s):
+        layer.fill(0.0)
+        n = int(round(count * i * p["density"] * area))
+        _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
+        blurred = cv2.GaussianBlur(layer, (0, 0), blur * s, dst=blurred)
+        K.max_scaled(alpha, blurred, np.float32(opacity))
+    np.minimum(alpha, np.float32(1.0), out=alpha)
+    return alpha
+
+
 def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
-    from lidarmt.camera.transforms.weather import rain_alpha
 
     h, w = image.shape[:2]
     i = p["intensity"]
@@ -268,13 +322,14 @@ def _rain(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     dim = _f32(1.0 - 0.45 * i * p["darkness"])
     veil = 0.35 * i
     grey = float(K.mean_dimmed(image, dim))
-    f = np.empty(image.shape, np.float32)
+    f = _scratch("f3a", image.shape)
     K.dim_veil(image, dim, _f32(1.0 - veil), _f32(veil * (0.5 * grey + 0.25)), f)
-    f = cv2.GaussianBlur(f, (0, 0), 0.3 + 0.8 * i * s)
-    alpha = once(rng, ("rain", h, w), lambda: rain_alpha(h, w, p, rng))
+    fb = _scratch("f3b", image.shape)
+    fb = cv2.GaussianBlur(f, (0, 0), 0.3 + 0.8 * i * s, dst=fb)
+    alpha = once(rng, ("rain", h, w), lambda: rain_layers(h, w, p, rng))
     drop = (np.array([0.82, 0.84, 0.88]) * min(1.0, 0.75 + grey)).astype(np.float32)
     out = np.empty_like(image)
-    K.blend_u8(f, alpha, drop, out)
+    K.blend_u8(fb, alpha, drop, out)
     return out
 
 
@@ -430,7 +485,8 @@ def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) 
         # ghosts as the reference draws them, each into its own patch (the disc's box), summed, then blurred
         g = rng(TEXTURE_STREAM)
         cx, cy = w / 2.0, h / 2.0
-        ghosts = np.zeros((h, w, 3), np.float32)
+        ghosts = _scratch("f3a", (h, w, 3))
+        ghosts.fill(0.0)
         for _ in range(p["ghosts"]):
             k = g.uniform(0.25, 2.0)
             gx, gy = sx + k * (cx - sx), sy + k * (cy - sy)
@@ -466,10 +522,12 @@ def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) 
 
 def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.ndarray, ...] | None:
     """:meth:`lidarmt.camera.transforms.optics.Droplets.drops` with the same draws and the same drawn ellipses,
-    the maps made by one kernel pass over the label image instead of NumPy passes over the drops' pixels."""
+    the maps made by one kernel pass over the label image instead of NumPy passes over the drops' pixels (the
+    label and the unblurred maps in the thread's scratch arrays)."""
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
+    from lidarmt.camera.transforms.optics import _pixel_grid
 
     i = p["intensity"]
     s = h / 240.0
@@ -480,21 +538,36 @@ def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     r = h * p["size"] * np.minimum(0.075, 0.012 + g.exponential(0.018, n))
     ecc = g.uniform(0.8, 1.15, n)
     cx, cy = g.uniform(0, w, n), g.uniform(0, h, n)
-    label = np.zeros((h, w), np.float32)
+    # the reference's int(round(v * 16)) for every drop at once (np.round rounds halves to even, as round does)
+    ex, ey = np.round(cx * 16).astype(np.int64).tolist(), np.round(cy * 16).astype(np.int64).tolist()
+    ax = np.maximum(1, np.round(r * 16).astype(np.int64)).tolist()
+    ay = np.maximum(1, np.round(r * ecc * 16).astype(np.int64)).tolist()
+    label = _scratch("f1a", (h, w))
+    label.fill(0.0)
     for k in range(n):
-        cv2.ellipse(label, (int(round(cx[k] * 16)), int(round(cy[k] * 16))),
-                    (max(1, int(round(r[k] * 16))), max(1, int(round(r[k] * ecc[k] * 16)))),
-                    0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
-    mx, my = np.meshgrid(np.arange(w, dtype=np.float32), np.arange(h, dtype=np.float32))
-    shade = np.ones((h, w), np.float32)
-    highlight = np.zeros((h, w), np.float32)
-    mask = np.zeros((h, w), np.float32)
+        cv2.ellipse(label, (ex[k], ey[k]), (ax[k], ay[k]), 0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
+    gx, gy = _pixel_grid(h, w)
+    mx, my = gx.copy(), gy.copy()
+    shade = _scratch("f1b", (h, w))
+    highlight = _scratch("f1c", (h, w))
+    mask = _scratch("f1d", (h, w))
+    shade.fill(1.0)
+    highlight.fill(0.0)
+    mask.fill(0.0)
     K.drop_maps(label, r.astype(np.float32), ecc.astype(np.float32), cx.astype(np.float32), cy.astype(np.float32),
                 np.float32(p["view"] * h), mx, my, shade, highlight, mask)
     soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
     shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
     highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
     return mx, my, shade, highlight, soft
+
+
+def _float_of(image: np.ndarray, shared: dict) -> np.ndarray:
+    """``to_float(image)``, made once per frame for all the settings of a call (``shared``: the frame's)."""
+    f = shared.get("float")
+    if f is None:
+        f = shared["float"] = to_float(image)
+    return f
 
 
 def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
@@ -505,7 +578,8 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
     h, w = image.shape[:2]
     i = p["intensity"]
     s = h / 240.0
-    base = cv2.GaussianBlur(to_float(image), (0, 0), 0.2 + 0.5 * i * s)  # the water film
+    base = _scratch("f3a", image.shape)
+    base = cv2.GaussianBlur(_float_of(image, shared), (0, 0), 0.2 + 0.5 * i * s, dst=base)  # the water film
     drops = once(rng, ("droplets", h, w), lambda: drop_layers(h, w, p, rng))
     out = np.empty_like(image)
     if drops is None:
@@ -513,26 +587,60 @@ def _droplets(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dic
                       np.zeros((h, w), np.float32), out)
         return out
     mx, my, shade, highlight, soft = drops
-    refr8 = cv2.remap(image, mx, my, cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101)
-    refr = cv2.GaussianBlur(to_float(refr8), (0, 0), 2.0 * p["defocus"] * s)
+    refr8 = _scratch("u3a", image.shape, np.uint8)
+    refr8 = cv2.remap(image, mx, my, cv2.INTER_LINEAR, dst=refr8, borderMode=cv2.BORDER_REFLECT_101)
+    rf = _scratch("f3b", image.shape)
+    K.u8_to_float(refr8, rf)
+    refr = _scratch("f3c", image.shape)
+    refr = cv2.GaussianBlur(rf, (0, 0), 2.0 * p["defocus"] * s, dst=refr)
     K.droplets_u8(base, refr, shade, highlight, soft, out)
     return out
+
+
+def dirt_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lidarmt.camera.transforms.optics.dirt_maps` with the same draws (the specks' four values each drawn
+    in one call, in the same order), the same noise field (:func:`smooth_noise_fast`) and the same OpenCV calls;
+    the blotches' threshold and the specks taken in by a kernel (the same float32 operations): the same bytes."""
+    import cv2
+
+    from lidarmt.camera.transforms import _batched_kernels as K
+
+    i = p["intensity"]
+    s = h / 240.0
+    g = rng(TEXTURE_STREAM)
+    cells = max(2, int(round(7 / p["blotch"])))
+    n = smooth_noise_fast(g, h, w, cells=cells, octaves=4)
+    cover = p["coverage"] * i ** 0.7
+    thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
+    nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
+    # per speck, in the reference's order: x, y, radius, opacity (one uniform draw each)
+    u = g.uniform(np.array([0.0, 0.0, 1.0, 0.4]), np.array([w, h, 3.5, 0.9], np.float64), size=(nsp, 4))
+    xs, ys = (u[:, 0] * 16).astype(np.int64).tolist(), (u[:, 1] * 16).astype(np.int64).tolist()
+    rs, vs = (u[:, 2] * s * 16).astype(np.int64).tolist(), u[:, 3].tolist()
+    specks = _scratch("f1a", (h, w))
+    specks.fill(0.0)
+    for k in range(nsp):
+        cv2.circle(specks, (xs[k], ys[k]), rs[k], vs[k], -1, cv2.LINE_AA, 4)
+    m0 = _scratch("f1b", (h, w))
+    K.blotches(n, np.float32(thr), specks, m0)
+    m = cv2.GaussianBlur(m0, (0, 0), 2.0 * s)  # defocus: the dirt is on the lens
+    m *= np.float32(p["opacity"] * min(1.0, 0.5 + i))
+    thin = np.minimum(m * np.float32(2.5), np.float32(1.0))
+    return m, thin
 
 
 def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -> np.ndarray:
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
-    from lidarmt.camera.transforms.optics import dirt_maps
 
     h, w = image.shape[:2]
     s = h / 240.0
-    m, thin = once(rng, ("dirt", h, w), lambda: dirt_maps(h, w, p, rng, smooth_noise_fast))
-    if "dirt" not in shared:  # the scene and its blur behind the dirt: the same for every setting
-        f0 = to_float(image)
-        shared["dirt"] = (f0, cv2.GaussianBlur(f0, (0, 0), 3.0 * s))
-    f, blurred = shared["dirt"]
-    f2 = np.empty_like(f)
+    m, thin = once(rng, ("dirt", h, w), lambda: dirt_layers(h, w, p, rng))
+    if "dirt" not in shared:  # the scene's blur behind the dirt: the same for every setting
+        shared["dirt"] = cv2.GaussianBlur(_float_of(image, shared), (0, 0), 3.0 * s)
+    f, blurred = _float_of(image, shared), shared["dirt"]
+    f2 = _scratch("f3a", image.shape)
     K.dirt_mix(f, blurred, thin, f2)
     small = cv2.resize(f2, (max(1, w // 8), max(1, h // 8)), interpolation=cv2.INTER_AREA)
     small = cv2.GaussianBlur(small, (0, 0), 3.0)
@@ -540,7 +648,8 @@ def _dirt(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) -
     albedo = np.array([0.55 + 0.05 * b, 0.52 - 0.12 * b, 0.48 - 0.26 * b], np.float32)
     small *= albedo * np.float32(0.55)
     small += albedo * np.float32(0.08)
-    scatter = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
+    scatter = _scratch("f3b", image.shape)
+    scatter = cv2.resize(small, (w, h), dst=scatter, interpolation=cv2.INTER_LINEAR)
     out = np.empty_like(image)
     K.dirt_u8(f2, scatter, m, out)
     return out

@@ -192,6 +192,12 @@ class Rain(Weather):
         return to_uint8(_blend_to(f, drop, alpha))
 
 
+def rain_streak_layers(s: float) -> tuple[tuple[int, float, int, float, float], ...]:
+    """Rain's two streak layers at image scale ``s`` (height / 240): (count at 320×240, length factor, thickness,
+    blur σ, opacity); far ones first."""
+    return ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
+
+
 def rain_alpha(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
     """Rain's streak opacity, (H, W): the far layer then the near layer, each blurred a little (motion and
     defocus); from the setting and seed alone."""
@@ -202,8 +208,7 @@ def rain_alpha(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarray
     angle = math.radians(p["angle"])
     length = p["length"] * h
     alpha = np.zeros((h, w), np.float32)
-    layers = ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
-    for count, scale, thick, blur, opacity in layers:
+    for count, scale, thick, blur, opacity in rain_streak_layers(s):
         layer = np.zeros((h, w), np.float32)
         n = int(round(count * i * p["density"] * area))
         _line_kernel_streaks(layer, g, n, length * scale, angle + g.normal(0, 0.03), thick)
