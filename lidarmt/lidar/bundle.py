@@ -209,7 +209,7 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
         _json(tmp / "bundle.json", info)  # before the shown files: the bundle's page lists every file
-        write_shown(tmp, info, j, change, minimal)
+        write_shown(tmp, info, _as_stored(tmp, j), change, minimal)  # what replay regenerates from the data
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -220,6 +220,17 @@ def _write(out_dir: Path, info: dict[str, Any], j, change, minimal: np.ndarray, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _as_stored(folder: Path, j):
+    """``j`` with its obstacle lists as the bundle in ``folder`` stores them (its JSON rounds boxes to 0.1 mm): the
+    shown files are drawn from these at creation and at replay alike (:func:`verify_shown_files`)."""
+    from types import SimpleNamespace
+
+    from lidarmt.types import Obstacles
+
+    obs = {k: Obstacles.from_list(read_json(folder / f"obstacles_{k}.json")) for k in ("source", "followup")}
+    return SimpleNamespace(frame=j.frame, source=obs["source"], follow=obs["followup"], roi=j.roi)
 
 
 def write_shown(tmp: Path, info: dict[str, Any], j, change, minimal: np.ndarray) -> None:
@@ -259,12 +270,10 @@ def verify_shown_files(folder: Path, info: dict[str, Any], check: Any, *, frame,
     from types import SimpleNamespace
 
     from lidarmt.engine.verify import PIXEL_STEP_DRAWN, SHOWN_VERSION, verify_shown
-    from lidarmt.types import Obstacles
 
     def regenerate(out: Path) -> None:
-        obs = {k: Obstacles.from_list(read_json(folder / f"obstacles_{k}.json")) for k in ("source", "followup")}
         out.mkdir(parents=True, exist_ok=True)
-        j = SimpleNamespace(frame=frame, source=obs["source"], follow=obs["followup"], roi=roi)
+        j = _as_stored(folder, SimpleNamespace(frame=frame, roi=roi))
         write_shown(out, info, j, change, np.asarray(_minimal_edits(folder), dtype=np.int64))
 
     verify_shown(folder, check, regenerate, data=DATA_FILES, layout_kind="lidar-bundle",

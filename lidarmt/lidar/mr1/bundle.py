@@ -231,7 +231,10 @@ def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, 
         if minimal_obs is not None:
             _json(tmp / "obstacles_minimal.json", minimal_obs.to_list())
         _json(tmp / "bundle.json", info)  # before the shown files: the bundle's page lists every file
-        write_shown(tmp, info, frame, follow_frame, extra, minimal, source, follow, verdict, roi_indices, roi=roi)
+        # the shown files from the data as stored (the frames as saved, the obstacle lists' JSON, which rounds
+        # boxes to 0.1 mm), exactly as replay regenerates them: a picture never differs from what its own
+        # bundle's data draws
+        regenerate_shown(tmp, info, tmp, roi=roi)
         write_manifest(tmp, sorted(p.name for p in tmp.iterdir() if p.is_file()))  # last: checksums of all
         if out_dir.exists():
             shutil.rmtree(out_dir)
