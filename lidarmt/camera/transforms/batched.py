@@ -290,14 +290,9 @@ def rain_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarra
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
-    from lidarmt.camera.transforms.weather import _line_kernel_streaks, rain_streak_layers
+    from lidarmt.camera.transforms.weather import _line_kernel_streaks, rain_setup, rain_streak_layers
 
-    i = p["intensity"]
-    s = h / 240.0
-    g = rng(TEXTURE_STREAM)
-    area = h * w / (320.0 * 240.0)
-    angle = math.radians(p["angle"])
-    length = p["length"] * h
+    i, s, g, area, angle, length = rain_setup(h, w, p, rng)
     alpha = np.zeros((h, w), np.float32)
     layer = _scratch("f1a", (h, w))
     blurred = _scratch("f1b", (h, w))
@@ -604,15 +599,9 @@ def dirt_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     import cv2
 
     from lidarmt.camera.transforms import _batched_kernels as K
+    from lidarmt.camera.transforms.optics import dirt_setup
 
-    i = p["intensity"]
-    s = h / 240.0
-    g = rng(TEXTURE_STREAM)
-    cells = max(2, int(round(7 / p["blotch"])))
-    n = smooth_noise_fast(g, h, w, cells=cells, octaves=4)
-    cover = p["coverage"] * i ** 0.7
-    thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
-    nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
+    i, s, g, n, thr, nsp = dirt_setup(h, w, p, rng, smooth_noise_fast)
     # per speck, in the reference's order: x, y, radius, opacity (one uniform draw each)
     u = g.uniform(np.array([0.0, 0.0, 1.0, 0.4]), np.array([w, h, 3.5, 0.9], np.float64), size=(nsp, 4))
     xs, ys = (u[:, 0] * 16).astype(np.int64).tolist(), (u[:, 1] * 16).astype(np.int64).tolist()

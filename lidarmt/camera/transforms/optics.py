@@ -258,21 +258,26 @@ class Dirt(Weather):
         return to_uint8(f)
 
 
+def dirt_setup(h: int, w: int, p: dict[str, Any], rng: RngFactory,
+               noise: Any) -> tuple[float, float, Any, np.ndarray, float, int]:
+    """What the dirt's maps start from (the reference's and the batched implementation's alike): (intensity,
+    image scale, the texture stream's Generator after the noise field's draws, the fractal noise field of
+    ``noise``, the blotches' threshold on it, the number of specks)."""
+    i = p["intensity"]
+    g = rng(TEXTURE_STREAM)
+    n = noise(g, h, w, cells=max(2, int(round(7 / p["blotch"]))), octaves=4)
+    thr = float(np.quantile(n[:: 4, :: 4], 1.0 - p["coverage"] * i ** 0.7))
+    return i, h / 240.0, g, n, thr, int(round(60 * i * (h * w) / (320.0 * 240.0)))
+
+
 def dirt_maps(h: int, w: int, p: dict[str, Any], rng: RngFactory,
               noise: Any = smooth_noise) -> tuple[np.ndarray, np.ndarray]:
     """The dirt's opacity and its thin parts, (H, W) each, from the setting and seed alone: thresholded fractal
     noise (blotches, ``noise``: :func:`smooth_noise` or a function that makes the same field) and specks,
     defocused."""
-    i = p["intensity"]
-    s = h / 240.0
-    g = rng(TEXTURE_STREAM)
-    cells = max(2, int(round(7 / p["blotch"])))
-    n = noise(g, h, w, cells=cells, octaves=4)
-    cover = p["coverage"] * i ** 0.7
-    thr = float(np.quantile(n[:: 4, :: 4], 1.0 - cover))
+    i, s, g, n, thr, nsp = dirt_setup(h, w, p, rng, noise)
     m = np.clip((n - thr) / 0.12, 0.0, 1.0)
     # specks: small defocused dots
-    nsp = int(round(60 * i * (h * w) / (320.0 * 240.0)))
     specks = np.zeros((h, w), np.float32)
     for _ in range(nsp):
         cv2.circle(specks, (int(g.uniform(0, w) * 16), int(g.uniform(0, h) * 16)),

@@ -198,15 +198,18 @@ def rain_streak_layers(s: float) -> tuple[tuple[int, float, int, float, float], 
     return ((900, 0.5, 1, 0.6, 0.22), (160, 1.0, max(1, round(s)), 0.9, 0.5))
 
 
+def rain_setup(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[float, float, Any, float, float, float]:
+    """What rain's streak layers start from (the reference's and the batched implementation's alike): (intensity,
+    image scale, the texture stream's Generator, area factor against 320×240, streak angle in radians, streak
+    length in pixels)."""
+    return (p["intensity"], h / 240.0, rng(TEXTURE_STREAM), h * w / (320.0 * 240.0), math.radians(p["angle"]),
+            p["length"] * h)
+
+
 def rain_alpha(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> np.ndarray:
     """Rain's streak opacity, (H, W): the far layer then the near layer, each blurred a little (motion and
     defocus); from the setting and seed alone."""
-    i = p["intensity"]
-    s = h / 240.0
-    g = rng(TEXTURE_STREAM)
-    area = h * w / (320.0 * 240.0)
-    angle = math.radians(p["angle"])
-    length = p["length"] * h
+    i, s, g, area, angle, length = rain_setup(h, w, p, rng)
     alpha = np.zeros((h, w), np.float32)
     for count, scale, thick, blur, opacity in rain_streak_layers(s):
         layer = np.zeros((h, w), np.float32)
