@@ -54,7 +54,7 @@ DEFAULT_TRANSFORMS = "weather,sensor,motion"
 
 def robustness(
     data: Annotated[str, typer.Option("--data", help="Labelled frames: KITTI object folder, KITTI raw drive with tracklet_labels.xml, SemanticKITTI sequence, labelled .npz folder, simulator dataset, or a simulated bag with its .labels.npz.")],
-    sut: Annotated[str, typer.Option("--sut", help="Perception modules, comma-separated: registered names (apollo, apollo-512, apollo-3.0, apollo-sim, apollo-512-sim: lidarmt info), package.module:callable or exec:COMMAND.")] = "apollo",
+    sut: Annotated[str, typer.Option("--sut", help="Perception modules, comma-separated: registered names (apollo, apollo-512, apollo-3.0, apollo-sim, apollo-512-sim, apollo-streets, apollo-v3: lidarmt info), package.module:callable or exec:COMMAND.")] = "apollo",
     baseline: Annotated[str | None, typer.Option("--baseline", help="The module CE is measured against (Robo3D's reference detector; default: the first of --sut; run too when not in --sut).")] = None,
     transforms: Annotated[str, typer.Option("--transforms", help="Corruptions: all (the weather, sensor and motion families), a family, or names (lidarmt transforms lists them); object and alignment transformations change the objects and are refused, except, when named, the LiDAR-camera misalignments (spatial-misalignment; temporal-misalignment on a KITTI raw drive), scored against the clean labels, and Dong et al.'s object-level corruptions (object-shear, object-scale, object-rotate), scored against the boxes as they changed.")] = DEFAULT_TRANSFORMS,
     roi: Annotated[str, typer.Option("--roi", "--map", help="The ROI: labels (each frame's road labels, or its labelled region), an HD map or a GeoJSON.")] = "labels",
