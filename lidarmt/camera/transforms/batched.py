@@ -390,16 +390,10 @@ def noise_bank() -> np.ndarray:
 def night_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> dict[str, Any]:
     """Night's layers as profiles: the illumination's rows and columns, the glow's separable terms, the colour
     matrix, and where the noise is read in the bank; the reference's draws in the reference's order."""
-    i = p["intensity"]
-    s = h / 240.0
-    ambient = 2.0 ** (-p["darkness"] * i)
+    from lidarmt.camera.transforms.weather import night_profiles
+
+    i, s, ambient, fall, beam, shift = night_profiles(h, w, p)
     horizon = p["horizon"]
-    d = ground_depth(h, w, horizon, far=1e4)[:, 0]
-    fpx = (w / 2.0) / math.tan(math.radians(30.0))
-    az = (np.arange(w, dtype=np.float32) + 0.5 - w / 2.0) / np.float32(fpx)
-    beam = np.exp(-0.5 * (az / 0.26) ** 2).astype(np.float32)
-    fall = np.minimum((10.0 / d) ** 2, 1.0).astype(np.float32)
-    shift = np.outer([0.7, 0.95, 1.45], [0.2126, 0.7152, 0.0722]).astype(np.float32)
     g = rng(TEXTURE_STREAM)
     xs = np.arange(w, dtype=np.float32) + 0.5
     ys = np.arange(h, dtype=np.float32) + 0.5

@@ -192,6 +192,21 @@ class Rain(Weather):
         return to_uint8(_blend_to(f, drop, alpha))
 
 
+def night_profiles(h: int, w: int, p: dict[str, Any]) -> tuple[float, float, float, np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """Night's illumination as profiles (the reference's and the batched implementation's alike; no draws):
+    (intensity, image scale, the ambient level (stops down), the headlights' fall-off on the ground per row (1/d²,
+    (H,)), their ±15° beam per column ((W,)), the blue shift's colour matrix)."""
+    i = p["intensity"]
+    d = ground_depth(h, w, p["horizon"], far=1e4)[:, 0]
+    fpx = (w / 2.0) / math.tan(math.radians(30.0))
+    az = (np.arange(w, dtype=np.float32) + 0.5 - w / 2.0) / np.float32(fpx)
+    beam = np.exp(-0.5 * (az / 0.26) ** 2).astype(np.float32)
+    fall = np.minimum((10.0 / d) ** 2, 1.0).astype(np.float32)
+    shift = np.outer([0.7, 0.95, 1.45], [0.2126, 0.7152, 0.0722]).astype(np.float32)
+    return i, h / 240.0, 2.0 ** (-p["darkness"] * i), fall, beam, shift
+
+
 def rain_streak_layers(s: float) -> tuple[tuple[int, float, int, float, float], ...]:
     """Rain's two streak layers at image scale ``s`` (height / 240): (count at 320×240, length factor, thickness,
     blur σ, opacity); far ones first."""
@@ -322,20 +337,11 @@ class Night(Weather):
     def _layers(self, h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.ndarray, ...]:
         """What depends on the setting and seed alone: the colour matrix of the blue shift, the blue shift's
         and the illumination's (H, W, 3) maps, the light sources' glow, and the unit sensor noise."""
-        i = p["intensity"]
-        s = h / 240.0
-        # illumination: ambient (stops down) + headlights on the ground (1/d² inside a ±15° beam)
-        ambient = 2.0 ** (-p["darkness"] * i)
+        i, s, ambient, fall, beam, shift = night_profiles(h, w, p)
         horizon = p["horizon"]
-        d = ground_depth(h, w, horizon, far=1e4)[:, 0]
-        fpx = (w / 2.0) / math.tan(math.radians(30.0))
-        az = (np.arange(w, dtype=np.float32) + 0.5 - w / 2.0) / np.float32(fpx)
-        beam = np.exp(-0.5 * (az / 0.26) ** 2).astype(np.float32)
-        fall = np.minimum((10.0 / d) ** 2, 1.0).astype(np.float32)
         head = np.float32(i * p["headlights"]) * fall[:, None] * beam[None, :]
         illum = head + np.float32(ambient)
         m = np.float32(p["blue"] * i) * np.clip(1.0 - illum * 2.0, 0.0, 1.0)
-        shift = np.outer([0.7, 0.95, 1.45], [0.2126, 0.7152, 0.0722]).astype(np.float32)
         # light sources: street lamps above the horizon (core + bloom), and a faint glow of the headlights,
         # one (H, W) map per channel
         g = rng(TEXTURE_STREAM)
