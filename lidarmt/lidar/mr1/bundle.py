@@ -190,8 +190,7 @@ def make_bundle(ev, key: tuple[int, int, int], out_dir: Path, *, budget: int = 2
         "scores": full_scores(source, follow, minimal_obs),
     }
     info["replay_command"] = f"lidarmt replay {shlex.quote(str(out_dir))}"
-    _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, verdict,
-                  np.asarray(roi.indices(frame), dtype=np.int64), roi=roi)
+    _write_bundle(out_dir, info, frame, fu.frame, extra, minimal, source, follow, minimal_obs, roi=roi)
     return {k: info[k] for k in ("id", "key", "relation", "reproduced", "n_source", "n_follow", "lost",
                                  "lost_details", "ddmin", "severity", "findings")} | {"has_bev": True}
 
@@ -215,8 +214,8 @@ def _worst(verdict: Verdict) -> str | None:
 
 
 def _write_bundle(out_dir: Path, info: dict, frame: Frame, follow_frame: Frame, extra: np.ndarray,
-                  minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None,
-                  verdict: Verdict, roi_indices: np.ndarray | None = None, *, roi: Any = None) -> None:
+                  minimal: np.ndarray, source: Obstacles, follow: Obstacles, minimal_obs: Obstacles | None, *,
+                  roi: Any) -> None:
     from lidarmt._atomic import staging_folder
     from lidarmt.io import save_frame_npz
 
@@ -582,8 +581,6 @@ def _bag_topic(info: dict) -> str:
 
 
 def _counts(counts) -> str:
-    """``"4 car, 1 pedestrian, 3 cyclist"``: the non-zero classes in :data:`~lidarmt.types.CLASS_ORDER`."""
-    from lidarmt.types import CLASS_ORDER
-
-    order = [c for c in CLASS_ORDER if c in counts] + [c for c in counts if c not in CLASS_ORDER]
-    return ", ".join(f"{counts[c]} {c.value}" for c in order if counts[c]) or "none"
+    """``"4 car, 1 pedestrian, 3 cyclist"``: the non-zero classes in the verdict's order (class order: judge's
+    counts and :meth:`Verdict.from_dict`'s alike)."""
+    return ", ".join(f"{v} {k.value}" for k, v in counts.items() if v) or "none"

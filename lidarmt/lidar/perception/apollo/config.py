@@ -25,7 +25,7 @@ DEFAULT_WEIGHTS = {640: WEIGHTS_DIR / "cnnseg640_streets.pt", 512: WEIGHTS_DIR /
 #: Shipped weights selectable by name (``--sut-option weights=sim``), per grid: files of WEIGHTS_DIR (see its
 #: MODEL_CARD.md). A name is looked up here only, never taken as a path. "default" is what loads without one.
 NAMED_WEIGHTS: dict[str, dict[int, str]] = {
-    "default": {640: "cnnseg640_streets.pt", 512: "cnnseg512.pt"},
+    "default": {grid: path.name for grid, path in DEFAULT_WEIGHTS.items()},
     "sim": {640: "cnnseg640_sim.pt", 512: "cnnseg512_sim.pt"},  # trained on simulated sweeps only (v2)
     # v3: v2 fine-tuned on drive 0001 + simulated frames (the 640 default until issue 32; the 512 default)
     "v3": {640: "cnnseg640.pt", 512: "cnnseg512.pt"},
