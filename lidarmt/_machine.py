@@ -130,13 +130,14 @@ def load_average() -> list[float] | None:
 
 def describe() -> dict:
     """The machine as every benchmark JSON and bug bundle records it: CPU model, ISA (the kernels', :func:`isa`),
-    whether bf16 is native, the cores this process may use and the load average when the benchmark started (the
-    machines are shared); where an ISA cap is set, also the CPU's own ISA (``cpu_isa``) and the caps
+    whether bf16 is native, the cores this process may use, the load average when the benchmark started (the
+    machines are shared) and whether freed memory is kept (``heap``, :mod:`lidarmt._heap`); where an ISA cap is set, also the CPU's own ISA (``cpu_isa``) and the caps
     (``isa_caps``)."""
+    from lidarmt._heap import state as heap_state
     from lidarmt._limits import cpu_cores
 
     doc = {"cpu": cpu_name(), "isa": isa(), "bf16": "native" if native_bf16() else "emulated",
-           "cores": cpu_cores(), "loadavg": load_average()}
+           "cores": cpu_cores(), "loadavg": load_average(), "heap": heap_state()}
     caps = isa_caps()
     if caps:
         doc["cpu_isa"] = cpu_isa()
@@ -146,8 +147,9 @@ def describe() -> dict:
 
 def record() -> dict:
     """The machine as a bug bundle and a campaign journal record it: :func:`describe` without the load average
-    (replay and the summary name its ISA; :func:`kernels` tells whether two records ran the same kernels)."""
-    return {k: v for k, v in describe().items() if k != "loadavg"}
+    and the heap (neither changes a result; replay and the summary name its ISA; :func:`kernels` tells whether
+    two records ran the same kernels)."""
+    return {k: v for k, v in describe().items() if k not in ("loadavg", "heap")}
 
 
 def isa_label(machine: dict | None) -> str:

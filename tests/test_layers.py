@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lidarmt"
 #: lowest first; a layer lists the modules and packages it holds (a package holds everything below it)
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("lidarmt", "lidarmt.types", "lidarmt.errors", "lidarmt._atomic", "lidarmt._limits", "lidarmt._paths",
-              "lidarmt._machine", "lidarmt._show",
+              "lidarmt._machine", "lidarmt._heap", "lidarmt._show",
               "lidarmt._plugins", "lidarmt._torchfile", "lidarmt._compat", "lidarmt.utm")),
     ("schemas", ("lidarmt.proto",)),
     ("recordings", ("lidarmt.io",)),

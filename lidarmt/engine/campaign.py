@@ -252,6 +252,9 @@ def _worker_main(cfg: dict[str, Any], wid: int, gen: int, tasks, results, thread
         results.send((wid, gen, kind, payload))
 
     _die_with_parent()
+    from lidarmt._heap import keep_freed_memory
+
+    keep_freed_memory()  # as the lidarmt command does on start (a spawned worker starts with glibc's defaults)
     if threads > 0:
         for var in _THREAD_VARS:
             os.environ.setdefault(var, str(threads))

@@ -230,7 +230,10 @@ class _RayWorker:  # pragma: no cover - runs in a Ray worker process (tested thr
 
     def __init__(self, cfg: dict[str, Any], threads: int = 0, paths: list[str] | None = None) -> None:
         sys.path[:0] = [p for p in paths or () if p and p not in sys.path]
+        from lidarmt._heap import keep_freed_memory
         from lidarmt.engine.kinds import config_from_dict
+
+        keep_freed_memory()  # as the lidarmt command does on start (lidarmt._heap)
 
         if threads > 0:
             for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):

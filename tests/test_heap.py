@@ -1,0 +1,136 @@
+"""lidarmt._heap: freed memory kept for the next allocation, the same results either way, and the way out."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+needs_glibc = pytest.mark.skipif(not GLIBC, reason="glibc's mallopt (Linux with glibc)")
+
+
+def _python(code: str, *args: str, **env: str) -> str:
+    """Run ``code`` with ``args`` in a fresh interpreter (its own malloc state) and return what it printed;
+    ``LIDARMT_HEAP`` only where ``env`` sets it."""
+    e = {k: v for k, v in os.environ.items() if k != "LIDARMT_HEAP"}
+    e.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", **env)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          env=e, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+FAULTS = """
+    import resource, sys, torch
+    from lidarmt import _heap
+    kept = _heap.keep_freed_memory() if sys.argv[-1] == "keep" else False
+    def faults():
+        x = torch.empty(16 << 20)  # 64 MB: beyond glibc's largest mmap threshold (32 MB)
+        x.fill_(1.0)
+        del x
+    faults()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    faults()
+    print(kept, _heap.state(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+"""
+
+
+@needs_glibc
+def test_a_freed_block_is_not_page_faulted_in_again():
+    kept = _python(FAULTS, "keep").split()
+    system = _python(FAULTS, "system").split()
+    assert kept[:2] == ["True", "kept"] and system[:2] == ["False", "system"]
+    # glibc's defaults map the 64 MB afresh: every page faults in again (16,384 4-kB pages; a few dozen where
+    # transparent huge pages back it); kept, the block comes back from the heap already mapped
+    assert int(system[2]) >= 16
+    assert int(kept[2]) * 10 <= int(system[2])
+
+
+@needs_glibc
+def test_the_environment_variable_leaves_glibc_as_it_is():
+    out = _python("""
+        from lidarmt import _heap
+        print(_heap.keep_freed_memory(), _heap.state())
+    """, LIDARMT_HEAP="system")
+    assert out == "False system"
+
+
+@needs_glibc
+def test_the_command_and_a_worker_keep_freed_memory_and_the_machine_record_says_so():
+    out = _python("""
+        import contextlib, io
+        from lidarmt import _heap, _machine
+        from lidarmt.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(["transforms"])
+        print(_heap.state(), _machine.describe()["heap"], "heap" in _machine.record())
+    """)
+    assert out == "kept kept False"
+
+
+def test_keeping_is_idempotent_and_restorable():
+    from lidarmt import _heap
+
+    before = _heap.state()
+    try:
+        first = _heap.keep_freed_memory()
+        assert _heap.keep_freed_memory() is first
+        assert _heap.state() == ("kept" if first else "system")
+        assert first is (GLIBC and os.environ.get(_heap.ENV, "").strip().lower() != "system")
+    finally:
+        if before == "system":
+            _heap.restore_system_heap()
+    assert _heap.state() == before
+
+
+def _digest(arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+@needs_glibc
+def test_the_networks_give_the_same_bytes_with_either_heap():
+    """Where the output buffers lie changes, not the arithmetic: Apollo's exact cnnseg and a camera model answer
+    byte for byte the same with glibc's defaults and with freed memory kept (each run twice, so that the second
+    call meets a heap the first has shaped)."""
+    import torch
+
+    from lidarmt import _heap
+    from lidarmt.camera.models.registry import get_model
+    from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network
+
+    torch.manual_seed(0)
+    runner = CnnRunner(build_network(96, seed=3), mode="exact", threads=1)
+    grid = torch.rand(1, 8, 96, 96)
+    model = get_model("dave-orig")
+    images = np.random.default_rng(1).integers(0, 255, (8, 240, 320, 3), dtype=np.uint8)
+    before = _heap.state()
+
+    def both() -> tuple[str, str]:
+        for _ in range(2):
+            cnn = _digest(v.numpy() for v in runner.run_tensor(grid).values())
+            cam = _digest([model.predict(images)])
+        return cnn, cam
+
+    try:
+        _heap.restore_system_heap()
+        system = both()
+        assert _heap.keep_freed_memory()
+        kept = both()
+    finally:
+        if before == "system":
+            _heap.restore_system_heap()
+        else:
+            _heap.keep_freed_memory()
+    assert kept == system
