@@ -29,3 +29,27 @@ def interleaved(fns: Mapping[str, Callable[[], object]], repeat: int
             wall[k] += w
             cpu[k] += c
     return wall, cpu
+
+
+def add_heap_option(ap) -> None:
+    """``--heap kept|system``: how the process keeps freed memory (:mod:`lidarmt._heap`). ``kept`` (the default)
+    is what the ``lidarmt`` command and its workers do; ``system`` leaves glibc's defaults (the numbers before
+    the ``lidarmt._heap`` change). Child processes inherit it through ``LIDARMT_HEAP``."""
+    ap.add_argument("--heap", choices=("kept", "system"), default="kept",
+                    help="kept: freed memory is kept for the next allocation, as the lidarmt command does; "
+                         "system: glibc's defaults (see lidarmt._heap)")
+
+
+def apply_heap(args) -> str:
+    """Apply ``--heap`` in this process (and, through the environment, its children); returns the state."""
+    import os
+
+    from lidarmt import _heap
+
+    if args.heap == "system":
+        os.environ[_heap.ENV] = "system"
+        _heap.restore_system_heap()
+    else:
+        os.environ.pop(_heap.ENV, None)
+        _heap.keep_freed_memory()
+    return _heap.state()

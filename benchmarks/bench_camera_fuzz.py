@@ -32,7 +32,9 @@ alone: its forward pass on a batch already on the GPU, timed with CUDA events, i
 run (fp32 with TF32 off, and bf16). The models run in fp32.
 
 Usage: ``python benchmarks/bench_camera_fuzz.py [--frames 12] [--repeats 3] [--models dave2,...]
-[--device auto|cpu|cuda] [--skip-cpu] [--serial]`` (Udacity frames from ../shared/data when present, else the demo bag's camera, else a synthetic
+[--device auto|cpu|cuda] [--skip-cpu] [--serial] [--heap kept|system]`` (``--heap``: ``kept``, the default, keeps
+freed memory for the next allocation as the ``lidarmt`` command does, :mod:`lidarmt._heap`; ``system``: glibc's
+defaults, the figures before that change; ``machine.heap`` in the JSON) (Udacity frames from ../shared/data when present, else the demo bag's camera, else a synthetic
 folder). Writes ``benchmarks/results/camera_fuzz.json``.
 """
 
@@ -52,6 +54,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _timing import add_heap_option, apply_heap  # noqa: E402
 
 from lidarmt import _machine  # noqa: E402
 from lidarmt.camera import prefetch  # noqa: E402
@@ -259,7 +264,9 @@ def main() -> None:
     ap.add_argument("--skip-cpu", action="store_true", help="GPU only: skip the CPU timings")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     ap.add_argument("--serial", action="store_true", help="also time the campaign without prefetch")
+    add_heap_option(ap)
     args = ap.parse_args()
+    apply_heap(args)  # before anything is allocated
     import torch
 
     from lidarmt.errors import UserError

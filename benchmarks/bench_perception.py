@@ -37,6 +37,11 @@ so that half of the first frame's non-empty cells are objects (so that agreement
 
     .venv/bin/python benchmarks/bench_perception.py [--frames 4] [--repeat 3] [--grid 640] [--compile]
         [--device auto|cpu|cuda] [--gpu-batch 8] [--skip-cpu] [--isa default,AVX512_CORE,AVX2] [--cnn-only]
+        [--heap kept|system]
+
+``--heap``: ``kept`` (the default, what the ``lidarmt`` command does: freed memory is kept for the next
+allocation, :mod:`lidarmt._heap`) or ``system`` (glibc's defaults: every call page-faults its activations in
+again; the figures before that change). ``machine.heap`` in the JSON says which.
 """
 
 from __future__ import annotations
@@ -54,8 +59,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
+from _timing import add_heap_option, apply_heap  # noqa: E402
 
 from lidarmt import _machine  # noqa: E402
 from lidarmt._machine import with_machine  # noqa: E402
@@ -566,7 +573,9 @@ def main() -> None:
                     "setting, comma-separated: default,AVX512_CORE,AVX2 (MKL capped alike)")
     ap.add_argument("--cnn-only", action="store_true", help="only the CNN section (what --isa's children run)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perception.json")
+    add_heap_option(ap)
     args = ap.parse_args()
+    apply_heap(args)  # before anything is allocated; the --isa children inherit it (LIDARMT_HEAP)
     isas = [x.strip() for x in args.isa.split(",") if x.strip()]
     for x in isas:
         isa_allowed(x)  # an unknown name stops here, before anything is timed
