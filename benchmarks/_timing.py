@@ -46,9 +46,8 @@ def apply_heap(args) -> str:
 
     from lidarmt import _heap
 
-    if args.heap == "system":
+    if args.heap == "system":  # glibc's own behaviour: nothing is set (a mallopt call would end its adaptivity)
         os.environ[_heap.ENV] = "system"
-        _heap.restore_system_heap()
     else:
         os.environ.pop(_heap.ENV, None)
         _heap.keep_freed_memory()

@@ -1,17 +1,18 @@
 """What keeping freed memory (:mod:`lidarmt._heap`) buys each network: glibc's defaults against freed memory kept.
 
-For each network, in ``--repeats`` interleaved rounds (glibc's defaults, then kept, so that load drift hits both
-alike): one warm-up call under the round's setting, then one timed call; wall and process CPU seconds and the
-minor page faults of the timed call. Reported per network: the median call under each setting, the median of the
-per-round speed-ups (defaults / kept, wall and CPU) and the median page faults; and whether the two settings gave
-the same bytes (they must: only where the buffers lie changes).
+In ``--repeats`` interleaved rounds (glibc's defaults, then kept, so that load drift hits both alike), each arm
+in a fresh process (glibc's adaptive mmap threshold cannot be restored once changed, so ``system`` is a process
+that never touches it, ``LIDARMT_HEAP=system``): per network one warm-up call, then ``--calls`` timed calls;
+wall and process CPU seconds and the minor page faults of each. Reported per network: the median under each
+setting, the median of the per-round speed-ups (defaults / kept, wall and CPU) and the median page faults; and
+whether the two settings gave the same bytes (they must: only where the buffers lie changes).
 
 Networks: Apollo's cnnseg at ``--grid`` (exact mode, one thread, random weights and features: the arithmetic does
 not depend on the values) and the camera models named by ``--models`` on a batch of ``--batch`` random 320x240
 images (torch's default threads; Chauffeur's encoder-feature cache cleared before each call), what
 ``bench_camera_fuzz.py``'s model-only figure calls.
 
-Usage: ``python benchmarks/bench_heap.py [--repeats 6] [--grid 640] [--batch 64] [--models dave-orig,...]``;
+Usage: ``python benchmarks/bench_heap.py [--repeats 4] [--calls 3] [--grid 640] [--batch 64] [--models dave-orig,...]``;
 writes ``benchmarks/results/heap.json`` (``--out``), the machine and its ISA included.
 """
 
@@ -49,68 +50,22 @@ def _digest(arrays) -> str:
     return h.hexdigest()
 
 
-def ab(call: Callable[[], str], repeats: int) -> dict:
-    """Interleaved rounds of ``call`` (which returns a digest of its outputs) under glibc's defaults and kept."""
-    got: dict[str, dict[str, list]] = {s: {"wall": [], "cpu": [], "faults": [], "digest": []}
-                                      for s in ("system", "kept")}
-    for _ in range(repeats):
-        for setting in ("system", "kept"):
-            if setting == "kept":
-                _heap.keep_freed_memory()
-            else:
-                _heap.restore_system_heap()
-            call()  # warm-up under this setting (the heap shaped as the next call will meet it)
-            f0, c0, t0 = _faults(), time.process_time(), time.perf_counter()
-            d = call()
-            g = got[setting]
-            g["wall"].append(time.perf_counter() - t0)
-            g["cpu"].append(time.process_time() - c0)
-            g["faults"].append(_faults() - f0)
-            g["digest"].append(d)
-    out = {s: {"wall_s_median": statistics.median(g["wall"]), "cpu_s_median": statistics.median(g["cpu"]),
-               "faults_median": statistics.median(g["faults"])} for s, g in got.items()}
-    out["speedup_wall_median"] = statistics.median(
-        a / b for a, b in zip(got["system"]["wall"], got["kept"]["wall"], strict=True))
-    out["speedup_cpu_median"] = statistics.median(
-        a / b for a, b in zip(got["system"]["cpu"], got["kept"]["cpu"], strict=True))
-    out["same_bytes"] = len(set(got["system"]["digest"]) | set(got["kept"]["digest"])) == 1
-    return out
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=6)
-    ap.add_argument("--grid", type=int, default=640, help="cnnseg's grid (0: skip it)")
-    ap.add_argument("--batch", type=int, default=64, help="camera models: images per predict call")
-    ap.add_argument("--models", default="dave-orig,dave2,epoch,rambo", help="camera models, comma-separated")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
-    if args.repeats < 1 or args.batch < 1 or args.grid < 0:
-        ap.error("--repeats and --batch must be positive, --grid at least 0")
+def child(args) -> None:
+    """One arm of one round, in this fresh process: each network's warm-up call, then ``--calls`` timed calls;
+    prints one JSON line per network (wall, CPU seconds and minor page faults of each timed call, the outputs'
+    digest)."""
     import torch
 
-    mach = _machine.describe()
-    rows: dict[str, dict] = {}
-    print(f"# CPU {mach['cpu']} ({mach['isa']}), {mach['cores']} cores, load {mach['loadavg']}; interleaved "
-          f"rounds, median of {args.repeats}")
-    print(f"{'network':<22} {'defaults ms':>12} {'kept ms':>9} {'speed-up':>9} {'CPU speed-up':>13} "
-          f"{'faults (defaults)':>18} {'faults (kept)':>14} {'same bytes':>11}", flush=True)
-
-    def show(name: str, r: dict, per: int) -> None:
-        rows[name] = r
-        print(f"{name:<22} {1e3 * r['system']['wall_s_median'] / per:>12.2f} "
-              f"{1e3 * r['kept']['wall_s_median'] / per:>9.2f} {r['speedup_wall_median']:>8.2f}x "
-              f"{r['speedup_cpu_median']:>12.2f}x {r['system']['faults_median']:>18.0f} "
-              f"{r['kept']['faults_median']:>14.0f} {r['same_bytes']!s:>11}", flush=True)
-
+    if args.child == "kept":
+        _heap.keep_freed_memory()
+    nets: list[tuple[str, int, Callable[[], str]]] = []
     if args.grid:
         from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network
 
         runner = CnnRunner(build_network(args.grid, seed=0), mode="exact", threads=1)
         grid = torch.rand(1, 8, args.grid, args.grid, generator=torch.Generator().manual_seed(1))
-        r = ab(lambda: _digest(v.numpy() for v in runner.run_tensor(grid).values()), args.repeats)
-        r.update(what=f"cnnseg {args.grid}x{args.grid}, exact ({runner.implementation}), 1 thread, per call")
-        show(f"cnnseg{args.grid}-exact", r, 1)
+        nets.append((f"cnnseg{args.grid}-exact", 1,
+                     lambda: _digest(v.numpy() for v in runner.run_tensor(grid).values())))
     from lidarmt.camera.models.registry import get_model
 
     rng = np.random.default_rng(2)
@@ -125,14 +80,81 @@ def main() -> None:
                 clear()
             return _digest([m.predict(x)])
 
-        r = ab(call, args.repeats)
-        r.update(what=f"predict on {args.batch} images ({torch.get_num_threads()} threads), per image")
-        show(name, r, args.batch)
-    _heap.keep_freed_memory()
+        nets.append((name, args.batch, call))
+    for name, per, call in nets:
+        call()  # warm-up: the heap shaped as the next calls meet it
+        got: dict[str, list] = {"wall": [], "cpu": [], "faults": []}
+        for _ in range(args.calls):
+            f0, c0, t0 = _faults(), time.process_time(), time.perf_counter()
+            d = call()
+            got["wall"].append((time.perf_counter() - t0) / per)
+            got["cpu"].append((time.process_time() - c0) / per)
+            got["faults"].append(_faults() - f0)
+        print(json.dumps({"name": name, "heap": _heap.state(), "digest": d, "threads": torch.get_num_threads(),
+                          **{k: statistics.median(v) for k, v in got.items()}}), flush=True)
+
+
+def round_of(args, setting: str) -> dict[str, dict]:
+    """One arm of a round in a fresh process (``LIDARMT_HEAP`` set for ``system``: glibc untouched)."""
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != _heap.ENV}
+    if setting == "system":
+        env[_heap.ENV] = "system"
+    cmd = [sys.executable, __file__, "--child", setting, "--grid", str(args.grid), "--batch", str(args.batch),
+           "--models", args.models, "--calls", str(args.calls)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert all(r["heap"] == setting for r in rows), rows
+    return {r["name"]: r for r in rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=4, help="interleaved rounds (each arm a fresh process)")
+    ap.add_argument("--calls", type=int, default=3, help="timed calls per network per arm (their median)")
+    ap.add_argument("--grid", type=int, default=640, help="cnnseg's grid (0: skip it)")
+    ap.add_argument("--batch", type=int, default=64, help="camera models: images per predict call")
+    ap.add_argument("--models", default="dave-orig,dave2,epoch,rambo", help="camera models, comma-separated")
+    ap.add_argument("--child", choices=("system", "kept"), help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+    if args.repeats < 1 or args.calls < 1 or args.batch < 1 or args.grid < 0:
+        ap.error("--repeats, --calls and --batch must be positive, --grid at least 0")
+    if args.child:
+        child(args)
+        return
+    mach = _machine.describe()
+    print(f"# CPU {mach['cpu']} ({mach['isa']}), {mach['cores']} cores, load {mach['loadavg']}; {args.repeats} "
+          f"interleaved rounds, each arm a fresh process, median of {args.calls} calls each")
+    print(f"{'network':<22} {'defaults ms':>12} {'kept ms':>9} {'speed-up':>9} {'CPU speed-up':>13} "
+          f"{'faults (defaults)':>18} {'faults (kept)':>14} {'same bytes':>11}   (ms per call or image)", flush=True)
+    arms: dict[str, list[dict[str, dict]]] = {"system": [], "kept": []}
+    for _ in range(args.repeats):
+        for setting in ("system", "kept"):
+            arms[setting].append(round_of(args, setting))
+    rows: dict[str, dict] = {}
+    for name in arms["system"][0]:
+        sys_, kept = [r[name] for r in arms["system"]], [r[name] for r in arms["kept"]]
+        r = {s: {"wall_s_median": statistics.median(x["wall"] for x in v),
+                 "cpu_s_median": statistics.median(x["cpu"] for x in v),
+                 "faults_median": statistics.median(x["faults"] for x in v)} for s, v in (("system", sys_),
+                                                                                      ("kept", kept))}
+        r["speedup_wall_median"] = statistics.median(a["wall"] / b["wall"] for a, b in zip(sys_, kept, strict=True))
+        r["speedup_cpu_median"] = statistics.median(a["cpu"] / b["cpu"] for a, b in zip(sys_, kept, strict=True))
+        r["same_bytes"] = len({x["digest"] for x in sys_ + kept}) == 1
+        r["what"] = ("per call, exact mode, 1 thread" if name.startswith("cnnseg")
+                     else f"per image, predict on {args.batch} images, {sys_[0]['threads']} threads")
+        rows[name] = r
+        print(f"{name:<22} {1e3 * r['system']['wall_s_median']:>12.2f} {1e3 * r['kept']['wall_s_median']:>9.2f} "
+              f"{r['speedup_wall_median']:>8.2f}x {r['speedup_cpu_median']:>12.2f}x "
+              f"{r['system']['faults_median']:>18.0f} {r['kept']['faults_median']:>14.0f} "
+              f"{r['same_bytes']!s:>11}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, json.dumps({
         "command": " ".join(["benchmarks/bench_heap.py", *sys.argv[1:]]), "isa": mach["isa"], "machine": mach,
-        "torch_threads": torch.get_num_threads(), "repeats": args.repeats, "networks": rows,
+        "repeats": args.repeats, "calls": args.calls, "networks": rows,
         "loadavg_end": _machine.load_average()}, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -16,7 +16,8 @@
 #
 #   OUT=/tmp/gpu bash benchmarks/gpu_run.sh          # all steps
 #   STEPS="tests perception" bash benchmarks/gpu_run.sh
-#   STEP_TIMEOUT=480 TIMEOUT_camera=240 CAMERA_MODELS=dave2,epoch bash benchmarks/gpu_run.sh
+#   STEP_TIMEOUT=480 TIMEOUT_camera=240 CAMERA_MODELS=dave2,epoch CAMERA_FRAMES=6 bash benchmarks/gpu_run.sh
+#   HEAP=system OUT=/tmp/gpu-system STEPS="perception camera" bash benchmarks/gpu_run.sh   # glibc's defaults
 # Without .venv (a machine whose image already holds torch with CUDA) it runs the project from this checkout with
 # python3 (PY=... picks another interpreter).
 set -uo pipefail
@@ -27,6 +28,8 @@ fi
 if [ -n "${LIDARMT:-}" ]; then LIDARMT_CMD=("$LIDARMT"); else LIDARMT_CMD=("$PY" -m lidarmt); fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 CAMERA_MODELS=${CAMERA_MODELS:-}
+CAMERA_FRAMES=${CAMERA_FRAMES:-12}
+HEAP=${HEAP:-}  # kept | system: the benchmarks' --heap (default kept, as the lidarmt command: lidarmt._heap)
 OUT=${OUT:-benchmarks/results/gpu}
 STEPS=${STEPS:-tests perception camera translate campaign}
 STEP_TIMEOUT=${STEP_TIMEOUT:-480}
@@ -57,9 +60,9 @@ for step in $STEPS; do
     tests) run_step tests "$PY" -m pytest -q -p no:cacheprovider -rs --durations=10 tests/test_device.py \
            --junitxml="$OUT/tests.xml" ;;
     perception) run_step perception "$PY" benchmarks/bench_perception.py --device cuda --skip-cpu --frames 4 \
-           --out "$OUT/perception.json" ;;
-    camera) run_step camera "$PY" benchmarks/bench_camera_fuzz.py --device cuda --skip-cpu --frames 12 --repeats 2 \
-           ${CAMERA_MODELS:+--models "$CAMERA_MODELS"} --out "$OUT/camera_fuzz.json" ;;
+           ${HEAP:+--heap "$HEAP"} --out "$OUT/perception.json" ;;
+    camera) run_step camera "$PY" benchmarks/bench_camera_fuzz.py --device cuda --skip-cpu --frames "$CAMERA_FRAMES" \
+           --repeats 2 ${HEAP:+--heap "$HEAP"} ${CAMERA_MODELS:+--models "$CAMERA_MODELS"} --out "$OUT/camera_fuzz.json" ;;
     translate) run_step translate "$PY" benchmarks/bench_translate.py --device cuda --out "$OUT/translate.json" ;;
     campaign)
       if [ ! -f bags/demo.bag ] || [ ! -f hdmaps/demo/base_map.bin ]; then

@@ -30,8 +30,6 @@ KEEP_BYTES = 1 << 30
 
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
 _M_MMAP_MAX = -4
-_GLIBC_MMAP_MAX = 65536  # glibc's default M_MMAP_MAX
-_GLIBC_TRIM = 128 * 1024  # glibc's default M_TRIM_THRESHOLD
 
 _state = "system"
 
@@ -50,7 +48,7 @@ def _libc() -> ctypes.CDLL | None:
 def keep_freed_memory() -> bool:
     """Make glibc keep freed memory for the next allocation (see the module docstring). Returns whether it is
     in effect now; False where ``LIDARMT_HEAP=system`` or the C library is not glibc. Calling it again does
-    nothing more."""
+    nothing more; it cannot be undone in the process."""
     global _state
     if os.environ.get(ENV, "").strip().lower() == "system":
         return False
@@ -59,24 +57,13 @@ def keep_freed_memory() -> bool:
     libc = _libc()
     if libc is None:
         return False
-    # the trim threshold first: from then on a freed block stays, and blocks allocated next come from the heap
+    # the trim threshold first: from then on a freed block stays, and blocks allocated next come from the heap.
+    # There is no way back within the process: setting either parameter ends glibc's adaptive mmap threshold,
+    # so glibc's own behaviour is measured in a fresh process with LIDARMT_HEAP=system (benchmarks/bench_heap.py)
     if libc.mallopt(_M_TRIM_THRESHOLD, KEEP_BYTES) != 1 or libc.mallopt(_M_MMAP_MAX, 0) != 1:
-        restore_system_heap()  # pragma: no cover - glibc refused a documented parameter
-        return False
+        return False  # pragma: no cover - glibc refused a documented parameter
     _state = "kept"
     return True
-
-
-def restore_system_heap() -> None:
-    """glibc's defaults again (large blocks mapped and unmapped, a small trim threshold), and the freed memory
-    above it handed back. For A/B measurements (``benchmarks/bench_heap.py``) and tests."""
-    global _state
-    libc = _libc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_MAX, _GLIBC_MMAP_MAX)
-        libc.mallopt(_M_TRIM_THRESHOLD, _GLIBC_TRIM)
-        libc.malloc_trim(0)
-    _state = "system"
 
 
 def state() -> str:

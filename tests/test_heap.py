@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import subprocess
@@ -10,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,13 +31,13 @@ FAULTS = """
     import resource, sys, torch
     from lidarmt import _heap
     kept = _heap.keep_freed_memory() if sys.argv[-1] == "keep" else False
-    def faults():
-        x = torch.empty(16 << 20)  # 64 MB: beyond glibc's largest mmap threshold (32 MB)
+    def touch(mb):
+        x = torch.empty(mb << 18)  # mb MB of float32: beyond glibc's largest mmap threshold (32 MB)
         x.fill_(1.0)
         del x
-    faults()
+    touch(80)  # a block freed; the next, smaller one fits in it whatever lies around it
     f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    faults()
+    touch(64)
     print(kept, _heap.state(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 """
 
@@ -77,60 +75,40 @@ def test_the_command_and_a_worker_keep_freed_memory_and_the_machine_record_says_
     assert out == "kept kept False"
 
 
-def test_keeping_is_idempotent_and_restorable():
-    from lidarmt import _heap
-
-    before = _heap.state()
-    try:
-        first = _heap.keep_freed_memory()
-        assert _heap.keep_freed_memory() is first
-        assert _heap.state() == ("kept" if first else "system")
-        assert first is (GLIBC and os.environ.get(_heap.ENV, "").strip().lower() != "system")
-    finally:
-        if before == "system":
-            _heap.restore_system_heap()
-    assert _heap.state() == before
+def test_keeping_is_idempotent():
+    out = _python("""
+        from lidarmt import _heap
+        print(_heap.state(), _heap.keep_freed_memory(), _heap.keep_freed_memory(), _heap.state())
+    """)
+    assert out == ("system True True kept" if GLIBC else "system False False system")
 
 
-def _digest(arrays) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
-    return h.hexdigest()
-
-
-@needs_glibc
-def test_the_networks_give_the_same_bytes_with_either_heap():
-    """Where the output buffers lie changes, not the arithmetic: Apollo's exact cnnseg and a camera model answer
-    byte for byte the same with glibc's defaults and with freed memory kept (each run twice, so that the second
-    call meets a heap the first has shaped)."""
-    import torch
-
+BYTES = """
+    import hashlib, sys
+    import numpy as np, torch
     from lidarmt import _heap
     from lidarmt.camera.models.registry import get_model
     from lidarmt.lidar.perception.apollo.network import CnnRunner, build_network
-
+    kept = _heap.keep_freed_memory()
     torch.manual_seed(0)
     runner = CnnRunner(build_network(96, seed=3), mode="exact", threads=1)
     grid = torch.rand(1, 8, 96, 96)
     model = get_model("dave-orig")
     images = np.random.default_rng(1).integers(0, 255, (8, 240, 320, 3), dtype=np.uint8)
-    before = _heap.state()
+    h = hashlib.sha256()
+    for _ in range(2):  # the second calls meet a heap the first ones have shaped
+        for v in runner.run_tensor(grid).values():
+            h.update(v.numpy().tobytes())
+        h.update(np.ascontiguousarray(model.predict(images)).tobytes())
+    print(kept, h.hexdigest())
+"""
 
-    def both() -> tuple[str, str]:
-        for _ in range(2):
-            cnn = _digest(v.numpy() for v in runner.run_tensor(grid).values())
-            cam = _digest([model.predict(images)])
-        return cnn, cam
 
-    try:
-        _heap.restore_system_heap()
-        system = both()
-        assert _heap.keep_freed_memory()
-        kept = both()
-    finally:
-        if before == "system":
-            _heap.restore_system_heap()
-        else:
-            _heap.keep_freed_memory()
-    assert kept == system
+@needs_glibc
+def test_the_networks_give_the_same_bytes_with_either_heap():
+    """Where the output buffers lie changes, not the arithmetic: Apollo's exact cnnseg and a camera model answer
+    byte for byte the same with glibc's defaults and with freed memory kept."""
+    kept = _python(BYTES).split()
+    system = _python(BYTES, LIDARMT_HEAP="system").split()
+    assert kept[0] == "True" and system[0] == "False"
+    assert kept[1] == system[1]
