@@ -87,7 +87,7 @@ EOF
   esac
 done
 
-"$PY" - "$OUT" <<'EOF'
+"$PY" - "$OUT" "${HEAP:-kept}" <<'EOF'
 import json, subprocess, sys
 from pathlib import Path
 
@@ -103,8 +103,9 @@ try:
                          capture_output=True, text=True, timeout=30).stdout.strip()
 except (OSError, subprocess.SubprocessError):
     smi = ""
+# heap: the benchmarks' --heap (this summary's own process keeps glibc's defaults, as machine.heap says)
 doc = {"gpu": torch.cuda.get_device_name(0), "nvidia_smi": smi, "torch": torch.__version__,
-       "cuda": torch.version.cuda, "machine": describe(), "steps": steps}
+       "cuda": torch.version.cuda, "machine": describe(), "heap": sys.argv[2], "steps": steps}
 (out / "gpu_run.json").write_text(json.dumps(doc, indent=2) + "\n")
 print(json.dumps(doc, indent=2))
 EOF

@@ -1,13 +1,14 @@
 """Keep the memory a lidarmt process frees for its next allocation, instead of handing it back to the kernel.
 
-glibc's ``malloc`` serves a block of more than 32 MB (and, until its adaptive threshold has grown, of more than
-128 kB) with a fresh ``mmap`` and unmaps it on ``free``. A network's activations are such blocks: Apollo's cnnseg
-at 640x640 allocates about 320 MB per call (each layer's output, the skip concatenations), a camera model's
-batch of 64 tens of MB. So every call page-faulted all of them in again, and the kernel zeroed each page first:
-on the 2-core virtual machines this project is measured on, 82,000 page faults per cnnseg call (about a third
-of its time) and 29,000 per dave-orig batch (about 45 %). The arithmetic is the same either way; only where the
-output buffers lie changes, and torch aligns them to 64 bytes whatever the allocator gives it (the outputs were
-compared byte for byte, ``tests/test_heap.py``).
+glibc's ``malloc`` serves a block above its mmap threshold (128 kB at start, adapting up to 32 MB as mapped blocks
+are freed) with a fresh ``mmap`` and unmaps it on ``free``; it also trims the heap's free top above a threshold.
+A network's activations are such blocks. So a call page-faulted them in again, and the kernel zeroed each page
+first: measured with glibc untouched against freed memory kept (``benchmarks/bench_heap.py``, each arm a fresh
+process, 2-core AMX Xeon), 31,000 page faults per exact cnnseg call at 640x640 (1.18x faster kept), 213,000 per
+Epoch batch of 64 (1.8x), 2 million per Chauffeur batch (1.5x), none for the Dave models, whose blocks glibc's
+adaptive threshold already reuses (1.0x). The arithmetic is the same either way; only where the buffers lie
+changes, and torch aligns them to 64 bytes whatever the allocator gives it (the outputs are the same bytes,
+``tests/test_heap.py`` and the benchmark's ``same_bytes``).
 
 :func:`keep_freed_memory` tells glibc to take every block from its heap (``M_MMAP_MAX`` 0) and to keep up to
 :data:`KEEP_BYTES` of freed memory at the heap's top (``M_TRIM_THRESHOLD``): the process holds on to its peak
