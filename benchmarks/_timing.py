@@ -34,7 +34,7 @@ def interleaved(fns: Mapping[str, Callable[[], object]], repeat: int
 def add_heap_option(ap) -> None:
     """``--heap kept|system``: how the process keeps freed memory (:mod:`lidarmt._heap`). ``kept`` (the default)
     is what the ``lidarmt`` command and its workers do; ``system`` leaves glibc's defaults (the numbers before
-    the ``lidarmt._heap`` change). Child processes inherit it through ``LIDARMT_HEAP``."""
+    the ``lidarmt._heap`` change). A benchmark's child processes are given the same option."""
     ap.add_argument("--heap", choices=("kept", "system"), default="kept",
                     help="kept: freed memory is kept for the next allocation, as the lidarmt command does; "
                          "system: glibc's defaults (see lidarmt._heap)")

@@ -328,7 +328,8 @@ def isa_child(setting: str, args) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cnn.json"
         cmd = [sys.executable, __file__, "--cnn-only", "--frames", str(args.frames), "--repeat", str(args.repeat),
-               "--grid", str(args.grid), "--device", "cpu", "--out", str(out)] + (["--synthetic"] if args.synthetic else [])
+               "--grid", str(args.grid), "--device", "cpu", "--heap", args.heap, "--out", str(out)] \
+            + (["--synthetic"] if args.synthetic else [])
         subprocess.run(cmd, env=env, check=True)
         return json.loads(out.read_text())
 
@@ -575,7 +576,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perception.json")
     add_heap_option(ap)
     args = ap.parse_args()
-    apply_heap(args)  # before anything is allocated; the --isa children inherit it (LIDARMT_HEAP)
+    apply_heap(args)  # before anything is allocated; the --isa children are given the same --heap
     isas = [x.strip() for x in args.isa.split(",") if x.strip()]
     for x in isas:
         isa_allowed(x)  # an unknown name stops here, before anything is timed
