@@ -112,3 +112,23 @@ def test_the_networks_give_the_same_bytes_with_either_heap():
     system = _python(BYTES, LIDARMT_HEAP="system").split()
     assert kept[0] == "True" and system[0] == "False"
     assert kept[1] == system[1]
+
+
+@pytest.mark.slow
+@needs_glibc
+def test_the_benchmark_compares_both_arms_in_fresh_processes(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "heap.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_heap.py"), "--repeats", "1", "--calls",
+                           "1", "--grid", "64", "--batch", "2", "--models", "dave-orig", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env={**{k: v for k, v in os.environ.items() if k != "LIDARMT_HEAP"}, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["networks"]) == {"cnnseg64-exact", "dave-orig"}
+    for row in doc["networks"].values():
+        assert row["same_bytes"] is True
+        assert row["system"]["wall_s_median"] > 0 and row["kept"]["wall_s_median"] > 0
+        assert row["kept"]["faults_median"] >= 0 and row["speedup_wall_median"] > 0
+    assert doc["machine"]["isa"] == doc["isa"]
