@@ -63,7 +63,7 @@ def test_the_environment_variable_leaves_glibc_as_it_is():
 
 
 @needs_glibc
-def test_the_command_and_a_worker_keep_freed_memory_and_the_machine_record_says_so():
+def test_the_command_keeps_freed_memory_and_the_machine_record_says_so():
     out = _python("""
         import contextlib, io
         from lidarmt import _heap, _machine
