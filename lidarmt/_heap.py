@@ -24,7 +24,7 @@ import ctypes
 import os
 import platform
 
-#: the environment variable that turns it off: ``system`` leaves glibc's defaults
+#: the environment variable that turns it off: ``system`` leaves glibc's defaults (``kept`` or unset: keep)
 ENV = "LIDARMT_HEAP"
 #: freed memory kept at the top of the heap before glibc trims it (beyond it, it goes back to the kernel)
 KEEP_BYTES = 1 << 30
@@ -51,8 +51,14 @@ def keep_freed_memory() -> bool:
     in effect now; False where ``LIDARMT_HEAP=system`` or the C library is not glibc. Calling it again does
     nothing more; it cannot be undone in the process."""
     global _state
-    if os.environ.get(ENV, "").strip().lower() == "system":
+    wanted = os.environ.get(ENV, "").strip().lower()
+    if wanted == "system":
         return False
+    if wanted not in ("", "kept"):
+        import warnings
+
+        warnings.warn(f"{ENV}={wanted!r} is neither 'system' nor 'kept'; freed memory is kept (the default)",
+                      stacklevel=2)
     if _state == "kept":
         return True
     libc = _libc()
@@ -68,6 +74,6 @@ def keep_freed_memory() -> bool:
 
 
 def state() -> str:
-    """``kept`` while :func:`keep_freed_memory` is in effect in this process, else ``system`` (what benchmarks
-    and journals record beside the machine)."""
+    """``kept`` while :func:`keep_freed_memory` is in effect in this process, else ``system`` (what benchmark
+    files record beside the machine, ``machine.heap``)."""
     return _state

@@ -63,6 +63,19 @@ def test_the_environment_variable_leaves_glibc_as_it_is():
 
 
 @needs_glibc
+def test_an_unknown_setting_is_named_in_a_warning_and_freed_memory_is_kept():
+    out = _python("""
+        import warnings
+        from lidarmt import _heap
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            kept = _heap.keep_freed_memory()
+        print(kept, _heap.state(), "|".join(str(w.message) for w in got))
+    """, LIDARMT_HEAP="sytem")
+    assert out.startswith("True kept LIDARMT_HEAP='sytem' is neither 'system' nor 'kept'")
+
+
+@needs_glibc
 def test_the_command_keeps_freed_memory_and_the_machine_record_says_so():
     out = _python("""
         import contextlib, io

@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from lidarmt._heap import keep_freed_memory
 
-    keep_freed_memory()  # a network's activations are not page-faulted in again on every call (lidarmt._heap)
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
     try:
+        keep_freed_memory()  # a network's activations are not page-faulted in again on every call (lidarmt._heap)
         return _main(argv)
     finally:
         warnings.showwarning = shown
