@@ -510,31 +510,20 @@ def _glare(image: np.ndarray, p: dict[str, Any], rng: RngFactory, shared: dict) 
 
 
 def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.ndarray, ...] | None:
-    """:meth:`lidarmt.camera.transforms.optics.Droplets.drops` with the same draws and the same drawn ellipses,
-    the maps made by one kernel pass over the label image instead of NumPy passes over the drops' pixels (the
-    label and the unblurred maps in the thread's scratch arrays)."""
-    import cv2
-
+    """:meth:`lidarmt.camera.transforms.optics.Droplets.drops` with the same drops (:func:`~lidarmt.camera.
+    transforms.optics.drop_label`) and blurs (:func:`~lidarmt.camera.transforms.optics.defocus_drops`), the maps
+    made by one kernel pass over the label image instead of NumPy passes over the drops' pixels (the label and
+    the unblurred maps in the thread's scratch arrays)."""
     from lidarmt.camera.transforms import _batched_kernels as K
-    from lidarmt.camera.transforms.optics import _pixel_grid
+    from lidarmt.camera.transforms.optics import _pixel_grid, defocus_drops, drop_label
 
-    i = p["intensity"]
     s = h / 240.0
-    g = rng(TEXTURE_STREAM)
-    n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
-    if n == 0:
-        return None
-    r = h * p["size"] * np.minimum(0.075, 0.012 + g.exponential(0.018, n))
-    ecc = g.uniform(0.8, 1.15, n)
-    cx, cy = g.uniform(0, w, n), g.uniform(0, h, n)
-    # the reference's int(round(v * 16)) for every drop at once (np.round rounds halves to even, as round does)
-    ex, ey = np.round(cx * 16).astype(np.int64).tolist(), np.round(cy * 16).astype(np.int64).tolist()
-    ax = np.maximum(1, np.round(r * 16).astype(np.int64)).tolist()
-    ay = np.maximum(1, np.round(r * ecc * 16).astype(np.int64)).tolist()
     label = _scratch("f1a", (h, w))
     label.fill(0.0)
-    for k in range(n):
-        cv2.ellipse(label, (ex[k], ey[k]), (ax[k], ay[k]), 0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
+    drawn = drop_label(h, w, p, rng, label)
+    if drawn is None:
+        return None
+    r, ecc, cx, cy, label = drawn
     gx, gy = _pixel_grid(h, w)
     mx, my = gx.copy(), gy.copy()
     shade = _scratch("f1b", (h, w))
@@ -545,10 +534,7 @@ def drop_layers(h: int, w: int, p: dict[str, Any], rng: RngFactory) -> tuple[np.
     mask.fill(0.0)
     K.drop_maps(label, r.astype(np.float32), ecc.astype(np.float32), cx.astype(np.float32), cy.astype(np.float32),
                 np.float32(p["view"] * h), mx, my, shade, highlight, mask)
-    soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
-    shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
-    highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
-    return mx, my, shade, highlight, soft
+    return (mx, my, *defocus_drops(shade, highlight, mask, p, s))
 
 
 def _float_of(image: np.ndarray, shared: dict) -> np.ndarray:

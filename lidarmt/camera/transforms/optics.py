@@ -165,21 +165,11 @@ class Droplets(Weather):
               rng: RngFactory) -> tuple[np.ndarray, ...] | None:
         """What depends on the setting and seed alone: the refraction's remap, and the shading's, the
         highlight's and the outline's (H, W) maps; None when there is no drop."""
-        i = p["intensity"]
         s = h / 240.0
-        g = rng(TEXTURE_STREAM)
-        n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
-        if n == 0:
+        drawn = drop_label(h, w, p, rng, np.zeros((h, w), np.float32))
+        if drawn is None:
             return None
-        # the drops, drawn in order as filled ellipses into a label image (a later drop covers an earlier one)
-        r = h * p["size"] * np.minimum(0.075, 0.012 + g.exponential(0.018, n))
-        ecc = g.uniform(0.8, 1.15, n)  # drops are a little elongated, mostly vertically
-        cx, cy = g.uniform(0, w, n), g.uniform(0, h, n)
-        label = np.zeros((h, w), np.float32)
-        for k in range(n):
-            cv2.ellipse(label, (int(round(cx[k] * 16)), int(round(cy[k] * 16))),
-                        (max(1, int(round(r[k] * 16))), max(1, int(round(r[k] * ecc[k] * 16)))),
-                        0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
+        r, ecc, cx, cy, label = drawn
         ys, xs = np.nonzero(label)
         idx = label[ys, xs].astype(np.intp) - 1
         rk, ek, cxk, cyk = (a[idx].astype(np.float32) for a in (r, ecc, cx, cy))
@@ -201,11 +191,39 @@ class Droplets(Weather):
         highlight = np.zeros((h, w), np.float32)
         highlight[ys, xs] = 0.35 * np.exp(-(hx * hx + hy * hy) / (2 * (0.16 * rk) ** 2))
         mask = (label > 0).astype(np.float32)
-        # out of focus: the outline and the shading blurred
-        soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
-        shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
-        highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
-        return mx, my, shade, highlight, soft
+        return (mx, my, *defocus_drops(shade, highlight, mask, p, s))
+
+
+def drop_label(h: int, w: int, p: dict[str, Any], rng: RngFactory,
+               label: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """The drops of a setting and seed, drawn in order as filled ellipses into ``label`` (``(h, w)`` float32 of
+    zeros, filled in place: drop k's pixels hold k + 1, a later drop covering an earlier one): (radii,
+    eccentricities, centres x, centres y, label); None when the setting has no drop. The one drawing of
+    :meth:`Droplets.drops` and of the batched implementation's layers."""
+    i = p["intensity"]
+    g = rng(TEXTURE_STREAM)
+    n = int(round(60 * i * p["count"] * (h * w) / (320.0 * 240.0)))
+    if n == 0:
+        return None
+    r = h * p["size"] * np.minimum(0.075, 0.012 + g.exponential(0.018, n))
+    ecc = g.uniform(0.8, 1.15, n)  # drops are a little elongated, mostly vertically
+    cx, cy = g.uniform(0, w, n), g.uniform(0, h, n)
+    # int(round(v * 16)) for every drop at once (np.round rounds halves to even, as round does)
+    ex, ey = np.round(cx * 16).astype(np.int64).tolist(), np.round(cy * 16).astype(np.int64).tolist()
+    ax = np.maximum(1, np.round(r * 16).astype(np.int64)).tolist()
+    ay = np.maximum(1, np.round(r * ecc * 16).astype(np.int64)).tolist()
+    for k in range(n):
+        cv2.ellipse(label, (ex[k], ey[k]), (ax[k], ay[k]), 0.0, 0.0, 360.0, float(k + 1), -1, cv2.LINE_8, 4)
+    return r, ecc, cx, cy, label
+
+
+def defocus_drops(shade: np.ndarray, highlight: np.ndarray, mask: np.ndarray, p: dict[str, Any],
+                  s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Out of focus: the drops' shading, highlight and outline blurred, as ``(shade, highlight, soft)``."""
+    soft = cv2.GaussianBlur(mask, (0, 0), 0.9 * p["defocus"] * s)
+    shade = cv2.GaussianBlur(shade, (0, 0), 0.9 * s)
+    highlight = cv2.GaussianBlur(highlight, (0, 0), 0.8 * s)
+    return shade, highlight, soft
 
 
 class Dirt(Weather):
