@@ -41,7 +41,8 @@ def add_heap_option(ap) -> None:
 
 
 def apply_heap(args) -> str:
-    """Apply ``--heap`` in this process (and, through the environment, its children); returns the state."""
+    """Apply ``--heap`` in this process, and set ``LIDARMT_HEAP`` for child processes that take no ``--heap``
+    (a benchmark's own children are given the option); returns the state."""
     import os
 
     from lidarmt import _heap

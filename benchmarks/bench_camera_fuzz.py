@@ -34,8 +34,8 @@ run (fp32 with TF32 off, and bf16). The models run in fp32.
 Usage: ``python benchmarks/bench_camera_fuzz.py [--frames 12] [--repeats 3] [--models dave2,...]
 [--device auto|cpu|cuda] [--skip-cpu] [--serial] [--heap kept|system]`` (``--heap``: ``kept``, the default, keeps
 freed memory for the next allocation as the ``lidarmt`` command does, :mod:`lidarmt._heap`; ``system``: glibc's
-defaults, the figures before that change; ``machine.heap`` in the JSON) (Udacity frames from ../shared/data when present, else the demo bag's camera, else a synthetic
-folder). Writes ``benchmarks/results/camera_fuzz.json``.
+defaults, the figures before that change; ``machine.heap`` in the JSON) (Udacity frames from ../shared/data when
+present, else the demo bag's camera, else a synthetic folder). Writes ``benchmarks/results/camera_fuzz.json``.
 """
 
 from __future__ import annotations

@@ -27,14 +27,10 @@ for round in 1 2; do
 import json, sys
 h, rnd, runs = sys.argv[1], sys.argv[2], sys.argv[6]
 t0, t1, t2 = map(float, sys.argv[3:6])
-def el(p):
-    for name in ("run.json", "summary.json"):
-        try:
-            d = json.load(open(f"{runs}/{p}/{name}"))
-        except OSError:
-            continue
-        return d.get("elapsed_s") or d.get("elapsed") or (d.get("run") or {}).get("elapsed_s"), d.get("ran") or (d.get("run") or {}).get("ran")
-    return None, None
+def el(p):  # (the campaign's own seconds, pairs or verdicts): both campaigns' run.json
+    with open(f"{runs}/{p}/run.json") as f:
+        d = json.load(f)
+    return d["elapsed_s"], d["ran"]
 print(json.dumps({"heap": h, "round": rnd, "mr1_command_s": round(t1 - t0, 1), "mr1_campaign": el(f"mr1-{h}-{rnd}"),
                   "camera_command_s": round(t2 - t1, 1), "camera_campaign": el(f"cam-{h}-{rnd}")}), flush=True)
 PY

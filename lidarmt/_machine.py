@@ -131,8 +131,8 @@ def load_average() -> list[float] | None:
 def describe() -> dict:
     """The machine as every benchmark JSON and bug bundle records it: CPU model, ISA (the kernels', :func:`isa`),
     whether bf16 is native, the cores this process may use, the load average when the benchmark started (the
-    machines are shared) and whether freed memory is kept (``heap``, :mod:`lidarmt._heap`); where an ISA cap is set, also the CPU's own ISA (``cpu_isa``) and the caps
-    (``isa_caps``)."""
+    machines are shared) and whether freed memory is kept (``heap``, :mod:`lidarmt._heap`); where an ISA cap is
+    set, also the CPU's own ISA (``cpu_isa``) and the caps (``isa_caps``)."""
     from lidarmt._heap import state as heap_state
     from lidarmt._limits import cpu_cores
 
